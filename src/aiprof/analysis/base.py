@@ -1,0 +1,95 @@
+"""The analyser factory: every view is a pure function (profile, params) -> Arrow table,
+registered by name, and run through the common :class:`~aiprof.analysis.query.Query`.
+
+The CLI, the REST API and the web UI all call :func:`run`; none of them computes
+anything of its own. An analyser never prints or plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import QueryError
+from ..store import Profile
+from .query import Query
+
+AnalyserFn = Callable[[Profile, dict[str, Any]], pa.Table]
+
+
+@dataclass(frozen=True)
+class Analyser:
+    name: str
+    fn: AnalyserFn
+    title: str
+    description: str
+    default_sort: tuple[str, ...] = ()
+    units: dict[str, str] = field(default_factory=dict)
+    """Column -> unit, for renderers and the API's column list."""
+
+
+_REGISTRY: dict[str, Analyser] = {}
+
+
+def analyser(
+    name: str, title: str, *, default_sort: tuple[str, ...] = (), units: dict[str, str] | None = None
+) -> Callable[[AnalyserFn], AnalyserFn]:
+    """Register ``fn`` as the view ``name``. Its docstring documents the columns."""
+
+    def deco(fn: AnalyserFn) -> AnalyserFn:
+        _REGISTRY[name] = Analyser(name, fn, title, (fn.__doc__ or "").strip(), default_sort, units or {})
+        return fn
+
+    return deco
+
+
+@dataclass
+class Result:
+    """A page of an analyser's rows and how many rows matched in all."""
+
+    view: str
+    table: pa.Table
+    total: int
+    query: Query
+    units: dict[str, str]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.table.to_pylist()
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape (docs/api.md): view, columns, rows, total, query."""
+        return {
+            "view": self.view,
+            "columns": [
+                {"name": f.name, "type": str(f.type), "unit": self.units.get(f.name)} for f in self.table.schema
+            ],
+            "rows": self.rows,
+            "total": self.total,
+            "offset": self.query.offset,
+            "limit": self.query.limit,
+        }
+
+
+def views() -> dict[str, Analyser]:
+    """All registered analysers by name."""
+    from . import views as _views  # noqa: F401 - importing registers them
+
+    return dict(_REGISTRY)
+
+
+def run(profile: Profile, view: str, query: Query | None = None, params: dict[str, Any] | None = None) -> Result:
+    """Run analyser ``view`` on ``profile`` and apply ``query`` to its rows."""
+    all_views = views()
+    a = all_views.get(view)
+    if a is None:
+        raise QueryError(f"unknown view {view!r}; views: {', '.join(sorted(all_views))}")
+    q = query or Query()
+    if not q.sort and a.default_sort:
+        q = Query(q.filters, [(s.lstrip("-"), s.startswith("-")) for s in a.default_sort], q.limit, q.offset)
+    table = a.fn(profile, params or {})
+    page, total = q.apply(table)
+    return Result(view, page, total, q, a.units)

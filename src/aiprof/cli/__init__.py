@@ -1,0 +1,71 @@
+"""The ``aiprof`` command line: one thin module per verb over the library.
+
+Verbs are loaded lazily from :data:`VERBS` (name -> "module:attribute"), so
+``aiprof --help`` stays fast and a verb's heavy imports cost only its own users.
+Adding a verb is one module and one line here.
+
+Errors: an :class:`~aiprof.errors.AiprofError` prints one line on stderr and exits 2;
+anything unexpected prints one line too (set ``AIPROF_DEBUG=1`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import AiprofError
+
+VERBS: dict[str, str] = {
+    "import": "aiprof.cli.import_cmd:command",
+    "report": "aiprof.cli.report:command",
+    "sql": "aiprof.cli.sql:command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(VERBS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = VERBS.get(cmd_name)
+        if target is None:
+            return None
+        mod, _, attr = target.partition(":")
+        cmd = getattr(importlib.import_module(mod), attr)
+        assert isinstance(cmd, click.Command)
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aiprof")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+def cli(verbose: int, quiet: bool) -> None:
+    """aiprof: record, import, analyse and show AI workload profiles."""
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="aiprof: %(levelname)s: %(message)s", stream=sys.stderr, force=True)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point."""
+    try:
+        return cli.main(args=argv, prog_name="aiprof", standalone_mode=True)
+    except AiprofError as e:
+        click.echo(f"aiprof: error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("aiprof: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # noqa: BLE001 - the user gets one line, never a traceback
+        if os.environ.get("AIPROF_DEBUG"):
+            raise
+        click.echo(f"aiprof: internal error: {type(e).__name__}: {e} (set AIPROF_DEBUG=1 for details)", err=True)
+        sys.exit(1)

@@ -1,0 +1,34 @@
+"""Helpers shared by the verbs that read profiles."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from ..importers import import_paths
+from ..store import Profile, find_profiles, open_profile
+
+
+@contextmanager
+def open_input(*paths: str) -> Iterator[Profile]:
+    """Open profiles; a trace file given instead is imported on the fly into a temp dir."""
+    with tempfile.TemporaryDirectory(prefix="aiprof-") as tmp:
+        folders: list[str] = []
+        for i, p in enumerate(paths):
+            path = Path(p)
+            if find_profiles(path):
+                folders.append(p)
+                continue
+            out, ctx = import_paths([path], Path(tmp) / f"input{i}.aiprof")
+            for w in ctx.warnings:
+                click.echo(f"aiprof: warning: {w}", err=True)
+            folders.append(str(out))
+        prof = open_profile(*folders)
+        try:
+            yield prof
+        finally:
+            prof.close()

@@ -1,0 +1,56 @@
+"""``aiprof import FILE... -o OUT.aiprof``: foreign profiler output -> a profile."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..importers import choose, import_paths
+from ..store.writer import profile_path
+
+PROGRESS_MIN_BYTES = 32 << 20
+
+
+def default_output(first: Path) -> Path:
+    """``trace.json.gz`` -> ``trace.aiprof`` next to the current directory."""
+    name = first.name
+    for suffix in (".gz", ".json", ".sqlite", ".csv", ".txt", ".log"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return profile_path(Path(name.rstrip(".") or "profile"))
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Profile folder to write (NAME.aiprof).")
+@click.option("-f", "--format", "forced", help="Skip detection and use this importer.")
+@click.option("--rank", type=int, help="Rank of these files when they do not say.")
+def command(files: tuple[Path, ...], output: Path | None, forced: str | None, rank: int | None) -> None:
+    """Import foreign profiler output (Kineto JSON, ...) into a profile."""
+    out = profile_path(output) if output else default_output(files[0])
+    paths = list(files)
+    for p in paths:
+        choose(p, forced)  # fail before writing anything, with the reason
+    total = sum(p.stat().st_size for p in paths if p.is_file())
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty():
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err) as bar:
+            task = bar.add_task("importing (decompressed bytes)", total=None)
+            path, ctx = import_paths(paths, out, forced=forced, rank=rank, progress=lambda n: bar.advance(task, n))
+    else:
+        path, ctx = import_paths(paths, out, forced=forced, rank=rank)
+    kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(ctx.kinds.items(), key=lambda kv: -kv[1]))
+    tables = ", ".join(f"{k} {v:,}" for k, v in ctx.tables.items() if v)
+    click.echo(f"wrote {path}")
+    click.echo(f"  events: {sum(ctx.kinds.values()):,} ({kinds})" if ctx.kinds else "  events: 0")
+    if tables:
+        click.echo(f"  other tables: {tables}")
+    for w in ctx.warnings:
+        click.echo(f"aiprof: warning: {w}", err=True)
+    click.echo(f"see: aiprof report {path}")

@@ -1,0 +1,77 @@
+"""The importer registry: one module per format, tried in this order.
+
+Adding a format means one new module exposing ``IMPORTER`` and one line below.
+The dispatcher tries file-name patterns first, then content detection, logs which
+importer it chose, and when none fits says why each one declined.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import ImportFormatError
+from ..store.writer import ProfileWriter
+from .base import Detection, ImportContext, Importer
+
+log = logging.getLogger("aiprof.import")
+
+#: Module names under aiprof.importers, most specific formats first.
+REGISTRY: list[str] = [
+    "kineto",
+]
+
+
+def importers() -> list[Importer]:
+    """The registered importers, in order."""
+    return [importlib.import_module(f"{__name__}.{m}").IMPORTER for m in REGISTRY]
+
+
+def choose(path: Path, forced: str | None = None) -> Importer:
+    """The importer for ``path``: by ``forced`` name, else by name pattern + content."""
+    all_ = importers()
+    if forced:
+        for imp in all_:
+            if imp.name == forced:
+                return imp
+        raise ImportFormatError(f"unknown format {forced!r}; known: {', '.join(i.name for i in all_)}")
+    if not path.exists():
+        raise ImportFormatError(f"{path}: no such file or folder")
+    reasons: list[tuple[str, Detection]] = []
+    by_name = [i for i in all_ if any(fnmatch.fnmatch(path.name, pat) for pat in i.patterns)]
+    rest = [i for i in all_ if i not in by_name]
+    for imp in by_name + rest:
+        try:
+            d = imp.detect(path)
+        except OSError as e:
+            d = Detection(False, f"cannot read ({e.strerror})")
+        if d:
+            log.info("importing %s as %s (%s)", path, imp.name, d.reason)
+            return imp
+        reasons.append((imp.name, d))
+    why = "; ".join(f"{n}: {d.reason}" for n, d in reasons)
+    raise ImportFormatError(f"{path}: no importer recognises it ({why})")
+
+
+def import_paths(
+    paths: list[Path],
+    out: Path,
+    *,
+    forced: str | None = None,
+    rank: int | None = None,
+    progress: Callable[[int], None] = lambda _n: None,
+) -> tuple[Path, ImportContext]:
+    """Import ``paths`` into one profile at ``out`` (written atomically)."""
+    chosen = [(p, choose(p, forced)) for p in paths]
+    with ProfileWriter(out) as writer:
+        ctx = ImportContext(writer=writer, progress=progress, rank=rank)
+        for p, imp in chosen:
+            imp.load(p, ctx)
+        writer.meta["import_summary"] = {"events_by_kind": dict(ctx.kinds), "tables": dict(ctx.tables)}
+    return writer.path, ctx
+
+
+__all__ = ["REGISTRY", "Detection", "ImportContext", "Importer", "choose", "import_paths", "importers"]

@@ -1,0 +1,73 @@
+"""What every importer is: a detector and an import function, and the context they share."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..store.writer import ProfileWriter
+
+log = logging.getLogger("aiprof.import")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A detector's answer: ``ok`` and, either way, why (shown when nothing fits)."""
+
+    ok: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def yes(reason: str) -> Detection:
+    return Detection(True, reason)
+
+
+def no(reason: str) -> Detection:
+    return Detection(False, reason)
+
+
+@dataclass
+class ImportContext:
+    """Shared state of one ``aiprof import``: the writer, the time origin, the summary."""
+
+    writer: ProfileWriter
+    progress: Callable[[int], None] = lambda _n: None
+    """Called with a count of input bytes consumed since the last call."""
+    rank: int | None = None
+    """Rank to use when the input does not say (one file per rank given by the user)."""
+    origin_raw_ns: int | None = None
+    """Raw timestamp (in the first source's clock) that becomes ts = 0."""
+    kinds: Counter[str] = field(default_factory=Counter)
+    """Events written, by kind (the import summary)."""
+    tables: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        """A loss or oddity the user must hear about; also kept in profile.json."""
+        log.warning(message)
+        self.warnings.append(message)
+        self.writer.warn(message)
+
+    def origin(self, first_raw_ns: int) -> int:
+        """The raw ns value that maps to ts = 0, fixed by the first source that asks."""
+        if self.origin_raw_ns is None:
+            self.origin_raw_ns = int(first_raw_ns)
+        return self.origin_raw_ns
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One format: a name, the file name patterns it claims, a detector, a loader."""
+
+    name: str
+    description: str
+    detect: Callable[[Path], Detection]
+    load: Callable[[Path, ImportContext], None]
+    patterns: tuple[str, ...] = ()
+    """Glob patterns of file names this format usually has (tried before content)."""

@@ -1,0 +1,355 @@
+"""Stream the events of a Chrome-trace JSON file in bounded memory.
+
+A trace is either ``{"traceEvents": [...], ...other keys}`` or a bare ``[...]``, maybe
+gzipped. Loading it whole costs 5-10x its size in Python objects, so the file is read
+in chunks and cut between events; each run of whole events is handed on as bytes for
+a fast decoder (msgspec). The cut points are found with numpy over the structural
+characters only (quotes, brackets, braces), tracking strings and escapes exactly, so
+no heuristic about line layout is needed.
+
+A file that ends early (a job killed mid-write, a truncated .gz) yields every complete
+event before the damage; ``TraceStream.lost`` says how many bytes could not be used.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from ..errors import ImportFormatError
+
+CHUNK = 8 << 20
+
+_QUOTE, _BSLASH, _LBRACE, _RBRACE, _LBRACK, _RBRACK = 34, 92, 123, 125, 91, 93
+_STRUCT = np.zeros(256, dtype=bool)
+_STRUCT[[_QUOTE, _LBRACE, _RBRACE, _LBRACK, _RBRACK]] = True
+_DELTA = np.zeros(256, dtype=np.int8)
+_DELTA[[_LBRACE, _LBRACK]] = 1
+_DELTA[[_RBRACE, _RBRACK]] = -1
+_WS = b" \t\r\n"
+
+
+def open_bytes(path: Path) -> tuple[Iterator[bytes], list[str]]:
+    """Chunks of the file's content, gunzipped when it is gzip; and a list that
+    receives a warning if the compressed stream is cut short or corrupt."""
+    problems: list[str] = []
+
+    def raw_chunks(f: IO[bytes]) -> Iterator[bytes]:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return
+            yield b
+
+    def gunzip(f: IO[bytes]) -> Iterator[bytes]:
+        d = zlib.decompressobj(wbits=31)
+        fed = False  # has the current member been given any input?
+        for raw in raw_chunks(f):
+            while raw:
+                fed = True
+                try:
+                    out = d.decompress(raw, CHUNK)
+                except zlib.error as e:
+                    problems.append(f"gzip data is corrupt ({e}); read up to the damage")
+                    return
+                if out:
+                    yield out
+                while d.unconsumed_tail:
+                    out = d.decompress(d.unconsumed_tail, CHUNK)
+                    if out:
+                        yield out
+                if d.eof:
+                    raw = d.unused_data  # a second gzip member may follow
+                    d = zlib.decompressobj(wbits=31)
+                    fed = False
+                    if not raw.strip(b"\0"):
+                        raw = b""
+                else:
+                    raw = b""
+        tail = d.flush()
+        if tail:
+            yield tail
+        if fed and not d.eof:
+            problems.append("gzip stream ends before its end marker (file cut short)")
+
+    _started = [False]
+
+    def gen() -> Iterator[bytes]:
+        with path.open("rb") as f:
+            magic = f.read(2)
+            f.seek(0)
+            if magic == b"\x1f\x8b":
+                for c in gunzip(f):
+                    _started[0] = True
+                    yield c
+                if not _started[0]:
+                    problems.append("gzip stream holds no data")
+            else:
+                yield from raw_chunks(f)
+
+    return gen(), problems
+
+
+def _structure(buf: bytes, start: int, depth0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions (from ``start``) of brackets and braces outside strings, the depth
+    after each, and the positions of string-opening quotes.
+
+    Assumes ``buf[start]`` is outside any string.
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8, offset=start)
+    pos = np.flatnonzero(_STRUCT[arr])
+    ch = arr[pos]
+    is_q = ch == _QUOTE
+    qpos = pos[is_q]
+    if len(qpos) and (qpos > 0).any():
+        # A quote is escaped when an odd run of backslashes precedes it (rare).
+        prev = arr[np.clip(qpos - 1, 0, None)] == _BSLASH
+        prev &= qpos > 0
+        if prev.any():
+            keep = np.ones(len(qpos), dtype=bool)
+            for i in np.flatnonzero(prev):
+                j = int(qpos[i]) - 1
+                run = 0
+                while j >= 0 and arr[j] == _BSLASH:
+                    run += 1
+                    j -= 1
+                if run % 2:
+                    keep[i] = False
+            if not keep.all():
+                drop = qpos[~keep]
+                m = np.isin(pos, drop, invert=True)
+                pos, ch = pos[m], ch[m]
+                is_q = ch == _QUOTE
+    # Inside a string: an odd number of real quotes before the character.
+    qcount = np.cumsum(is_q)
+    outside = (~is_q) & ((qcount & 1) == 0)
+    opening = is_q & ((qcount & 1) == 1)
+    bpos = pos[outside]
+    depth = depth0 + np.cumsum(_DELTA[ch[outside]].astype(np.int64))
+    return bpos, depth, pos[opening]
+
+
+@dataclass
+class TraceStream:
+    """The events of one Chrome-trace file, as JSON array texts of whole events."""
+
+    path: Path
+    header: dict[str, Any] = field(default_factory=dict)
+    """Top-level keys other than traceEvents (deviceProperties, distributedInfo...)."""
+    bare_array: bool = False
+    lost: int = 0
+    """Bytes after the last complete event that could not be used (0 when intact)."""
+    complete: bool = False
+    """True when the event list and the document closed properly."""
+    problems: list[str] = field(default_factory=list)
+    bytes_in: int = 0
+    """Decompressed bytes consumed so far (for progress)."""
+
+    def batches(
+        self,
+        fast: Callable[[bytes], list[Any] | None],
+        slow: Callable[[bytes], list[Any]],
+    ) -> Iterator[list[Any]]:
+        """Yield decoded runs of complete events.
+
+        ``fast`` decodes a ``b"[ev, ...]"`` text or returns None when it cannot;
+        ``slow`` must always return what it could read. Each buffer is first cut at
+        the last ``}, {`` (cheap, right for every common layout); when ``fast`` rejects
+        that, the cut is redone exactly and the text goes to ``slow``.
+        """
+        chunks, self.problems = open_bytes(self.path)
+        buf = b""
+        it = iter(chunks)
+        # 1. The opening: a bare array, or an object whose traceEvents array we find.
+        while True:
+            nxt = next(it, None)
+            if nxt is None:
+                break
+            buf += nxt
+            self.bytes_in += len(nxt)
+            first = buf.lstrip(_WS)[:1]
+            if first == b"[":
+                self.bare_array = True
+                break
+            if first == b"{":
+                if self._find_events_key(buf) is not None:
+                    break
+                continue
+            if first:
+                raise ImportFormatError(f"{self.path}: not JSON (starts with {first!r})")
+        stripped = buf.lstrip(_WS)
+        if not stripped:
+            raise ImportFormatError(f"{self.path}: empty file")
+        if self.bare_array:
+            pos = len(buf) - len(stripped) + 1
+        else:
+            found = self._find_events_key(buf)
+            if found is None:
+                self._parse_header_only(buf)
+                raise ImportFormatError(f"{self.path}: a JSON object without a traceEvents list: not a trace")
+            key_pos, pos = found
+            self._read_header(buf[:key_pos])
+        buf = buf[pos:]
+        # 2. The events: cut each buffer after its last complete event.
+        ended = False
+        exhausted = False
+        while not ended:
+            if not exhausted:
+                nxt = next(it, None)
+                if nxt is None:
+                    exhausted = True
+                else:
+                    self.bytes_in += len(nxt)
+                    buf += nxt
+            if not buf:
+                break
+            if not exhausted:
+                guess = _guess_cut(buf)
+                if guess > 0:
+                    got = fast(b"[" + buf[:guess].strip(_WS + b",") + b"]")
+                    if got is not None:
+                        yield got
+                        buf = buf[guess:]
+                        continue
+            cut, closed = _last_event_end(buf)
+            if cut > 0:
+                body = buf[:cut].strip(_WS + b",")
+                if body:
+                    yield slow(b"[" + body + b"]")
+            if closed is not None:
+                ended = True
+                buf = buf[closed + 1 :]
+            else:
+                buf = buf[cut:]
+                if exhausted:
+                    break
+        # 3. What follows the list: more top-level keys, or nothing.
+        if ended:
+            for nxt in it:
+                self.bytes_in += len(nxt)
+                buf += nxt
+            tail = buf.strip(_WS)
+            if self.bare_array:
+                self.complete = not tail
+            elif tail.startswith(b","):
+                try:
+                    more = orjson.loads(b"{" + tail[1:])
+                    if isinstance(more, dict):
+                        self.header.update(more)
+                    self.complete = True
+                except orjson.JSONDecodeError:
+                    self.problems.append("the keys after traceEvents are cut short or malformed")
+            else:
+                self.complete = tail == b"}"
+        else:
+            self.lost = len(buf.strip(_WS + b","))
+            if self.lost:
+                self.problems.append(f"trace cut short: the last {self.lost} bytes hold an incomplete event")
+            else:
+                self.problems.append("trace cut short: the event list never closes")
+
+    def _find_events_key(self, buf: bytes) -> tuple[int, int] | None:
+        """(position of the "traceEvents" key, position after its '[') at depth 1."""
+        start = len(buf) - len(buf.lstrip(_WS))
+        key = b'"traceEvents"'
+        i = buf.find(key, start)
+        if i == -1:
+            return None
+        # Only the text up to the last candidate key matters; scanning the events
+        # after it would cost a pass over the whole first chunk.
+        last = buf.rfind(key, start, i + (1 << 20))
+        bpos, depth, qopen = _structure(buf[: last + len(key)], start, 0)
+        qset = set(qopen.tolist())
+        while i != -1 and i <= last:
+            if i - start in qset:
+                k = int(np.searchsorted(bpos, i - start))
+                d = int(depth[k - 1]) if k > 0 else 0
+                if d == 1:
+                    j = i + len(key)
+                    rest = buf[j:].lstrip(_WS)
+                    if rest[:1] == b":":
+                        rest2 = rest[1:].lstrip(_WS)
+                        if rest2[:1] == b"[":
+                            return i, len(buf) - len(rest2) + 1
+                        if rest2:
+                            raise ImportFormatError(f"{self.path}: traceEvents is not a list")
+                    if not rest or (rest[:1] == b":" and not rest[1:].strip(_WS)):
+                        return None  # need more bytes
+            i = buf.find(key, i + 1)
+        return None
+
+    def _read_header(self, text: bytes) -> None:
+        body = text.rstrip(_WS)
+        body = body.rstrip(b",")
+        try:
+            obj = orjson.loads(body + b"}")
+        except orjson.JSONDecodeError:
+            self.problems.append("the keys before traceEvents could not be read")
+            return
+        if isinstance(obj, dict):
+            self.header.update(obj)
+
+    def _parse_header_only(self, buf: bytes) -> None:
+        try:
+            obj = orjson.loads(buf)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(obj, dict):
+            self.header.update(obj)
+
+
+def _guess_cut(buf: bytes) -> int:
+    """Index just past the '}' of the last '}, {' in ``buf`` (0 if none): where the
+    last complete event ends in every common layout. Verified by the decoder."""
+    i = len(buf)
+    while True:
+        i = buf.rfind(b"}", 0, i)
+        if i <= 0:
+            return 0
+        j = i + 1
+        n = len(buf)
+        while j < n and buf[j] in _WS:
+            j += 1
+        if j < n and buf[j] == 44:  # ','
+            j += 1
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j < n and buf[j] == 123:  # '{'
+                return i + 1
+        if len(buf) - i > (1 << 20):
+            return 0
+
+
+def _last_event_end(buf: bytes) -> tuple[int, int | None]:
+    """(index just past the last complete event, index of the list's closing ']' or None).
+
+    ``buf`` starts between events inside the list (depth 0 = in the list).
+    """
+    bpos, depth, _ = _structure(buf, 0, 0)
+    if len(bpos) == 0:
+        return 0, None
+    closed_at = np.flatnonzero(depth < 0)
+    if len(closed_at):
+        k = int(closed_at[0])
+        end = int(bpos[k])
+        return end, end
+    ends = np.flatnonzero(depth == 0)
+    if len(ends) == 0:
+        return 0, None
+    return int(bpos[ends[-1]]) + 1, None
+
+
+def read_json_document(path: Path, limit: int = 64 << 20) -> Any:
+    """Read a small whole JSON document (plain or gzipped) for detection or metadata."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return orjson.loads(data)

@@ -1,0 +1,94 @@
+"""Exact conversion of trace timestamps (µs, as float, int or string) to int64 ns.
+
+Chrome-trace JSON writes µs. A float like 4458676522690.655 holds the ns digits only
+approximately, and absolute epoch µs (1.7e15) cannot hold them at all in a float64,
+which is why some writers (Ascend) use strings. Floats below 2**43 µs are converted
+by splitting off the integer part (exact to the ns); larger non-integral floats go
+through their shortest repr, which gives back the digits the writer printed; strings
+are split at the decimal point. No path rounds through a binary fraction of a µs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+_EXACT_LIMIT = float(1 << 43)
+
+
+def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Convert µs values to int64 ns. Returns (ns, valid mask); invalid entries are 0."""
+    if any(isinstance(v, str) for v in values):
+        return _slow(values)
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return _slow(values)
+    valid = ~np.isnan(arr)
+    if not valid.all():
+        # None became NaN: keep going, those rows are marked invalid.
+        arr = np.where(valid, arr, 0.0)
+    big = np.abs(arr) >= _EXACT_LIMIT
+    if big.any():
+        frac_big = big & (arr != np.floor(arr))
+        if frac_big.any():
+            out = _fast(np.where(frac_big, 0.0, arr))
+            for i in np.flatnonzero(frac_big):
+                out[i] = _str_ns(repr(float(values[i])))
+            return out, valid
+    return _fast(arr), valid
+
+
+def _fast(arr: np.ndarray) -> np.ndarray:
+    hi = np.floor(arr)
+    frac = arr - hi
+    return hi.astype(np.int64) * 1000 + np.rint(frac * 1000.0).astype(np.int64)
+
+
+def _slow(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    out = np.zeros(len(values), dtype=np.int64)
+    valid = np.ones(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        try:
+            if isinstance(v, str):
+                out[i] = _str_ns(v)
+            elif isinstance(v, bool) or v is None:
+                valid[i] = False
+            elif isinstance(v, int):
+                out[i] = v * 1000
+            elif isinstance(v, float):
+                if v != v or v in (float("inf"), float("-inf")):
+                    valid[i] = False
+                elif abs(v) < _EXACT_LIMIT:
+                    out[i] = _fast(np.array([v]))[0]
+                else:
+                    out[i] = _str_ns(repr(v))
+            else:
+                valid[i] = False
+        except (ValueError, OverflowError):
+            valid[i] = False
+    return out, valid
+
+
+def _str_ns(s: str) -> int:
+    """'1704161511420306.491' -> 1704161511420306491 (exact)."""
+    s = s.strip()
+    if "e" in s or "E" in s:
+        from decimal import Decimal
+
+        return int((Decimal(s) * 1000).to_integral_value())
+    neg = s.startswith("-")
+    if neg or s.startswith("+"):
+        s = s[1:]
+    whole, _, frac = s.partition(".")
+    if not whole and not frac:
+        raise ValueError("empty number")
+    ns = int(whole or "0") * 1000
+    if frac:
+        digits = (frac + "000")[:3]
+        ns += int(digits)
+        if len(frac) > 3 and frac[3] >= "5":
+            ns += 1  # round half up on the sub-ns digit
+    return -ns if neg else ns

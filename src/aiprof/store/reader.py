@@ -1,0 +1,142 @@
+"""Open one profile, or a folder of profiles (one per rank or per run), as DuckDB views.
+
+Each table of the store becomes a view of the same name over the Parquet files in
+place. Profiles opened together are put on one time axis: every ``ts`` is shifted from
+its own profile's origin to the earliest origin among them, so ranks line up.
+A table no profile has is still a view, empty, with the store's schema, so analysers
+never need to ask whether it exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import AiprofError
+from .schema import SCHEMA_VERSION, SCHEMAS, TABLES
+from .writer import META_FILE, PROFILE_SUFFIX
+
+_TIMED = {"events", "counters", "memory", "samples"}
+
+
+@dataclass
+class Profile:
+    """Profiles opened for analysis: a DuckDB connection with one view per table."""
+
+    paths: list[Path]
+    """The profile folders, in the order their metadata appears in ``metas``."""
+    metas: list[dict[str, Any]]
+    """profile.json of each profile."""
+    con: duckdb.DuckDBPyConnection
+    """Connection holding the views ``events``, ``counters``, ``memory`` and the others."""
+    tables: dict[str, int] = field(default_factory=dict)
+    """Row count of each table, over all the profiles."""
+
+    @property
+    def time_origin_ns(self) -> int:
+        """Origin of the shared time axis (the earliest of the profiles' origins)."""
+        return min(int(m.get("time_origin_ns", 0)) for m in self.metas)
+
+    @property
+    def devices(self) -> list[dict[str, Any]]:
+        """Device records of all profiles (rank, type, index, name, vendor, memory...)."""
+        return [d for m in self.metas for d in m.get("devices", [])]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for m in self.metas for w in m.get("warnings", [])]
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pa.Table:
+        """Run a SQL query over the views and return an Arrow table."""
+        try:
+            return self.con.execute(query, params or []).to_arrow_table()
+        except duckdb.Error as e:
+            raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Profile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def is_profile(path: str | os.PathLike[str]) -> bool:
+    p = Path(path)
+    return p.is_dir() and (p / META_FILE).is_file()
+
+
+def find_profiles(path: str | os.PathLike[str]) -> list[Path]:
+    """The profile folders at ``path``: itself, or its direct children that are profiles."""
+    p = Path(path)
+    if is_profile(p):
+        return [p]
+    if p.is_dir():
+        return sorted(c for c in p.iterdir() if is_profile(c) and not c.name.startswith("."))
+    return []
+
+
+def open_profile(*paths: str | os.PathLike[str]) -> Profile:
+    """Open profiles (folders ``NAME.aiprof`` or folders holding several) for analysis."""
+    folders: list[Path] = []
+    for path in paths:
+        found = find_profiles(path)
+        if not found:
+            p = Path(path)
+            if not p.exists():
+                raise AiprofError(f"{p}: no such file or folder")
+            raise AiprofError(f"{p}: not an aiprof profile (no {META_FILE}; a {PROFILE_SUFFIX} folder was expected)")
+        folders.extend(found)
+    metas = [_read_meta(f) for f in folders]
+    origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
+    con = duckdb.connect(":memory:")
+    con.execute("SET threads TO 2")
+    counts: dict[str, int] = {}
+    for table in TABLES:
+        parts: list[str] = []
+        for idx, (folder, meta) in enumerate(zip(folders, metas)):
+            f = folder / f"{table}.parquet"
+            if not f.is_file():
+                continue
+            counts[table] = counts.get(table, 0) + int(meta.get("tables", {}).get(table, 0))
+            src = f"read_parquet({_sql_str(str(f))})"
+            shift = int(meta.get("time_origin_ns", 0)) - origin
+            cols = [f"{idx}::INTEGER AS profile"]
+            if table in _TIMED and shift:
+                parts.append(f"SELECT * REPLACE (ts + {shift} AS ts), {cols[0]} FROM {src}")
+            else:
+                parts.append(f"SELECT *, {cols[0]} FROM {src}")
+        if parts:
+            con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+        else:
+            # An empty Arrow table gives the view its typed columns.
+            con.register(f"empty_{table}", SCHEMAS[table].empty_table())
+            con.execute(f"CREATE VIEW {table} AS SELECT *, 0::INTEGER AS profile FROM empty_{table}")
+    return Profile(paths=folders, metas=metas, con=con, tables=counts)
+
+
+def _read_meta(folder: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except (OSError, ValueError) as e:
+        raise AiprofError(f"{folder}: unreadable {META_FILE}: {e}") from None
+    if not isinstance(meta, dict):
+        raise AiprofError(f"{folder}: {META_FILE} is not a JSON object")
+    version = meta.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise AiprofError(
+            f"{folder}: schema version {version!r} is newer than this aiprof reads ({SCHEMA_VERSION}); upgrade aiprof"
+        )
+    return meta
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"

@@ -1,0 +1,277 @@
+"""Write a profile folder: Parquet tables plus profile.json, atomically.
+
+Tables are streamed batch by batch through ``pyarrow.parquet.ParquetWriter``, so an
+importer never holds a whole trace in memory. Everything goes to a temporary sibling
+folder that is renamed into place on success; a failed import leaves no half profile
+behind (and an existing profile of the same name is replaced only at the very end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..errors import AiprofError
+from .schema import DEVICE_TYPES, KINDS, SCHEMA_VERSION, SCHEMAS
+from .steps import StepIndex
+
+PROFILE_SUFFIX = ".aiprof"
+META_FILE = "profile.json"
+
+#: Events are held back until commit (steps are only known once all are seen); past
+#: this many bytes of Arrow data they spill to a temporary Parquet file.
+SPOOL_BYTES = 256 << 20
+
+_KINDS = frozenset(KINDS)
+_DEVICE_TYPES = frozenset(DEVICE_TYPES)
+
+
+def profile_path(path: str | os.PathLike[str]) -> Path:
+    """Return ``path`` with the ``.aiprof`` suffix that marks a profile folder."""
+    p = Path(path)
+    return p if p.name.endswith(PROFILE_SUFFIX) else p.with_name(p.name + PROFILE_SUFFIX)
+
+
+class ProfileWriter:
+    """Collects table batches and metadata for one profile and commits them atomically.
+
+    Use as a context manager; on a clean exit the profile is committed, on an exception
+    the temporary folder is removed and the exception propagates.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> None:
+        self.path: Path = profile_path(path)
+        """Final location of the profile folder."""
+        if self.path.exists() and not overwrite:
+            raise AiprofError(f"{self.path} already exists")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{time.time_ns()}")
+        self._tmp.mkdir()
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._steps = StepIndex()
+        self._spool: list[pa.RecordBatch] = []
+        self._spool_bytes = 0
+        self._spill: pq.ParquetWriter | None = None
+        self.rows: dict[str, int] = {}
+        """Rows written so far, per table."""
+        self.meta: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "aiprof_version": __version__,
+            "created_unix_ns": time.time_ns(),
+            "sources": [],
+            "time_origin_ns": 0,
+            "clock": "unknown",
+            "hosts": [],
+            "ranks": [],
+            "world_size": None,
+            "devices": [],
+            "partial": False,
+            "warnings": [],
+        }
+        """The content of profile.json; importers fill it in."""
+        self._committed = False
+
+    # -- tables -------------------------------------------------------------------
+
+    def append(self, table: str, columns: Mapping[str, Sequence[Any] | np.ndarray | pa.Array]) -> int:
+        """Append rows to ``table`` from a mapping of column name to values.
+
+        Columns not given are null. Unknown columns are an error (a typo would
+        otherwise lose data silently). Returns the number of rows appended.
+        """
+        schema = SCHEMAS[table]
+        unknown = set(columns) - set(schema.names)
+        if unknown:
+            raise ValueError(f"unknown columns for {table}: {sorted(unknown)}")
+        n = -1
+        for v in columns.values():
+            n = len(v)
+            break
+        if n <= 0:
+            return 0
+        arrays: list[pa.Array] = []
+        for field in schema:
+            v = columns.get(field.name)
+            if v is None:
+                arrays.append(pa.nulls(n, field.type))
+                continue
+            if len(v) != n:
+                raise ValueError(f"{table}.{field.name}: {len(v)} values, expected {n}")
+            arr = v if isinstance(v, pa.Array) else pa.array(v, type=field.type, from_pandas=True)
+            if arr.type != field.type:
+                arr = arr.cast(field.type)
+            arrays.append(arr)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        if table == "events":
+            _check_vocabulary(batch)
+        self.append_batch(table, batch)
+        return n
+
+    def append_batch(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append an Arrow batch that already has the table's schema."""
+        if batch.num_rows == 0:
+            return
+        if table == "events":
+            self._spool_events(batch)
+            return
+        self._write(table, batch)
+
+    def _write(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
+        w = self._writers.get(table)
+        if w is None:
+            w = pq.ParquetWriter(
+                self._tmp / f"{table}.parquet",
+                SCHEMAS[table],
+                compression="zstd",
+                use_dictionary=True,
+            )
+            self._writers[table] = w
+        if isinstance(batch, pa.RecordBatch):
+            w.write_batch(batch)
+        else:
+            w.write_table(batch)
+        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+
+    def _spool_events(self, batch: pa.RecordBatch | pa.Table) -> None:
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for b in batches:
+            self._steps.observe(b)
+            self.rows["events"] = self.rows.get("events", 0) + b.num_rows
+            if self._spill is not None:
+                self._spill.write_batch(b)
+                continue
+            self._spool.append(b)
+            self._spool_bytes += b.nbytes
+            if self._spool_bytes > SPOOL_BYTES:
+                self._spill = pq.ParquetWriter(self._tmp / ".events.spill.parquet", SCHEMAS["events"], compression="lz4")
+                for sb in self._spool:
+                    self._spill.write_batch(sb)
+                self._spool.clear()
+                self._spool_bytes = 0
+
+    def _flush_events(self) -> None:
+        total = self.rows.pop("events", 0)
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+            spill = self._tmp / ".events.spill.parquet"
+            pf = pq.ParquetFile(spill)
+            for b in pf.iter_batches(batch_size=1 << 17):
+                self._write("events", self._steps.apply(b))
+            del pf
+            spill.unlink()
+        else:
+            while self._spool:
+                self._write("events", self._steps.apply(self._spool.pop(0)))
+        self.rows["events"] = total
+        if total and "events" not in self._writers:
+            raise AssertionError("events spooled but none written")
+
+    # -- metadata -----------------------------------------------------------------
+
+    def add_source(self, importer: str, path: str | os.PathLike[str], **extra: Any) -> None:
+        """Record one input (importer name, path, size, fingerprint) in profile.json."""
+        p = Path(path)
+        entry: dict[str, Any] = {"importer": importer, "path": str(p.resolve())}
+        if p.is_file():
+            st = p.stat()
+            entry["size"] = st.st_size
+            entry["mtime_ns"] = st.st_mtime_ns
+            entry["sha256_head"] = _head_hash(p)
+        entry.update(extra)
+        self.meta["sources"].append(entry)
+
+    def warn(self, message: str) -> None:
+        """Keep a warning in profile.json (the caller also shows it to the user)."""
+        self.meta["warnings"].append(message)
+
+    # -- commit ---------------------------------------------------------------------
+
+    def commit(self) -> Path:
+        """Close the tables, write profile.json and move the folder into place."""
+        self._flush_events()
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        self.meta["tables"] = dict(self.rows)
+        (self._tmp / META_FILE).write_text(json.dumps(self.meta, indent=1, default=_json_default))
+        if self.path.exists():
+            old = self.path.with_name(f".{self.path.name}.old-{time.time_ns()}")
+            self.path.rename(old)
+            self._tmp.rename(self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            self._tmp.rename(self.path)
+        self._committed = True
+        return self.path
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        self._spool.clear()
+        if self._spill is not None:
+            self._writers["_spill"] = self._spill
+            self._spill = None
+        for w in self._writers.values():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - closing a broken writer must not mask the cause
+                pass
+        self._writers.clear()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> ProfileWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            if not self._committed:
+                self.commit()
+        else:
+            self.abort()
+
+
+def _check_vocabulary(batch: pa.RecordBatch) -> None:
+    # A kind outside the vocabulary would make every analyser silently miss it.
+    kinds = set(batch.column("kind").unique().to_pylist())
+    bad = kinds - _KINDS - {None}
+    if bad:
+        raise ValueError(f"kind outside the vocabulary: {sorted(bad)}")
+    dts = set(batch.column("device_type").unique().to_pylist())
+    bad = dts - _DEVICE_TYPES - {None}
+    if bad:
+        raise ValueError(f"device_type outside the vocabulary: {sorted(bad)}")
+
+
+def _head_hash(p: Path, size: int = 1 << 20) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        h.update(f.read(size))
+    return h.hexdigest()
+
+
+def _json_default(o: object) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
