@@ -54,8 +54,19 @@ METRICS: dict[str, Metric] = {
         Metric("cpu_util", "%"),
         Metric("cpu_freq", "MHz"),
         Metric("throttle_reasons", "bitmask"),
+        Metric("cpu_temp", "C"),
+        Metric("power_limit", "W"),
+        Metric("fan_speed", "%"),
+        Metric("ecc_errors", "errors"),
+        Metric("processes", "count"),
     ]
 }
+
+
+def metric_unit(name: str) -> str | None:
+    """Unit of a metric name; ``base.detail`` names (``cpu_util.core3``) take the base's unit."""
+    m = METRICS.get(name) or METRICS.get(name.partition(".")[0])
+    return m.unit if m else None
 
 
 @dataclass(frozen=True)
