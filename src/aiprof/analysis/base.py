@@ -7,6 +7,7 @@ anything of its own. An analyser never prints or plots.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,9 @@ class Result:
 
 def views() -> dict[str, Analyser]:
     """All registered analysers by name."""
-    from . import views as _views  # noqa: F401 - importing registers them
+    # The submodule shares its name with this function once the package re-exports
+    # it, so import it by its full name; importing it registers every view.
+    importlib.import_module(f"{__package__}.views")
 
     return dict(_REGISTRY)
 

@@ -178,7 +178,7 @@ class Query:
         try:
             con.register("t", table)
             w = (" WHERE " + " AND ".join(where)) if where else ""
-            total = con.execute(f"SELECT count(*) FROM t{w}", params).fetchone()
+            total = con.execute(f"SELECT count(*) FROM t{w}", params).fetchall()[0]
             sql = f"SELECT * FROM t{w}"
             if order:
                 sql += " ORDER BY " + ", ".join(order)

@@ -220,6 +220,12 @@ class ChromeTraceConverter:
         """Kind of each span. Subclasses for other producers override this."""
         return [kind_for(c, n) for c, n in zip(cats, names)]
 
+    def refine(self, evs: list[Ev], kinds: list[str], args: list[Args]) -> dict[str, Any]:
+        """Hook for other producers, after ``classify``: may rewrite ``kinds`` in place
+        from what the decoded ``args`` say, and return extra columns for these spans
+        (correlation, external_id, step...). Kineto needs none: no change, no columns."""
+        return {}
+
     def device_of(self, kinds: list[str], cats: list[str | None], pids: list[int], args: list[Args]) -> tuple[list[str], list[int]]:
         dt: list[str] = []
         dev: list[int] = []
@@ -306,12 +312,13 @@ class ChromeTraceConverter:
         kinds = self.classify(cats, names, pids_raw)
         raws = [e.args for e in evs]
         args = self._decode_args(raws)
+        extra = self.refine(evs, kinds, args)
         tids = [t if type(t) is int else self.int_id(t, stream=k in DEVICE_SIDE) for t, k in zip((e.tid for e in evs), kinds)]
         ts, _ = self._times(evs)
         dur, dok = us_to_ns([e.dur for e in evs])
         dur = np.where(dok, dur, 0)
         dt, dev = self.device_of(kinds, cats, pids, args)
-        self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args)
+        self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args, extra=extra)
 
     def _write_events(
         self,
@@ -327,6 +334,7 @@ class ChromeTraceConverter:
         raws: list[msgspec.Raw] | list[bytes],
         args: list[Args],
         correlation: list[int | None] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         n = len(kinds)
         if correlation is None:
@@ -349,6 +357,8 @@ class ChromeTraceConverter:
             "block": [_dims(a.block) for a in args],
             "args": [bytes(r).decode("utf-8", "replace") if r else None for r in raws],
         }
+        if extra:
+            cols.update(extra)
         self.ctx.writer.append("events", cols)
         for k in kinds:
             self.ctx.kinds[k] += 1

@@ -55,7 +55,10 @@ class Profile:
     def sql(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run a SQL query over the views and return an Arrow table."""
         try:
-            return self.con.execute(query, params or []).to_arrow_table()
+            rel = self.con.sql(query, params=params) if params else self.con.sql(query)
+            if rel is None:  # a statement that returns nothing (CREATE, SET...)
+                return pa.table({})
+            return rel.to_arrow_table()
         except duckdb.Error as e:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 

@@ -1,0 +1,6 @@
+"""Analysers: pure functions over a profile, all run through one query (filter, sort, page)."""
+
+from .base import Analyser, Result, analyser, run, views
+from .query import Filter, Query
+
+__all__ = ["Analyser", "Filter", "Query", "Result", "analyser", "run", "views"]

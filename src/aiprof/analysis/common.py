@@ -1,0 +1,81 @@
+"""Shared building blocks of the analysers: column fetches and event classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+
+#: Device-side kinds that keep a device busy (Holistic Trace Analysis counts these).
+DEVICE_BUSY_KINDS = ("kernel", "collective", "memcpy", "memset", "sync")
+#: Host-side names of communication calls (c10d, NCCL/Gloo/HCCL wrappers).
+COMM_NAME_SQL = (
+    "(regexp_matches(name, '^(nccl|gloo|hccl|mpi|ucc):') OR name LIKE 'c10d::%' "
+    "OR name = 'record_param_comms' OR regexp_matches(lower(name), '^(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_to_all|alltoall|barrier)'))"
+)
+
+
+def fetch(profile: Profile, sql: str, params: list[Any] | None = None) -> dict[str, np.ndarray]:
+    """Run ``sql`` and return its columns as numpy arrays (nulls become -1 for ints)."""
+    t = profile.sql(sql, params)
+    out: dict[str, np.ndarray] = {}
+    for name, col in zip(t.column_names, t.columns):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_integer(arr.type):
+            out[name] = arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        elif pa.types.is_floating(arr.type):
+            out[name] = arr.fill_null(np.nan).to_numpy(zero_copy_only=False)
+        elif pa.types.is_decimal(arr.type):
+            out[name] = np.array(arr.to_pylist(), dtype=np.float64)
+        else:
+            out[name] = np.array(arr.to_pylist(), dtype=object)
+    return out
+
+
+def us(ns: Any) -> Any:
+    """ns -> µs as float (the unit every view reports times in)."""
+    return np.asarray(ns, dtype=np.float64) / 1000.0
+
+
+def pct(part: Any, whole: Any) -> Any:
+    whole_arr = np.asarray(whole, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(whole_arr > 0, 100.0 * np.asarray(part, dtype=np.float64) / np.where(whole_arr > 0, whole_arr, 1), np.nan)
+    return r
+
+
+def hta_device_window_sql() -> str:
+    """Device events in Holistic Trace Analysis's window, per rank.
+
+    HTA drops everything from the start of the last ``ProfilerStep`` onward when a
+    trace has two or more steps (the last step is usually cut short by the profiler),
+    keeping device work whose launching host call started before it; with fewer steps
+    it keeps all device work. We follow that rule so the figures are comparable.
+    Columns: rank, device, tid, kind, name, ts, dur, step, correlation, launch_ts.
+    """
+    kinds = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
+    return f"""
+        WITH st AS (SELECT rank, count(*) AS n, max(ts) AS last_start FROM events WHERE kind = 'step' GROUP BY rank),
+        launch AS (
+            SELECT rank, correlation, min(ts) AS lts FROM events
+            WHERE device_type = 'cpu' AND correlation IS NOT NULL AND kind IN ('runtime', 'driver')
+            GROUP BY rank, correlation)
+        SELECT d.rank, d.device, d.tid, d.kind, d.name, d.ts, d.dur, d.step, d.correlation, l.lts AS launch_ts
+        FROM events d
+        LEFT JOIN st ON st.rank = d.rank
+        LEFT JOIN launch l ON l.rank = d.rank AND l.correlation = d.correlation
+        WHERE d.device_type <> 'cpu' AND d.kind IN ({kinds})
+          AND (coalesce(st.n, 0) < 2 OR (l.lts IS NOT NULL AND l.lts < st.last_start))
+    """
+
+
+def is_compute(kind: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Compute kernels: kind 'kernel' whose name is not a sync (HTA's COMPUTATION)."""
+    k = kind == "kernel"
+    if not k.any():
+        return k
+    no_sync = np.array(["Sync" not in str(n) and "Memcpy" not in str(n) for n in name], dtype=bool)
+    return k & no_sync

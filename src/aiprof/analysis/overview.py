@@ -1,0 +1,214 @@
+"""Where the time goes: the step time breakdown, device temporal breakdown, utilization.
+
+Two views share the computation:
+
+``overview`` (long form, one row per figure)
+    section      'breakdown' (tb-profiler's split of step time), 'device' (Holistic
+                 Trace Analysis's idle / compute / non_compute) or 'utilization'
+    rank, device device is null for host-side figures
+    step         null = over all steps
+    category     breakdown: kernel, memcpy, memset, communication, runtime,
+                 dataloader, cpu_exec, other; device: idle, compute, non_compute;
+                 utilization: device_busy
+    time_us      µs
+    percent      % of the step time (breakdown, utilization) or of the device's
+                 active span (device, as HTA defines it)
+
+``steps`` (one row per rank and step)
+    rank, step, start_us, duration_us, the breakdown categories as <category>_us,
+    device_busy_us, idle_us, compute_us, non_compute_us (device figures inside the
+    step's window, all devices of the rank together).
+
+Breakdown: each instant of a step is counted once, in the first category active at
+that instant in this priority: kernel > memcpy > memset > communication > runtime >
+dataloader > cpu_exec; what is left is other. Without step markers the whole trace
+span of a rank is one window, reported as step null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from . import intervals as iv
+from .base import analyser
+from .common import COMM_NAME_SQL, fetch, hta_device_window_sql, is_compute, pct, us
+
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+
+_CATEGORY_SQL = f"""
+    CASE
+      WHEN device_type <> 'cpu' AND kind = 'kernel' THEN 0
+      WHEN device_type <> 'cpu' AND kind = 'memcpy' THEN 1
+      WHEN device_type <> 'cpu' AND kind = 'memset' THEN 2
+      WHEN kind = 'collective' THEN 3
+      WHEN device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation') AND {COMM_NAME_SQL} THEN 3
+      WHEN device_type = 'cpu' AND kind IN ('runtime', 'driver') THEN 4
+      WHEN kind = 'dataloader' THEN 5
+      WHEN device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation', 'python') THEN 6
+      ELSE -1 END
+"""
+
+
+def _windows(profile: Profile) -> dict[str, np.ndarray]:
+    """Step windows per rank; a rank without steps gets its whole span as step -1."""
+    steps = fetch(
+        profile,
+        "SELECT rank, coalesce(step, -1) AS step, ts, dur FROM events WHERE kind = 'step' ORDER BY rank, ts",
+    )
+    spans = fetch(
+        profile,
+        "SELECT rank, min(ts) AS ts, max(ts + dur) - min(ts) AS dur FROM events "
+        "WHERE kind <> 'other' AND kind <> 'instant' GROUP BY rank ORDER BY rank",
+    )
+    have = set(steps["rank"].tolist())
+    extra = [i for i, r in enumerate(spans["rank"].tolist()) if r not in have]
+    return {
+        "rank": np.concatenate([steps["rank"], spans["rank"][extra]]),
+        "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
+        "ts": np.concatenate([steps["ts"], spans["ts"][extra]]),
+        "dur": np.concatenate([steps["dur"], spans["dur"][extra]]),
+    }
+
+
+def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per window: time of each category (ns), with the priority rule."""
+    ev = fetch(
+        profile,
+        f"SELECT rank, {_CATEGORY_SQL} AS cat, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({_CATEGORY_SQL}) >= 0",
+    )
+    n = len(w["rank"])
+    out = {c: np.zeros(n, dtype=np.int64) for c in CATEGORIES}
+    out["device_busy"] = np.zeros(n, dtype=np.int64)
+    for r in np.unique(w["rank"]):
+        wsel = np.flatnonzero(w["rank"] == r)
+        w0 = w["ts"][wsel]
+        w1 = w0 + w["dur"][wsel]
+        esel = ev["rank"] == r
+        cats, ts, te = ev["cat"][esel], ev["ts"][esel], ev["te"][esel]
+        prev = np.zeros(len(wsel), dtype=np.int64)
+        acc_s = np.zeros(0, dtype=np.int64)
+        acc_e = np.zeros(0, dtype=np.int64)
+        for ci, c in enumerate(CATEGORIES):
+            m = cats == ci
+            acc_s, acc_e = iv.merge(np.concatenate([acc_s, ts[m]]), np.concatenate([acc_e, te[m]]))
+            cov = iv.covered(acc_s, acc_e, w0, w1)
+            out[c][wsel] = cov - prev
+            prev = cov
+            if ci == 2:  # kernel + memcpy + memset: the device is busy
+                out["device_busy"][wsel] = cov
+    return out
+
+
+def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """HTA's temporal breakdown per rank (overall), and per step window."""
+    d = fetch(profile, hta_device_window_sql())
+    rows: list[dict[str, Any]] = []
+    n = len(w["rank"])
+    per = {k: np.zeros(n, dtype=np.int64) for k in ("busy", "compute")}
+    allk = fetch(
+        profile,
+        "SELECT rank, kind, name, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' "
+        "AND kind IN ('kernel', 'collective', 'memcpy', 'memset', 'sync')",
+    )
+    for r in np.unique(np.concatenate([d["rank"], allk["rank"]])):
+        sel = d["rank"] == r
+        if sel.any():
+            ts, te = d["ts"][sel], d["ts"][sel] + d["dur"][sel]
+            ms, me = iv.merge(ts, te)
+            span = int(me.max() - ms.min())
+            busy = int((me - ms).sum())
+            comp = is_compute(d["kind"][sel], d["name"][sel])
+            compute = iv.length(ts[comp], te[comp])
+            idle = span - busy
+            for cat, v in (("idle", idle), ("compute", compute), ("non_compute", busy - compute)):
+                rows.append({"section": "device", "rank": int(r), "device": None, "step": None, "category": cat,
+                             "time_us": v / 1000.0, "percent": float(pct(v, span))})
+        asel = allk["rank"] == r
+        wsel = np.flatnonzero(w["rank"] == r)
+        if asel.any() and len(wsel):
+            ts, te = allk["ts"][asel], allk["te"][asel]
+            w0 = w["ts"][wsel]
+            w1 = w0 + w["dur"][wsel]
+            ms, me = iv.merge(ts, te)
+            per["busy"][wsel] = iv.covered(ms, me, w0, w1)
+            comp = is_compute(allk["kind"][asel], allk["name"][asel])
+            cs, ce = iv.merge(ts[comp], te[comp])
+            per["compute"][wsel] = iv.covered(cs, ce, w0, w1)
+    return rows, per
+
+
+def _compute_all(profile: Profile) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
+    w = _windows(profile)
+    b = _breakdown(profile, w)
+    dev_rows, per = _device(profile, w)
+    return w, b, dev_rows, per
+
+
+_OVERVIEW_SCHEMA = pa.schema(
+    [
+        ("section", pa.string()),
+        ("rank", pa.int64()),
+        ("device", pa.int64()),
+        ("step", pa.int64()),
+        ("category", pa.string()),
+        ("time_us", pa.float64()),
+        ("percent", pa.float64()),
+    ]
+)
+
+
+@analyser("overview", "Overview", units={"time_us": "µs", "percent": "%"})
+def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """Step time breakdown, device temporal breakdown and utilization (see module doc)."""
+    w, b, dev_rows, per = _compute_all(profile)
+    rows: list[dict[str, Any]] = []
+    for r in np.unique(w["rank"]):
+        sel = np.flatnonzero(w["rank"] == r)
+        total = int(w["dur"][sel].sum())
+        has_steps = bool((w["step"][sel] >= 0).any())
+        scopes: list[tuple[int | None, np.ndarray]] = [(None, sel)]
+        if has_steps:
+            scopes += [(int(w["step"][i]), np.array([i])) for i in sel]
+        for step, idx in scopes:
+            win = int(w["dur"][idx].sum())
+            used = 0
+            for c in CATEGORIES:
+                v = int(b[c][idx].sum())
+                used += v
+                rows.append({"section": "breakdown", "rank": int(r), "device": None, "step": step, "category": c,
+                             "time_us": v / 1000.0, "percent": float(pct(v, win))})
+            other = max(win - used, 0)
+            rows.append({"section": "breakdown", "rank": int(r), "device": None, "step": step, "category": "other",
+                         "time_us": other / 1000.0, "percent": float(pct(other, win))})
+        busy = int(per["busy"][sel].sum())
+        rows.append({"section": "utilization", "rank": int(r), "device": None, "step": None, "category": "device_busy",
+                     "time_us": busy / 1000.0, "percent": float(pct(busy, total))})
+    rows.extend(dev_rows)
+    return pa.Table.from_pylist(rows, schema=_OVERVIEW_SCHEMA)
+
+
+@analyser("steps", "Steps", default_sort=("rank", "step"), units={"duration_us": "µs", "start_us": "µs"})
+def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank and step: start_us, duration_us, <category>_us for the
+    breakdown categories and other_us, device_busy_us, idle_us, compute_us,
+    non_compute_us (all µs)."""
+    w, b, _, per = _compute_all(profile)
+    used = sum(b[c] for c in CATEGORIES)
+    cols: dict[str, Any] = {
+        "rank": w["rank"],
+        "step": pa.array(w["step"], mask=w["step"] < 0),
+        "start_us": us(w["ts"]),
+        "duration_us": us(w["dur"]),
+    }
+    for c in CATEGORIES:
+        cols[f"{c}_us"] = us(b[c])
+    cols["other_us"] = us(np.maximum(w["dur"] - used, 0))
+    cols["device_busy_us"] = us(per["busy"])
+    cols["idle_us"] = us(np.maximum(w["dur"] - per["busy"], 0))
+    cols["compute_us"] = us(per["compute"])
+    cols["non_compute_us"] = us(per["busy"] - per["compute"])
+    return pa.table(cols)

@@ -1,0 +1,22 @@
+"""The list of analyser modules; importing one registers its views.
+
+Adding a view: a new module under aiprof/analysis/ using the ``@analyser`` decorator,
+and one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES: list[str] = [
+    "overview",
+    "operators",
+    "kernels",
+    "idle",
+    "memory",
+    "counters",
+    "events",
+]
+
+for _m in MODULES:
+    importlib.import_module(f"{__package__}.{_m}")

@@ -1,0 +1,136 @@
+"""``aiprof report PROFILE``: the overview and the tables, in the terminal, CSV or JSON."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import orjson
+import pyarrow as pa
+
+from ..analysis import Query, run, views
+from ..render import emit_table, format_cell
+from .common import open_input
+
+VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "events")
+
+
+@click.command("report")
+@click.argument("profile", nargs=-1, required=True)
+@click.option("--view", default="overview", show_default=True, help=f"One of: {', '.join(VIEW_NAMES)} (and any added view).")
+@click.option("--filter", "filters", multiple=True, help="COL=V[,V], COL!=V, COL~TEXT, COL>=N, COL=A..B (repeatable).")
+@click.option("--sort", help="Column to sort on; -COL for descending; comma-separated for several.")
+@click.option("--limit", type=click.IntRange(min=0), help="Rows to show (default 30 in a table, all in csv/json).")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--group-by", type=click.Choice(["name", "shapes"]), default="name", help="operators: by name, or name + input shapes.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
+def command(profile: tuple[str, ...], view: str, filters: tuple[str, ...], sort: str | None, limit: int | None,
+            offset: int, fmt: str, group_by: str, html_out: str | None) -> None:
+    """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
+    if limit is None and fmt == "table":
+        limit = 30
+    q = Query.parse(list(filters), sort, limit, offset)
+    params: dict[str, Any] = {"group_by": group_by}
+    with open_input(*profile) as prof:
+        if html_out:
+            _write_html(prof, html_out)
+        if view == "overview" and fmt == "table" and not filters:
+            _overview_table(prof)
+            return
+        res = run(prof, view, q, params)
+        title = views()[view].title
+        emit_table(res.table, fmt, title=title, total=res.total, units=res.units,
+                   extra={"view": view, "offset": offset, "limit": limit})
+
+
+def _write_html(prof: Any, path: str) -> None:
+    try:
+        from ..web.html_report import write_report  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise click.UsageError("--html needs the web report module, which this build does not have") from None
+    write_report(prof, path)
+    click.echo(f"wrote {path}", err=True)
+
+
+def _overview_table(prof: Any) -> None:
+    """The overview as a person reads it: profile facts, then the all-steps split."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    metas = prof.metas
+    devices = prof.devices
+    ranks = sorted({r for m in metas for r in m.get("ranks", [])})
+    console.print(f"[bold]aiprof report[/bold]  {', '.join(str(p) for p in prof.paths)}")
+    srcs = [s for m in metas for s in m.get("sources", [])]
+    if srcs:
+        console.print("sources: " + ", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
+    console.print(f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get('name')) for d in devices})) or "-"))
+    for w in prof.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    if any(m.get("partial") for m in metas):
+        console.print("[yellow]this profile is partial: the recording or file was cut short[/yellow]")
+    ov = run(prof, "overview", Query()).table.to_pylist()
+    st = run(prof, "steps", Query()).table
+    console.print(f"steps: {st.num_rows if any(r['step'] is not None for r in st.to_pylist()) else 'none marked'}")
+    for rank in sorted({r["rank"] for r in ov}):
+        t = Table(title=f"rank {rank}: step time breakdown (all steps)", header_style="bold")
+        t.add_column("category")
+        t.add_column("time (µs)", justify="right")
+        t.add_column("%", justify="right")
+        for r in ov:
+            if r["rank"] == rank and r["section"] == "breakdown" and r["step"] is None:
+                t.add_row(r["category"], format_cell(r["time_us"]), format_cell(r["percent"]))
+        console.print(t)
+        dev = [r for r in ov if r["rank"] == rank and r["section"] in ("device", "utilization")]
+        if dev:
+            t2 = Table(title=f"rank {rank}: device time", header_style="bold")
+            t2.add_column("figure")
+            t2.add_column("time (µs)", justify="right")
+            t2.add_column("%", justify="right")
+            for r in dev:
+                label = {"device_busy": "busy (of step time)"}.get(r["category"], f"{r['category']} (of active span)")
+                t2.add_row(label, format_cell(r["time_us"]), format_cell(r["percent"]))
+            console.print(t2)
+    _top_advice(console, prof)
+    top = run(prof, "kernels", Query.parse([], "-total_us", 5)).table
+    if top.num_rows:
+        emit_top(console, top, "top kernels by total time", ["name", "count", "total_us", "pct"])
+    ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
+    if ops.num_rows and "host_self_us" in ops.column_names:
+        emit_top(console, ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"])
+    console.print("[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|events[/dim]")
+
+
+def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    for c in cols:
+        t.add_column(c, justify="left" if c == "name" else "right", overflow="fold", max_width=70 if c == "name" else None)
+    for row in table.select(cols).to_pylist():
+        t.add_row(*[format_cell(v) for v in row.values()])
+    console.print(t)
+
+
+def _top_advice(console: Any, prof: Any) -> None:
+    """The three advice items with the largest expected gain, when the proposer exists."""
+    try:
+        from .. import advise as adv  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return
+    fn = getattr(adv, "top_advice", None)
+    if fn is None:
+        return
+    items = fn(prof, 3)
+    if not items:
+        return
+    console.print("[bold]top advice[/bold] (aiprof advise PROFILE for all)")
+    for a in items:
+        console.print(f"  - {a}")
+
+
+def dump_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, default=str).decode() + "\n")
