@@ -21,6 +21,14 @@ log = logging.getLogger("aiprof.import")
 
 #: Module names under aiprof.importers, most specific formats first.
 REGISTRY: list[str] = [
+    "ascend_trace",
+    "nsys_sqlite",
+    "ncu_csv",
+    "smi_dmon",
+    "smi_query_csv",
+    "smi_cnmon",
+    "smi_hlsmi",
+    "smi_npu",
     "kineto",
 ]
 

@@ -1,0 +1,160 @@
+"""What the importers of saved SMI tool output share: reading the head, writing counters.
+
+Every SMI importer turns readings into counters rows (one per device, instant and
+metric) with the metric names and units of :data:`aiprof.devices.METRICS`. Readings
+without a timestamp (dmon without ``-o T``, hl-smi tables) are placed one second
+apart, sample by sample (dmon's default interval), and a warning says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..devices.base import metric_unit
+from ..devices.smi_table import SmiTable, device_values, parse_tables
+from .base import Detection, ImportContext, no
+
+HEAD_BYTES = 1 << 16
+ASSUMED_INTERVAL_NS = 1_000_000_000
+VENDORS = {"cuda": "NVIDIA", "rocm": "AMD", "npu": "Huawei", "mlu": "Cambricon", "hpu": "Intel Habana"}
+
+
+@dataclass
+class Reading:
+    """One device at one instant, as a parser gave it."""
+
+    ts_ns: int | None
+    """Unix ns, or None when the source has no clock."""
+    sample: int
+    """Ordinal of the sample in the file (used when ts_ns is None)."""
+    device: int
+    values: dict[str, float | None]
+    name: str | None = None
+
+
+def read_head(path: Path) -> str | Detection:
+    """The first 64 KiB as text, or a refusal saying why."""
+    if path.is_dir():
+        return no("a folder, not a text log")
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as e:
+        return no(f"cannot read: {e.strerror}")
+    if head[:2] == b"\x1f\x8b" or b"\x00" in head:
+        return no("binary data, not a text log")
+    if head.lstrip()[:1] in (b"{", b"["):
+        return no("JSON, not a text log")
+    return head.decode("utf-8", errors="replace")
+
+
+def read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def sample_ordinals(devices: Iterable[int]) -> list[int]:
+    """Sample number of each row of a log that prints one row per device per sample:
+    a new sample starts whenever the device index does not increase."""
+    out: list[int] = []
+    sample, last = -1, None
+    for d in devices:
+        if last is None or d <= last:
+            sample += 1
+        last = d
+        out.append(sample)
+    return out
+
+
+def write_readings(
+    ctx: ImportContext,
+    path: Path,
+    importer: str,
+    device_type: str,
+    readings: list[Reading],
+    *,
+    units: dict[str, str] | None = None,
+    problems: Iterable[str] = (),
+    **source: object,
+) -> int:
+    """Write readings as counters rows; record devices, clock and source. Returns rows."""
+    units = units or {}
+    for p in problems:
+        ctx.warn(f"{path.name}: {p}")
+    timed = [r.ts_ns for r in readings if r.ts_ns is not None]
+    meta = ctx.writer.meta
+    if timed:
+        origin = ctx.origin(min(timed))
+        if meta.get("clock") in (None, "unknown"):
+            meta["clock"] = "unix"
+            meta["time_origin_ns"] = origin
+    else:
+        origin = ctx.origin(0)
+        if readings:
+            ctx.warn(f"{path.name}: no timestamps; samples placed {ASSUMED_INTERVAL_NS / 1e9:g} s apart")
+    rank = ctx.rank if ctx.rank is not None else 0
+    cols: dict[str, list[object]] = {k: [] for k in ("rank", "device_type", "device", "ts", "metric", "value", "unit")}
+    for r in readings:
+        ts = r.ts_ns - origin if r.ts_ns is not None else r.sample * ASSUMED_INTERVAL_NS
+        for metric, v in r.values.items():
+            if v is None:
+                continue
+            cols["rank"].append(rank)
+            cols["device_type"].append(device_type)
+            cols["device"].append(r.device)
+            cols["ts"].append(ts)
+            cols["metric"].append(metric)
+            cols["value"].append(float(v))
+            cols["unit"].append(metric_unit(metric) or units.get(metric))
+    n = ctx.writer.append("counters", cols) if cols["ts"] else 0
+    ctx.tables["counters"] += n
+    if rank not in meta["ranks"]:
+        meta["ranks"].append(rank)
+    known = {(d.get("rank"), d.get("type"), d.get("index")) for d in meta["devices"]}
+    for r in readings:
+        key = (rank, device_type, r.device)
+        if key in known:
+            continue
+        known.add(key)
+        meta["devices"].append(
+            {"rank": rank, "type": device_type, "index": r.device, "name": r.name, "vendor": VENDORS.get(device_type)}
+        )
+    ctx.writer.add_source(importer, path, samples=len({(r.sample, r.ts_ns) for r in readings}), **source)
+    return n
+
+
+def table_readings(tables: list[SmiTable]) -> tuple[list[Reading], list[str]]:
+    """Readings of boxed SMI tables: one sample per table; plus the problems met."""
+    readings: list[Reading] = []
+    problems: list[str] = []
+    for i, t in enumerate(tables):
+        problems.extend(f"table {i + 1} ({t.title[:40]}): {p}" for p in t.problems)
+        for j, fields in enumerate(t.devices):
+            index, name, values = device_values(fields)
+            readings.append(Reading(t.ts_ns, i, index if index is not None else j, values, name))
+    return readings, problems
+
+
+def load_tables(path: Path, ctx: ImportContext, importer: str, device_type: str, title_word: str) -> list[SmiTable]:
+    """Import every boxed table whose title holds ``title_word``; returns them."""
+    from ..errors import ImportFormatError
+
+    tables = [t for t in parse_tables(read_text(path)) if title_word.lower() in t.title.lower()]
+    if not tables:
+        raise ImportFormatError(f"{path}: no {title_word} table")
+    readings, problems = table_readings(tables)
+    write_readings(ctx, path, importer, device_type, readings, problems=problems, versions=sorted({t.title for t in tables}))
+    return tables
+
+
+def detect_table(path: Path, title_word: str) -> Detection:
+    """Yes when the head holds a boxed table titled with ``title_word``."""
+    head = read_head(path)
+    if isinstance(head, Detection):
+        return head
+    for line in head.splitlines():
+        s = line.strip()
+        if s.startswith("|") and title_word.lower() in s.lower():
+            return Detection(True, f"a boxed table titled {' '.join(s.strip('|').split())[:40]!r}")
+    return no(f"no boxed table titled {title_word}")
