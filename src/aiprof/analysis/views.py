@@ -12,6 +12,7 @@ MODULES: list[str] = [
     "overview",
     "operators",
     "kernels",
+    "kernel_metrics",
     "idle",
     "memory",
     "counters",
