@@ -47,7 +47,15 @@ _TO_US = {
     "ms": 1e3, "msecond": 1e3, "msec": 1e3,
     "s": 1e6, "second": 1e6, "sec": 1e6,
 }  # fmt: skip
-_FREQ_TO_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9, "cycle/usecond": 1e6}
+_FREQ_TO_HZ = {
+    "hz": 1.0,
+    "khz": 1e3,
+    "mhz": 1e6,
+    "ghz": 1e9,
+    "cycle/second": 1.0,
+    "cycle/nsecond": 1e9,
+    "cycle/usecond": 1e6,
+}
 
 
 def _lit(s: str) -> str:

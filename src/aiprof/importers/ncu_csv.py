@@ -57,7 +57,16 @@ DURATION_NAMES = ("Duration", "gpu__time_duration.sum")
 _DETAIL_COLS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 _RULE_COLS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 _NUM_RE = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d*)?([eE][+-]?\d+)?$")
-_TIME_UNITS_NS = {"ns": 1.0, "nsecond": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
+_TIME_UNITS_NS = {
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "usecond": 1e3,
+    "us": 1e3,
+    "msecond": 1e6,
+    "ms": 1e6,
+    "second": 1e9,
+    "s": 1e9,
+}
 
 
 def bound(sm_pct: float | None, mem_pct: float | None) -> str | None:
@@ -133,7 +142,9 @@ class _Rows:
     def __init__(self, ctx: ImportContext, rank: int) -> None:
         self.ctx = ctx
         self.rank = rank
-        self.cols: dict[str, list[Any]] = {k: [] for k in ("launch_id", "kernel", "section", "metric", "unit", "value", "text")}
+        self.cols: dict[str, list[Any]] = {
+            k: [] for k in ("launch_id", "kernel", "section", "metric", "unit", "value", "text")
+        }
         self.n = 0
 
     def add(

@@ -334,7 +334,11 @@ class NsysImporter:
         if start is not None:
             # Session-relative times (the usual export) get the wall-clock start added;
             # an export written in the raw system clock is moved by its own session start.
-            base = self._session_clock if (self._session_clock and first_raw and first_raw > self._session_clock // 2) else 0
+            base = (
+                self._session_clock
+                if (self._session_clock and first_raw and first_raw > self._session_clock // 2)
+                else 0
+            )
             self._shift = start - base
         prev_clock = self.ctx.writer.meta.get("clock")
         had_origin = self.ctx.origin_raw_ns is not None
@@ -342,7 +346,10 @@ class NsysImporter:
         meta = self.ctx.writer.meta
         clock = "unix" if start is not None else "trace"
         if had_origin and prev_clock not in (None, "unknown", clock):
-            self.ctx.warn(f"{self.path.name}: its clock ({clock}) differs from the earlier inputs' ({prev_clock}); times may not line up")
+            self.ctx.warn(
+                f"{self.path.name}: its clock ({clock}) differs from the earlier inputs' ({prev_clock}); "
+                "times may not line up"
+            )
         meta["time_origin_ns"], meta["clock"] = origin, clock
         self._origin = origin
 
@@ -427,7 +434,14 @@ class NsysImporter:
             self.ctx.warn(f"{self.path.name}: exported with a time shift of {shift}; Unix times are off by it")
         if ex.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
             env = dict(ex.con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV"))
-            for k in ("Hostname", "CudaDriverVersion", "NvDriverVersion", "OsDescription", "CpuDescription", "CpuCores"):
+            for k in (
+                "Hostname",
+                "CudaDriverVersion",
+                "NvDriverVersion",
+                "OsDescription",
+                "CpuDescription",
+                "CpuCores",
+            ):
                 if env.get(k):
                     info[k] = env[k]
             host = env.get("Hostname")
@@ -441,12 +455,16 @@ class NsysImporter:
             return
         cuda_ids: dict[int, int] = {}
         if ex.has("TARGET_INFO_CUDA_DEVICE", "gpuId", "cudaId"):
-            cuda_ids = {int(g): int(c) for g, c in ex.con.execute("SELECT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE") if g is not None and c is not None}
+            cuda_ids = {
+                int(g): int(c)
+                for g, c in ex.con.execute("SELECT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE")
+                if g is not None and c is not None
+            }
         cols = ex.cols("TARGET_INFO_GPU")
         meta = self.ctx.writer.meta
         known = {(d.get("rank"), d.get("type"), d.get("index")) for d in meta["devices"]}
         for row in ex.con.execute("SELECT * FROM TARGET_INFO_GPU"):
-            r = dict(zip(cols, row))
+            r = dict(zip(cols, row, strict=True))
             gid = int(r["id"])
             index = r.get("cuDevice") if r.get("cuDevice") is not None else cuda_ids.get(gid, gid)
             if (self.rank, "cuda", index) in known:
@@ -465,7 +483,15 @@ class NsysImporter:
                 rec["numSms"] = r["smCount"]
             if r.get("memoryBandwidth"):
                 rec["peak_bandwidth_bytes_s"] = r["memoryBandwidth"]
-            for k in ("busLocation", "uuid", "chipName", "clockRate", "l2CacheSize", "maxShmemPerBlock", "threadsPerWarp"):
+            for k in (
+                "busLocation",
+                "uuid",
+                "chipName",
+                "clockRate",
+                "l2CacheSize",
+                "maxShmemPerBlock",
+                "threadsPerWarp",
+            ):
                 if r.get(k) not in (None, ""):
                     rec[k] = r[k]
             meta["devices"].append(rec)
@@ -492,7 +518,9 @@ class NsysImporter:
         dur = np.where(e_raw >= s, e_raw - s, 0)
         return s + off, dur
 
-    def _device_events(self, table: str, extra_skip: set[str], select: dict[str, str], joins: list[str]) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
+    def _device_events(
+        self, table: str, extra_skip: set[str], select: dict[str, str], joins: list[str]
+    ) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
         """Rows of a device activity table: start, end, deviceId, streamId, correlationId,
         pid, then ``select``'s expressions, then the args JSON."""
         ex = self.ex
@@ -501,19 +529,19 @@ class NsysImporter:
         corr = "t.correlationId" if "correlationId" in c else "NULL"
         skip = {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", *extra_skip}
         args, ajoin = ex.args_sql(table, "t", skip)
-        exprs = ["t.start", "t.\"end\"", "t.deviceId", "t.streamId", corr, pid, *select.values(), args]
+        exprs = ["t.start", 't."end"', "t.deviceId", "t.streamId", corr, pid, *select.values(), args]
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)} t {' '.join(joins)} {ajoin}"
         for rows in self._rows(sql):
             yield rows, list(select)
 
     def _common(self, rows: list[tuple[Any, ...]], kinds: list[str], names: list[str], **extra: Any) -> dict[str, Any]:
-        cols = list(zip(*rows))
+        cols = list(zip(*rows, strict=True))
         ts, dur = self._times(list(cols[0]), list(cols[1]))
         n = len(rows)
         dev = [d if d is not None else -1 for d in cols[2]]
         streams = [(-1 if s == _NO_STREAM else s) if s is not None else -1 for s in cols[3]]
         pids = [p if p is not None else 0 for p in cols[5]]
-        self.streams.update(zip(pids, dev, streams))
+        self.streams.update(zip(pids, dev, streams, strict=True))
         out = {
             "rank": np.full(n, self.rank, dtype=np.int32),
             "device_type": ["cuda"] * n,
@@ -542,13 +570,13 @@ class NsysImporter:
         else:
             name_expr, join = ex.string_col(table, "t", name_col, 0)
         select = {"name": name_expr}
-        skip = {name_col} if name_col else set()
+        skip: set[str] = {name_col} if name_col else set()
         for dims, key in ((("gridX", "gridY", "gridZ"), "grid"), (("blockX", "blockY", "blockZ"), "block")):
             if all(d in c for d in dims):
                 select[key] = "'[' || " + " || ',' || ".join(f"t.{d}" for d in dims) + " || ']'"
                 skip.update(dims)
         for rows, keys in self._device_events(table, skip, select, [join]):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names = [x if x is not None else "" for x in cols[6]]
             kinds = ["collective" if _is_nccl(nm) else "kernel" for nm in names]
             extra: dict[str, Any] = {}
@@ -567,7 +595,9 @@ class NsysImporter:
         if not mem_kinds:
             mem_kinds = MEM_KINDS_DEFAULT
             if "srcKind" in c and ex.count(table) > 0:
-                self.ctx.warn(f"{self.path.name}: no ENUM_CUDA_MEM_KIND table; memory kinds read with the nsys numbering")
+                self.ctx.warn(
+                    f"{self.path.name}: no ENUM_CUDA_MEM_KIND table; memory kinds read with the nsys numbering"
+                )
         select = {
             "bytes": "t.bytes" if "bytes" in c else "NULL",
             "copyKind": "t.copyKind" if "copyKind" in c else "NULL",
@@ -576,15 +606,20 @@ class NsysImporter:
         }
         skip = {"bytes", "copyKind", "srcKind", "dstKind"}
         for rows, _ in self._device_events(table, skip, select, []):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names: list[str] = []
             args: list[str] = []
-            for ck, sk, dk, a in zip(cols[7], cols[8], cols[9], cols[-1]):
+            for ck, sk, dk, a in zip(cols[7], cols[8], cols[9], cols[-1], strict=True):
                 direction = copy_kinds.get(ck, f"kind {ck}") if ck is not None else "Unknown"
                 src = mem_kinds.get(sk, f"kind {sk}") if sk is not None else None
                 dst = mem_kinds.get(dk, f"kind {dk}") if dk is not None else None
                 names.append(f"Memcpy {direction} ({src or '?'} -> {dst or '?'})")
-                extra = {"direction": direction, "src_kind": src, "dst_kind": dst, "host_memory": _host_memory(src, dst)}
+                extra = {
+                    "direction": direction,
+                    "src_kind": src,
+                    "dst_kind": dst,
+                    "host_memory": _host_memory(src, dst),
+                }
                 args.append(_merge_args(a, extra))
             kinds = ["memcpy"] * len(rows)
             out = self._common(rows, kinds, names, bytes=list(cols[6]))
@@ -600,10 +635,10 @@ class NsysImporter:
         select = {"bytes": "t.bytes" if "bytes" in c else "NULL", "memKind": f"t.{kcol}" if kcol else "NULL"}
         skip = {"bytes", *([kcol] if kcol else [])}
         for rows, _ in self._device_events(table, skip, select, []):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names = []
             args = []
-            for mk, a in zip(cols[7], cols[-1]):
+            for mk, a in zip(cols[7], cols[-1], strict=True):
                 mem = mem_kinds.get(mk, f"kind {mk}") if mk is not None else None
                 names.append(f"Memset ({mem})" if mem else "Memset")
                 args.append(_merge_args(a, {"mem_kind": mem}))
@@ -619,12 +654,14 @@ class NsysImporter:
         c = ex.cols(table)
         select = {"syncType": "t.syncType" if "syncType" in c else "NULL"}
         for rows, _ in self._device_events(table, {"syncType"}, select, []):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names = [sync_types.get(s, f"Sync type {s}") if s is not None else "Synchronization" for s in cols[6]]
             kinds = ["sync"] * len(rows)
             self._write(table, self._common(rows, kinds, names), kinds)
 
-    def _host_rows(self, table: str, name_col: str | None, skip: set[str], extra: dict[str, str] | None = None) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
+    def _host_rows(
+        self, table: str, name_col: str | None, skip: set[str], extra: dict[str, str] | None = None
+    ) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
         """Rows of a host table: start, end, pid, tid, name, ``extra``..., args JSON."""
         ex = self.ex
         c = ex.cols(table)
@@ -643,13 +680,15 @@ class NsysImporter:
         for rows in self._rows(sql):
             yield rows, list(extra)
 
-    def _host_cols(self, rows: list[tuple[Any, ...]], kinds: list[str], names: list[str], cat: str, **extra: Any) -> dict[str, Any]:
-        cols = list(zip(*rows))
+    def _host_cols(
+        self, rows: list[tuple[Any, ...]], kinds: list[str], names: list[str], cat: str, **extra: Any
+    ) -> dict[str, Any]:
+        cols = list(zip(*rows, strict=True))
         ts, dur = self._times(list(cols[0]), list(cols[1]))
         n = len(rows)
         pids = [p if p is not None else 0 for p in cols[2]]
         tids = [t if t is not None else 0 for t in cols[3]]
-        self.threads.update(zip(pids, tids))
+        self.threads.update(zip(pids, tids, strict=True))
         out = {
             "rank": np.full(n, self.rank, dtype=np.int32),
             "device_type": ["cpu"] * n,
@@ -670,15 +709,18 @@ class NsysImporter:
         ex = self.ex
         c = ex.cols(table)
         classes = ex.enum("ENUM_NSYS_EVENT_CLASS")
-        extra = {"correlationId": "t.correlationId" if "correlationId" in c else "NULL", "eventClass": "t.eventClass" if "eventClass" in c else "NULL"}
+        extra = {
+            "correlationId": "t.correlationId" if "correlationId" in c else "NULL",
+            "eventClass": "t.eventClass" if "eventClass" in c else "NULL",
+        }
         name_col = "nameId" if "nameId" in c else "name" if "name" in c else None
         default_kind = "driver" if table.endswith("DRIVER") else "runtime"
         cache: dict[str, str] = {}
         for rows, _ in self._host_rows(table, name_col, {"correlationId"}, extra):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names: list[str] = []
             kinds: list[str] = []
-            for nm, ec in zip(cols[4], cols[6]):
+            for nm, ec in zip(cols[4], cols[6], strict=True):
                 raw = nm if nm is not None else ""
                 short = cache.get(raw)
                 if short is None:
@@ -694,8 +736,11 @@ class NsysImporter:
                 else:
                     kinds.append(default_kind)
             out = self._host_cols(rows, kinds, names, "cuda_api", correlation=list(cols[5]))
-            if any(n != (r or "") for n, r in zip(names, cols[4])):
-                out["args"] = [_merge_args(a, {"function": r}) if r and n != r else a for a, n, r in zip(out["args"], names, cols[4])]
+            if any(n != (r or "") for n, r in zip(names, cols[4], strict=True)):
+                out["args"] = [
+                    _merge_args(a, {"function": r}) if r and n != r else a
+                    for a, n, r in zip(out["args"], names, cols[4], strict=True)
+                ]
             self._write(table, out, kinds)
 
     def _osrt(self) -> None:
@@ -705,7 +750,7 @@ class NsysImporter:
         classes = self.ex.enum("ENUM_NSYS_EVENT_CLASS")
         extra = {"eventClass": "t.eventClass" if "eventClass" in c else "NULL"}
         for rows, _ in self._host_rows(table, name_col, set(), extra):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names = [n if n is not None else "" for n in cols[4]]
             # The "OSRT start/finish" rows mark when tracing began and ended: instants.
             kinds = [
@@ -733,7 +778,8 @@ class NsysImporter:
         type_ids = {v: k for k, v in types.items()}
         meta_ids = [type_ids[x] for x in ("NvtxDomainCreate", "NvtxCategory") if x in type_ids]
         if meta_ids and "eventType" in c:
-            q = f"SELECT t.eventType, {dom}, {cat}, {text_expr} FROM NVTX_EVENTS t {join} WHERE t.eventType IN ({','.join(map(str, meta_ids))})"
+            ids = ",".join(map(str, meta_ids))
+            q = f"SELECT t.eventType, {dom}, {cat}, {text_expr} FROM NVTX_EVENTS t {join} WHERE t.eventType IN ({ids})"
             for et, d, cg, txt in ex.con.execute(q):
                 if types.get(et) == "NvtxDomainCreate":
                     domains[int(d or 0)] = txt
@@ -742,13 +788,13 @@ class NsysImporter:
         extra = {"eventType": "t.eventType" if "eventType" in c else "NULL", "domainId": dom, "category": cat}
         skip = {"text", "textId", "eventType"}
         for rows in self._nvtx_rows(table, text_expr, join, skip, extra):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             names: list[str] = []
             kinds: list[str] = []
             steps: list[int | None] = []
             extra_args: list[dict[str, Any]] = []
             keep = []
-            for i, (txt, et, d, cg) in enumerate(zip(cols[4], cols[5], cols[6], cols[7])):
+            for i, (txt, et, d, cg) in enumerate(zip(cols[4], cols[5], cols[6], cols[7], strict=True)):
                 tname = types.get(et, f"type {et}") if et is not None else "NvtxPushPopRange"
                 if tname in ("NvtxDomainCreate", "NvtxCategory", "NvtxDomainDestroy"):
                     continue
@@ -782,10 +828,12 @@ class NsysImporter:
             if open_:
                 self.ctx.warn(f"{self.path.name}: {open_} NVTX ranges never ended; kept with dur = 0")
             out = self._host_cols(rows, kinds, names, "nvtx", step=steps)
-            out["args"] = [_merge_args(a, e) for a, e in zip(out["args"], extra_args)]
+            out["args"] = [_merge_args(a, e) for a, e in zip(out["args"], extra_args, strict=True)]
             self._write(table, out, kinds)
 
-    def _nvtx_rows(self, table: str, text_expr: str, join: str, skip: set[str], extra: dict[str, str]) -> Iterator[list[tuple[Any, ...]]]:
+    def _nvtx_rows(
+        self, table: str, text_expr: str, join: str, skip: set[str], extra: dict[str, str]
+    ) -> Iterator[list[tuple[Any, ...]]]:
         """NVTX rows: start, end, pid, tid, text, eventType, domainId, category, args JSON."""
         ex = self.ex
         c = ex.cols(table)
@@ -806,7 +854,10 @@ class NsysImporter:
         if tcol is None or "value" not in c or "metricId" not in c:
             n = ex.count(table)
             if n:
-                self.ctx.warn(f"{self.path.name}: GPU_METRICS has a layout aiprof does not know ({', '.join(c)}); {n:,} samples not imported")
+                self.ctx.warn(
+                    f"{self.path.name}: GPU_METRICS has a layout aiprof does not know ({', '.join(c)}); "
+                    f"{n:,} samples not imported"
+                )
             return
         names: dict[tuple[int, int], str] = {}
         by_metric: dict[int, str] = {}
@@ -821,12 +872,12 @@ class NsysImporter:
         split: dict[str, tuple[str, str | None]] = {}
         off = self._shift - self._origin
         for rows in self._rows(sql):
-            cols = list(zip(*rows))
+            cols = list(zip(*rows, strict=True))
             ts = np.array(cols[0], dtype=np.int64) + off
             metric: list[str] = []
             unit: list[str | None] = []
             dev: list[int] = []
-            for ty, m in zip(cols[1], cols[2]):
+            for ty, m in zip(cols[1], cols[2], strict=True):
                 raw = names.get((int(ty or 0), int(m)), by_metric.get(int(m), f"metric {m}"))
                 got = split.get(raw)
                 if got is None:
@@ -869,11 +920,38 @@ class NsysImporter:
         pids = {p for p, _ in self.threads} | {p for p, _, _ in self.streams}
         rows: list[dict[str, Any]] = []
         for pid in sorted(pids):
-            rows.append({"pid": pid, "tid": -1, "device_type": "cpu", "device": -1, "process_name": procs.get(pid), "thread_name": None})
+            rows.append(
+                {
+                    "pid": pid,
+                    "tid": -1,
+                    "device_type": "cpu",
+                    "device": -1,
+                    "process_name": procs.get(pid),
+                    "thread_name": None,
+                }
+            )
         for pid, tid in sorted(self.threads):
-            rows.append({"pid": pid, "tid": tid, "device_type": "cpu", "device": -1, "process_name": procs.get(pid), "thread_name": tnames.get((pid, tid))})
+            rows.append(
+                {
+                    "pid": pid,
+                    "tid": tid,
+                    "device_type": "cpu",
+                    "device": -1,
+                    "process_name": procs.get(pid),
+                    "thread_name": tnames.get((pid, tid)),
+                }
+            )
         for pid, dev, stream in sorted(self.streams):
-            rows.append({"pid": pid, "tid": stream, "device_type": "cuda", "device": dev, "process_name": procs.get(pid), "thread_name": f"stream {stream}" if stream >= 0 else "no stream"})
+            rows.append(
+                {
+                    "pid": pid,
+                    "tid": stream,
+                    "device_type": "cuda",
+                    "device": dev,
+                    "process_name": procs.get(pid),
+                    "thread_name": f"stream {stream}" if stream >= 0 else "no stream",
+                }
+            )
         if rows:
             cols = {k: [r[k] for r in rows] for k in rows[0]}
             cols["rank"] = [self.rank] * len(rows)
@@ -963,7 +1041,10 @@ def _load(path: Path, ctx: ImportContext) -> None:
             except sqlite3.DatabaseError as e:
                 raise ImportFormatError(f"{path}: unreadable SQLite database ({e})") from None
             if "StringIds" not in ex.tables or not set(ex.tables).intersection(_MARKER_TABLES):
-                raise ImportFormatError(f"{path}: an SQLite database, but not an Nsight Systems export (no StringIds / export metadata tables)")
+                raise ImportFormatError(
+                    f"{path}: an SQLite database, but not an Nsight Systems export "
+                    "(no StringIds / export metadata tables)"
+                )
             NsysImporter(ex, ctx, path).run()
         finally:
             con.close()
