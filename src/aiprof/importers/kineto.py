@@ -123,7 +123,8 @@ def kind_for(cat: str | None, name: str) -> str:
             return "other"
     if kind == "kernel" and _COLLECTIVE_RE.match(name):
         return "collective"
-    if kind in ("user_annotation", "cpu_op"):
+    if kind in ("user_annotation", "cpu_op") and c != "gpu_user_annotation":
+        # gpu_user_annotation is the device-side shadow of a host range, not a step.
         if name.startswith("ProfilerStep#"):
             return "step"
         if name.startswith("enumerate(DataLoader)"):
@@ -263,8 +264,6 @@ class ChromeTraceConverter:
             elif ph == "M":
                 self._metadata(e)
             elif ph == "B":
-                key = (self.int_id(e.pid), self.int_id(e.tid))
-                self._open.setdefault(key, []).append((0, str(e.name or ""), e.cat, bytes(e.args)))
                 extra_spans.append((e, "B"))
             elif ph == "E":
                 extra_spans.append((e, "E"))
@@ -369,9 +368,9 @@ class ChromeTraceConverter:
         ts_all, _ = self._times([e for e, _ in items])
         for (e, ph), t in zip(items, ts_all):
             key = (self.int_id(e.pid), self.int_id(e.tid))
-            stack = self._open.get(key)
+            stack = self._open.setdefault(key, [])
             if ph == "B":
-                stack[-1] = (int(t),) + stack[-1][1:]  # type: ignore[index]
+                stack.append((int(t), str(e.name or ""), e.cat, bytes(e.args)))
                 continue
             if not stack:
                 self.ctx.warn(f"an E event on pid {e.pid} tid {e.tid} has no matching B; kept as an instant")
@@ -651,18 +650,23 @@ def load_chrome_trace(path: Path, ctx: ImportContext, converter: type[ChromeTrac
     conv: ChromeTraceConverter | None = None
     batches = stream.batches(try_decode, lambda b: decode_events(b, ctx))
     done = 0
+    early_rank = False
     for evs in batches:
         if conv is None:
             conv = converter(ctx, stream.header)
+            early_rank = "distributedInfo" in stream.header
         conv.add_batch(evs)
         ctx.progress(stream.bytes_in - done)
         done = stream.bytes_in
     if conv is None:
         conv = converter(ctx, stream.header)
     else:
-        late = {k: v for k, v in stream.header.items() if k == "distributedInfo"}
-        if late and conv.rank == 0 and ctx.rank is None:
-            ctx.warn("distributedInfo comes after the events; rank taken as 0 for the events already written")
+        late = stream.header.get("distributedInfo")
+        if not early_rank and isinstance(late, dict) and late.get("rank") not in (None, conv.rank) and ctx.rank is None:
+            ctx.warn(
+                f"distributedInfo (rank {late.get('rank')}) comes after the events; they keep rank {conv.rank}: "
+                "re-import with --rank to set it"
+            )
         conv.apply_header(stream.header)
     conv.finish()
     conv.write_tracks()
