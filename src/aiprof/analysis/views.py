@@ -17,6 +17,12 @@ MODULES: list[str] = [
     "memory",
     "counters",
     "events",
+    "ranks",
+    "launch",
+    "sync",
+    "memcpy",
+    "communication",
+    "dataloader",
 ]
 
 for _m in MODULES:

@@ -1,0 +1,268 @@
+"""Collective communication: what runs per step, how many bytes, and how much of it
+hides behind computation.
+
+``communication`` (one row per rank, step and collective operation)
+    rank, step (null without steps), op (AllReduce, Broadcast, SendRecv... from the
+    kernel name), calls, total_us, mean_us (µs), bytes (sum over the calls whose
+    launching host call records its message size; null when none does),
+    sized_calls (how many calls have a size), mean_bytes, gbps (bytes / time of the
+    sized calls, GB/s; algorithm bandwidth, waiting included).
+
+``comm_overlap`` (one row per rank and step; Holistic Trace Analysis's definition)
+    rank, step, step_us, comm_us (union of collective kernels), compute_us (union of
+    the other kernels), overlap_us (communication running while a compute kernel
+    runs), overlap_pct (% of comm_us), exposed_us (comm_us - overlap_us).
+
+Message sizes come from the host call that launched the collective: the innermost
+enclosing ``record_param_comms`` ("In msg nelems" x dtype) or ``nccl:*`` range
+("Input Dims" x "Input type").
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from . import intervals as iv
+from .base import analyser
+from .common import fetch
+from .ranks import step_of, step_windows
+
+#: Bytes per element, by the dtype spellings PyTorch writes into traces.
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "float32": 4, "int": 4, "int32": 4, "unsigned int": 4, "c10::complex<float>": 8,
+    "double": 8, "float64": 8, "long": 8, "long int": 8, "int64": 8, "c10::complex<double>": 16,
+    "half": 2, "c10::half": 2, "float16": 2, "bfloat16": 2, "c10::bfloat16": 2, "short": 2, "int16": 2,
+    "char": 1, "signed char": 1, "unsigned char": 1, "byte": 1, "bool": 1, "int8": 1, "uint8": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}  # fmt: skip
+
+_OP_RE = re.compile(r"(?:nccl|rccl|hccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+
+
+def op_name(kernel: str) -> str:
+    """Short collective name from a kernel name (``ncclKernel_AllReduce_RING_LL...`` -> AllReduce)."""
+    m = _OP_RE.search(kernel)
+    return m.group(1) if m else kernel.split("(")[0]
+
+
+def message_bytes(name: str, args: str | None) -> int | None:
+    """Message size of a communication host call from its trace args, or None."""
+    if not args:
+        return None
+    try:
+        a = json.loads(args)
+    except ValueError:
+        return None
+    if not isinstance(a, dict):
+        return None
+    dtype = a.get("dtype")
+    n = a.get("In msg nelems")
+    if isinstance(n, int) and isinstance(dtype, str) and dtype.lower() in DTYPE_BYTES:
+        return n * DTYPE_BYTES[dtype.lower()]
+    dims, types = a.get("Input Dims"), a.get("Input type")
+    if name.startswith(("nccl:", "gloo:", "hccl:")) and isinstance(dims, list) and isinstance(types, list):
+        total = 0
+        for d, t in zip(dims, types):
+            if not isinstance(d, list) or not isinstance(t, str) or t.lower() not in DTYPE_BYTES:
+                return None
+            total += int(np.prod(d)) * DTYPE_BYTES[t.lower()] if d else 0
+        return total or None
+    return None
+
+
+def collectives(profile: Profile) -> dict[str, np.ndarray]:
+    """Device collectives: rank, device, name, ts, dur (ns), bytes (-1 unknown)."""
+    c = fetch(
+        profile,
+        """
+        WITH l AS (SELECT rank, correlation, arg_min(pid, ts) AS pid, arg_min(tid, ts) AS tid, min(ts) AS lts
+                   FROM events WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
+                   GROUP BY rank, correlation)
+        SELECT d.rank, d.device, d.name, d.ts, d.dur, l.pid, l.tid, l.lts
+        FROM events d LEFT JOIN l ON l.rank = d.rank AND l.correlation = d.correlation
+        WHERE d.kind = 'collective' AND d.device_type <> 'cpu' ORDER BY d.rank, d.ts
+        """,
+    )
+    h = fetch(
+        profile,
+        """
+        SELECT rank, pid, tid, ts, ts + dur AS te, name, args FROM events
+        WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
+          AND (name = 'record_param_comms' OR regexp_matches(name, '^(nccl|gloo|hccl):'))
+        ORDER BY rank, pid, tid, ts
+        """,
+    )
+    hosts: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+    for r, p, t, ts, te, n, a in zip(h["rank"], h["pid"], h["tid"], h["ts"], h["te"], h["name"], h["args"]):
+        b = message_bytes(str(n), a)
+        if b is not None:
+            hosts.setdefault((int(r), int(p), int(t)), []).append((int(ts), int(te), b))
+    starts = {k: [x[0] for x in v] for k, v in hosts.items()}
+    nbytes = np.full(len(c["rank"]), -1, dtype=np.int64)
+    for i in range(len(c["rank"])):
+        key = (int(c["rank"][i]), int(c["pid"][i]), int(c["tid"][i]))
+        lst = hosts.get(key)
+        if not lst or c["lts"][i] < 0:
+            continue
+        t = int(c["lts"][i])
+        j = bisect.bisect_right(starts[key], t) - 1
+        # Walking back from the latest start, the first call that still covers t is
+        # the innermost one.
+        for _ in range(64):
+            if j < 0:
+                break
+            if lst[j][1] >= t:
+                nbytes[i] = lst[j][2]
+                break
+            j -= 1
+    return {
+        "rank": c["rank"],
+        "device": c["device"],
+        "name": c["name"],
+        "ts": c["ts"],
+        "dur": c["dur"],
+        "bytes": nbytes,
+    }
+
+
+_COMM_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("step", pa.int64()),
+        ("op", pa.string()),
+        ("calls", pa.int64()),
+        ("total_us", pa.float64()),
+        ("mean_us", pa.float64()),
+        ("bytes", pa.int64()),
+        ("sized_calls", pa.int64()),
+        ("mean_bytes", pa.float64()),
+        ("gbps", pa.float64()),
+    ]
+)
+
+
+@analyser(
+    "communication",
+    "Collective communication",
+    default_sort=("rank", "step", "-total_us"),
+    units={"total_us": "µs", "mean_us": "µs", "bytes": "B", "mean_bytes": "B", "gbps": "GB/s"},
+)
+def communication(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank, step and collective op (see the module doc for the columns)."""
+    c = collectives(profile)
+    w = step_windows(profile)
+    steps = np.full(len(c["rank"]), -1, dtype=np.int64)
+    for r in np.unique(c["rank"]):
+        sel = np.flatnonzero(c["rank"] == r)
+        steps[sel] = step_of(w, int(r), c["ts"][sel])
+    groups: dict[tuple[int, int, str], list[int]] = {}
+    for i in range(len(c["rank"])):
+        groups.setdefault((int(c["rank"][i]), int(steps[i]), op_name(str(c["name"][i]))), []).append(i)
+    rows: list[dict[str, Any]] = []
+    for (r, s, op), idx in sorted(groups.items()):
+        ix = np.array(idx)
+        dur = c["dur"][ix].astype(np.float64)
+        b = c["bytes"][ix]
+        known = b >= 0
+        kb = int(b[known].sum()) if known.any() else None
+        kd = float(dur[known].sum())
+        rows.append(
+            {
+                "rank": r,
+                "step": s if s >= 0 else None,
+                "op": op,
+                "calls": len(ix),
+                "total_us": float(dur.sum()) / 1000.0,
+                "mean_us": float(dur.mean()) / 1000.0,
+                "bytes": kb,
+                "sized_calls": int(known.sum()),
+                "mean_bytes": kb / int(known.sum()) if kb is not None else None,
+                "gbps": kb / kd if kb is not None and kd > 0 else None,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_COMM_SCHEMA)
+
+
+_OVERLAP_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("step", pa.int64()),
+        ("step_us", pa.float64()),
+        ("comm_us", pa.float64()),
+        ("compute_us", pa.float64()),
+        ("overlap_us", pa.float64()),
+        ("overlap_pct", pa.float64()),
+        ("exposed_us", pa.float64()),
+    ]
+)
+
+
+@analyser(
+    "comm_overlap",
+    "Communication / computation overlap",
+    default_sort=("rank", "step"),
+    units={c: "µs" for c in ("step_us", "comm_us", "compute_us", "overlap_us", "exposed_us")} | {"overlap_pct": "%"},
+)
+def comm_overlap(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank and step of a rank that runs collectives (module doc: columns)."""
+    w = step_windows(profile)
+    d = fetch(
+        profile,
+        "SELECT rank, kind, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' "
+        "AND kind IN ('kernel', 'collective') AND dur > 0",
+    )
+    rows: list[dict[str, Any]] = []
+    for r in np.unique(d["rank"]):
+        sel = d["rank"] == r
+        cm = sel & (d["kind"] == "collective")
+        if not cm.any():
+            continue
+        cs, ce = iv.merge(d["ts"][cm], d["te"][cm])
+        ks, ke = iv.merge(d["ts"][sel & ~cm], d["te"][sel & ~cm])
+        # Overlap = comm covered by compute: intersect the two unions.
+        both_s, both_e = intersect(cs, ce, ks, ke)
+        wsel = np.flatnonzero(w["rank"] == r)
+        w0, w1 = w["start"][wsel], w["end"][wsel]
+        comm = iv.covered(cs, ce, w0, w1)
+        comp = iv.covered(ks, ke, w0, w1)
+        ov = iv.covered(both_s, both_e, w0, w1)
+        for j, i in enumerate(wsel):
+            cu = int(comm[j])
+            rows.append(
+                {
+                    "rank": int(r),
+                    "step": int(w["step"][i]) if w["step"][i] >= 0 else None,
+                    "step_us": int(w1[j] - w0[j]) / 1000.0,
+                    "comm_us": cu / 1000.0,
+                    "compute_us": int(comp[j]) / 1000.0,
+                    "overlap_us": int(ov[j]) / 1000.0,
+                    "overlap_pct": 100.0 * int(ov[j]) / cu if cu > 0 else None,
+                    "exposed_us": (cu - int(ov[j])) / 1000.0,
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=_OVERLAP_SCHEMA)
+
+
+def intersect(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intersection of two sorted, disjoint interval sets."""
+    out0: list[int] = []
+    out1: list[int] = []
+    i = j = 0
+    while i < len(a0) and j < len(b0):
+        lo = max(int(a0[i]), int(b0[j]))
+        hi = min(int(a1[i]), int(b1[j]))
+        if lo < hi:
+            out0.append(lo)
+            out1.append(hi)
+        if a1[i] < b1[j]:
+            i += 1
+        else:
+            j += 1
+    return np.array(out0, dtype=np.int64), np.array(out1, dtype=np.int64)

@@ -1,0 +1,287 @@
+"""Per-rank step times, their spread across ranks, and who arrives last at collectives.
+
+Also home of the helpers the deeper views share: step windows per rank (host-side
+``step`` spans; a rank without steps is one window over its whole span, step null)
+and the merged device-busy intervals of a rank.
+
+Views:
+
+``ranks`` (one row per rank)
+    rank, steps, step_total_us, step_mean_us, step_median_us, step_min_us,
+    step_max_us (µs), step_jitter_pct ((max - min) / mean of this rank's steps, %),
+    device_busy_us (union of device work inside the steps, µs), busy_pct (% of
+    step_total_us), collectives (device collectives matched across ranks by their
+    order of issue per name), last_arrivals (how many of them this rank started
+    last), mean_late_us (mean start delay behind the earliest rank, µs),
+    comm_us, comm_bytes (bytes where the launching call says), comm_gbps.
+
+``utilization`` (one row per rank and time chunk, as nsys analyze's
+gpu_time_util splits the trace)
+    rank, chunk, start_us, dur_us, busy_us, busy_pct.
+
+``gaps`` (one row per device idle gap of at least ``min_gap_us``, default 500 ms as
+nsys analyze's gpu_gaps)
+    rank, device, start_us, gap_us, step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from . import intervals as iv
+from .base import analyser
+from .common import DEVICE_BUSY_KINDS, fetch, us
+
+_BUSY_IN = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
+
+#: nsys analyze gpu_time_util: the trace is cut into this many chunks.
+UTIL_CHUNKS = 30
+#: nsys analyze gpu_gaps: the smallest gap reported (ns).
+MIN_GAP_NS = 500_000_000
+
+
+def step_windows(profile: Profile) -> dict[str, np.ndarray]:
+    """Host step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns)."""
+    steps = fetch(
+        profile,
+        "SELECT rank, coalesce(step, -1) AS step, min(ts) AS start, max(ts + dur) AS end_ FROM events "
+        "WHERE kind = 'step' AND device_type = 'cpu' GROUP BY rank, step ORDER BY rank, start",
+    )
+    spans = fetch(
+        profile,
+        "SELECT rank, min(ts) AS start, max(ts + dur) AS end_ FROM events "
+        "WHERE kind NOT IN ('other', 'instant') GROUP BY rank ORDER BY rank",
+    )
+    have = set(steps["rank"].tolist())
+    extra = [i for i, r in enumerate(spans["rank"].tolist()) if r not in have]
+    return {
+        "rank": np.concatenate([steps["rank"], spans["rank"][extra]]).astype(np.int64),
+        "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
+        "start": np.concatenate([steps["start"], spans["start"][extra]]).astype(np.int64),
+        "end": np.concatenate([steps["end_"], spans["end_"][extra]]).astype(np.int64),
+    }
+
+
+def device_busy(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Rank -> merged [start, end) intervals (ns) when any device of the rank is busy."""
+    d = fetch(
+        profile,
+        f"SELECT rank, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' AND kind IN ({_BUSY_IN}) AND dur > 0",
+    )
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r in np.unique(d["rank"]):
+        sel = d["rank"] == r
+        out[int(r)] = iv.merge(d["ts"][sel], d["te"][sel])
+    return out
+
+
+def step_of(w: dict[str, np.ndarray], rank: int, ts: np.ndarray) -> np.ndarray:
+    """The step holding each ts on ``rank`` (-1 when none, or when the rank has no steps)."""
+    sel = np.flatnonzero((w["rank"] == rank) & (w["step"] >= 0))
+    out = np.full(len(ts), -1, dtype=np.int64)
+    if not len(sel) or not len(ts):
+        return out
+    order = sel[np.argsort(w["start"][sel])]
+    st, en, num = w["start"][order], w["end"][order], w["step"][order]
+    i = np.searchsorted(st, ts, side="right") - 1
+    ic = np.clip(i, 0, None)
+    ok = (i >= 0) & (ts < en[ic])
+    out[ok] = num[ic[ok]]
+    return out
+
+
+_RANKS_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("steps", pa.int64()),
+        ("step_total_us", pa.float64()),
+        ("step_mean_us", pa.float64()),
+        ("step_median_us", pa.float64()),
+        ("step_min_us", pa.float64()),
+        ("step_max_us", pa.float64()),
+        ("step_jitter_pct", pa.float64()),
+        ("device_busy_us", pa.float64()),
+        ("busy_pct", pa.float64()),
+        ("collectives", pa.int64()),
+        ("last_arrivals", pa.int64()),
+        ("mean_late_us", pa.float64()),
+        ("comm_us", pa.float64()),
+        ("comm_bytes", pa.int64()),
+        ("comm_gbps", pa.float64()),
+    ]
+)
+
+
+@analyser(
+    "ranks",
+    "Ranks",
+    default_sort=("rank",),
+    units={c: "µs" for c in _RANKS_SCHEMA.names if c.endswith("_us")}
+    | {"step_jitter_pct": "%", "busy_pct": "%", "comm_bytes": "B", "comm_gbps": "GB/s"},
+)
+def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank: step times, jitter, device busy share, straggler counts and
+    communication bandwidth (see the module doc for the columns and units)."""
+    from .communication import collectives
+
+    w = step_windows(profile)
+    busy = device_busy(profile)
+    coll = collectives(profile)
+    # Match the n-th collective of a name on every rank (collectives are issued in
+    # the same order everywhere); the one starting last is the rank others wait for.
+    last: dict[int, int] = {}
+    late_sum: dict[int, float] = {}
+    matched: dict[int, int] = {}
+    if len(coll["rank"]) and len(np.unique(coll["rank"])) > 1:
+        order = np.lexsort((coll["ts"], coll["name"], coll["rank"]))
+        keys: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        seen: dict[tuple[int, str], int] = {}
+        for i in order:
+            r, n = int(coll["rank"][i]), str(coll["name"][i])
+            k = seen.get((r, n), 0)
+            seen[(r, n)] = k + 1
+            keys.setdefault((n, k), []).append((r, int(coll["ts"][i])))
+        nranks = len(np.unique(coll["rank"]))
+        for group in keys.values():
+            if len(group) != nranks:
+                continue
+            t0 = min(t for _, t in group)
+            lr, lt = max(group, key=lambda x: x[1])
+            for r, t in group:
+                matched[r] = matched.get(r, 0) + 1
+                late_sum[r] = late_sum.get(r, 0.0) + (t - t0)
+            if lt > t0:
+                last[lr] = last.get(lr, 0) + 1
+    rows: list[dict[str, Any]] = []
+    for r in np.unique(w["rank"]):
+        r = int(r)
+        sel = w["rank"] == r
+        dur = (w["end"][sel] - w["start"][sel]).astype(np.float64)
+        has_steps = bool((w["step"][sel] >= 0).any())
+        total = float(dur.sum())
+        mean = float(dur.mean()) if len(dur) else 0.0
+        b = busy.get(r)
+        busy_ns = float(iv.covered(b[0], b[1], w["start"][sel], w["end"][sel]).sum()) if b else 0.0
+        csel = coll["rank"] == r
+        cdur = float(coll["dur"][csel].sum())
+        cbytes = coll["bytes"][csel]
+        known = cbytes >= 0
+        cb = int(cbytes[known].sum()) if known.any() else None
+        kdur = float(coll["dur"][csel][known].sum())
+        rows.append(
+            {
+                "rank": r,
+                "steps": int(sel.sum()) if has_steps else 0,
+                "step_total_us": total / 1000.0,
+                "step_mean_us": mean / 1000.0,
+                "step_median_us": float(np.median(dur)) / 1000.0 if len(dur) else None,
+                "step_min_us": float(dur.min()) / 1000.0 if len(dur) else None,
+                "step_max_us": float(dur.max()) / 1000.0 if len(dur) else None,
+                "step_jitter_pct": 100.0 * float(dur.max() - dur.min()) / mean if has_steps and mean > 0 else None,
+                "device_busy_us": busy_ns / 1000.0,
+                "busy_pct": 100.0 * busy_ns / total if total > 0 else None,
+                "collectives": matched.get(r, 0),
+                "last_arrivals": last.get(r, 0),
+                "mean_late_us": late_sum[r] / matched[r] / 1000.0 if matched.get(r) else None,
+                "comm_us": cdur / 1000.0,
+                "comm_bytes": cb,
+                "comm_gbps": cb / kdur if cb is not None and kdur > 0 else None,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_RANKS_SCHEMA)
+
+
+@analyser(
+    "utilization",
+    "Device utilization over time",
+    default_sort=("rank", "chunk"),
+    units={"start_us": "µs", "dur_us": "µs", "busy_us": "µs", "busy_pct": "%"},
+)
+def utilization(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank and chunk of its profiled span (``chunks`` param, default 30 as
+    nsys analyze): chunk, start_us, dur_us, busy_us (device busy inside it), busy_pct (%).
+    Ranks without device work have no rows."""
+    n = int(params.get("chunks", UTIL_CHUNKS))
+    w = step_windows(profile)
+    busy = device_busy(profile)
+    rows: list[dict[str, Any]] = []
+    for r, (ms, me) in sorted(busy.items()):
+        sel = w["rank"] == r
+        if not sel.any():
+            continue
+        t0, t1 = int(w["start"][sel].min()), int(w["end"][sel].max())
+        edges = np.linspace(t0, t1, n + 1).astype(np.int64)
+        cov = iv.covered(ms, me, edges[:-1], edges[1:])
+        for i in range(n):
+            d = int(edges[i + 1] - edges[i])
+            rows.append(
+                {
+                    "rank": r,
+                    "chunk": i,
+                    "start_us": edges[i] / 1000.0,
+                    "dur_us": d / 1000.0,
+                    "busy_us": int(cov[i]) / 1000.0,
+                    "busy_pct": 100.0 * int(cov[i]) / d if d > 0 else None,
+                }
+            )
+    schema = pa.schema(
+        [
+            ("rank", pa.int64()),
+            ("chunk", pa.int64()),
+            ("start_us", pa.float64()),
+            ("dur_us", pa.float64()),
+            ("busy_us", pa.float64()),
+            ("busy_pct", pa.float64()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+@analyser("gaps", "Device idle gaps", default_sort=("-gap_us",), units={"start_us": "µs", "gap_us": "µs"})
+def gaps(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per idle gap between device work of a rank's device inside its profiled
+    steps, at least ``min_gap_us`` long (default 500 ms, nsys analyze's gpu_gaps):
+    rank, device, step (of the gap's start; null without steps), start_us, gap_us."""
+    min_gap = int(float(params.get("min_gap_us", MIN_GAP_NS / 1000)) * 1000)
+    w = step_windows(profile)
+    d = fetch(
+        profile,
+        f"SELECT rank, device, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' AND kind IN ({_BUSY_IN})",
+    )
+    rows: list[dict[str, Any]] = []
+    pairs = sorted({(int(r), int(dv)) for r, dv in zip(d["rank"], d["device"])})
+    for r, dv in pairs:
+        sel = (d["rank"] == r) & (d["device"] == dv)
+        ms, me = iv.merge(d["ts"][sel], d["te"][sel])
+        if len(ms) < 2:
+            continue
+        g0, g1 = me[:-1], ms[1:]
+        big = np.flatnonzero(g1 - g0 >= min_gap)
+        steps = step_of(w, r, g0[big])
+        for j, i in enumerate(big):
+            rows.append(
+                {
+                    "rank": r,
+                    "device": dv,
+                    "step": int(steps[j]) if steps[j] >= 0 else None,
+                    "start_us": int(g0[i]) / 1000.0,
+                    "gap_us": int(g1[i] - g0[i]) / 1000.0,
+                }
+            )
+    schema = pa.schema(
+        [
+            ("rank", pa.int64()),
+            ("device", pa.int64()),
+            ("step", pa.int64()),
+            ("start_us", pa.float64()),
+            ("gap_us", pa.float64()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+__all__ = ["device_busy", "step_of", "step_windows", "us"]
