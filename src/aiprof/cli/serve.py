@@ -1,0 +1,59 @@
+"""``aiprof serve PROFILE_OR_FOLDER...``: the REST API and the web UI."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from pathlib import Path
+
+import click
+
+from ..errors import AiprofError
+from ..store import find_profiles
+
+
+@click.command("serve")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token.")
+@click.option("--port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
+@click.option("--token", envvar="AIPROF_TOKEN", help="Token to require (default: a new one when not on loopback).")
+def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) -> None:
+    """Serve profiles (or folders of profiles, or trace files) over REST and a web UI."""
+    import uvicorn
+
+    from ..importers import import_paths
+    from ..web.server import LOOPBACK, create_app, new_token
+
+    if host not in LOOPBACK and not token:
+        token = new_token()
+    with tempfile.TemporaryDirectory(prefix="aiprof-serve-") as tmp:
+        roots: list[Path] = []
+        for i, p in enumerate(paths):
+            if not p.exists():
+                raise AiprofError(f"{p}: no such file or folder")
+            if p.is_file():
+                out, _ctx = import_paths([p], Path(tmp) / f"{p.name.split('.')[0] or 'trace'}-{i}.aiprof")
+                roots.append(out)
+            elif find_profiles(p) or p.is_dir():
+                roots.append(p)
+        app = create_app(roots, token=token, host=host)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise AiprofError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+        real_port = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{real_port}/"
+        click.echo(f"aiprof: serving {len(app.state.library.scan())} profile(s) at {url}" + (f"?token={token}" if token else ""), nl=True)
+        if token:
+            click.echo(f"aiprof: API token: {token} (header 'Authorization: Bearer TOKEN')")
+        click.echo("aiprof: press Ctrl+C to stop", err=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server = uvicorn.Server(config)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            app.state.library.close()

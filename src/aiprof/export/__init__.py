@@ -1,0 +1,1 @@
+"""Exporters: the store written in other tools' formats."""

@@ -1,0 +1,205 @@
+"""Chrome Trace Event JSON (``aiprof timechart``), which Perfetto and chrome://tracing load.
+
+What is written:
+- a header before the events: ``displayTimeUnit``, ``baseTimeNanoseconds`` (the
+  profile's time origin, Unix ns), ``deviceProperties`` and ``distributedInfo`` (so the
+  Kineto importer gets devices and rank back);
+- ``M`` metadata: process_name / thread_name / sort indexes from the tracks table
+  (integer pid and tid, as the events carry them; host threads and device streams are
+  different tracks already);
+- every event, sorted by ts: spans as ``X``, instants as ``i``; events of kind
+  ``other`` that came from flows or async markers (their args JSON starts with
+  ``{"ph": ...}``) are written back with that phase, id and binding point, so that
+  import -> timechart -> import gives the same events;
+- when the profile holds no flow events at all, ``s``/``f`` pairs built from
+  ``correlation`` (host launch -> device work);
+- counters as ``C`` events and allocator events as Kineto's ``[memory]`` instants.
+
+``ts`` and ``dur`` are µs written with exactly three decimals from the int64 ns, so
+no precision is lost (the numbers are text built by DuckDB, never a binary float).
+With several ranks, pids become ``rank * 10**7 + pid`` so ranks do not collide.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ..store import Profile
+
+_FLOW = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
+
+
+def _us(col: str) -> str:
+    """SQL: int ns column -> exact µs text with three decimals."""
+    return (
+        f"(CASE WHEN {col} < 0 THEN '-' ELSE '' END || (abs({col}) // 1000)::VARCHAR || '.' || "
+        f"lpad((abs({col}) % 1000)::VARCHAR, 3, '0'))"
+    )
+
+
+def _js(col: str) -> str:
+    """SQL: a value as JSON text (null stays null)."""
+    return f"coalesce(to_json({col})::VARCHAR, 'null')"
+
+
+def write_chrome_trace(profile: Profile, path: str | os.PathLike[str], *, batch_rows: int = 100_000) -> dict[str, int]:
+    """Write ``profile`` as Chrome Trace JSON to ``path`` (gzipped when it ends in .gz).
+
+    Returns counts of what was written: events, flows, counters, memory, metadata.
+    """
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    counts = {"events": 0, "flows": 0, "synthetic_flows": 0, "counters": 0, "memory": 0, "metadata": 0}
+    try:
+        raw: IO[bytes] = gzip.open(tmp, "wb", compresslevel=6) if out.name.endswith(".gz") else open(tmp, "wb")
+        with raw as f:
+            _write(profile, f, counts, batch_rows)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return counts
+
+
+def _header(profile: Profile) -> dict[str, Any]:
+    h: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": profile.time_origin_ns}
+    ranks = sorted({r for m in profile.metas for r in m.get("ranks", [])})
+    if len(ranks) == 1:
+        ws = profile.metas[0].get("world_size")
+        h["distributedInfo"] = {"rank": ranks[0], **({"world_size": ws} if isinstance(ws, int) else {})}
+    props = []
+    for d in profile.devices:
+        if d.get("type") == "cpu" or d.get("index") is None:
+            continue
+        p: dict[str, Any] = {"id": d.get("index"), "name": d.get("name")}
+        if d.get("memory_bytes") is not None:
+            p["totalGlobalMem"] = d["memory_bytes"]
+        cc = str(d.get("compute_capability") or "")
+        if "." in cc:
+            major, _, minor = cc.partition(".")
+            if major.isdigit() and minor.isdigit():
+                p["computeMajor"], p["computeMinor"] = int(major), int(minor)
+        for k in ("numSms", "warpSize", "maxThreadsPerBlock", "sharedMemPerBlock", "regsPerBlock"):
+            if k in d:
+                p[k] = d[k]
+        props.append(p)
+    if props:
+        h["deviceProperties"] = props
+    return h
+
+
+def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: int) -> None:
+    con = profile.con
+    multi = next(iter(con.execute("SELECT count(DISTINCT rank) FROM events").fetchall()), None)
+    many = bool(multi and int(multi[0]) > 1)
+
+    def pid_of(col: str, prefix: str = "") -> str:
+        return f"({prefix}rank::BIGINT * 10000000 + {col})" if many else col
+
+    pid = pid_of("pid")
+    header = _header(profile)
+    f.write(b"{")
+    for k, v in header.items():
+        f.write(orjson.dumps(k) + b":" + orjson.dumps(v) + b",\n")
+    f.write(b'"traceEvents": [\n')
+    first = True
+
+    def emit(lines: list[str]) -> None:
+        nonlocal first
+        if not lines:
+            return
+        data = ",\n".join(lines)
+        f.write((data if first else ",\n" + data).encode("utf-8"))
+        first = False
+
+    # Metadata: names and sort indexes of processes and threads.
+    meta_sql = f"""
+        SELECT '{{"ph":"M","name":"process_name","pid":' || {pid} || ',"tid":0,"args":{{"name":'
+               || to_json(process_name)::VARCHAR || '}}}}' FROM tracks WHERE tid = -1 AND process_name IS NOT NULL
+        UNION ALL
+        SELECT '{{"ph":"M","name":"process_sort_index","pid":' || {pid} || ',"tid":0,"args":{{"sort_index":'
+               || sort_index || '}}}}' FROM tracks WHERE tid = -1 AND sort_index IS NOT NULL
+        UNION ALL
+        SELECT '{{"ph":"M","name":"thread_name","pid":' || {pid} || ',"tid":' || tid || ',"args":{{"name":'
+               || to_json(thread_name)::VARCHAR || '}}}}' FROM tracks WHERE tid <> -1 AND thread_name IS NOT NULL
+        UNION ALL
+        SELECT '{{"ph":"M","name":"thread_sort_index","pid":' || {pid} || ',"tid":' || tid || ',"args":{{"sort_index":'
+               || sort_index || '}}}}' FROM tracks WHERE tid <> -1 AND sort_index IS NOT NULL
+    """
+    rows = [r[0] for r in con.execute(meta_sql).fetchall()]
+    counts["metadata"] = len(rows)
+    emit(rows)
+
+    has_flows = next(iter(con.execute(f"SELECT count(*) FROM events WHERE {_FLOW}").fetchall()), None)
+    synth = not (has_flows and int(has_flows[0]) > 0)
+    ev_args = (
+        "CASE WHEN args IS NOT NULL AND starts_with(ltrim(args), '{') THEN args "
+        "WHEN correlation IS NOT NULL OR external_id IS NOT NULL THEN "
+        "'{\"correlation\":' || coalesce(correlation::VARCHAR, 'null') || ',\"External id\":' || "
+        "coalesce(external_id::VARCHAR, 'null') || '}' ELSE '{}' END"
+    )
+    common = (
+        f"',\"cat\":' || {_js('cat')} || ',\"name\":' || {_js('coalesce(name, ' + chr(39) * 2 + ')')}"
+        f" || ',\"pid\":' || {pid} || ',\"tid\":' || tid || ',\"ts\":' || {_us('ts')}"
+    )
+    flow_ph = "json_extract_string(args, '$.ph')"
+    parts = [
+        # Flows and async markers, back to their phase.
+        f"""SELECT ts, 1 AS k, '{{"ph":' || to_json({flow_ph})::VARCHAR || {common}
+               || coalesce(',"id":' || json_extract(args, '$.id')::VARCHAR, '')
+               || coalesce(',"bp":' || json_extract(args, '$.bp')::VARCHAR, '')
+               || coalesce(',"args":' || json_extract(args, '$.args')::VARCHAR, '') || '}}' AS j
+            FROM events WHERE {_FLOW}""",
+        # Instants.
+        f"""SELECT ts, 0 AS k, '{{"ph":"i","s":"t"' || {common} || ',"args":' || {ev_args} || '}}' AS j
+            FROM events WHERE kind = 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
+        # Spans.
+        f"""SELECT ts, 0 AS k, '{{"ph":"X"' || {common} || ',"dur":' || {_us('dur')} || ',"args":' || {ev_args}
+               || '}}' AS j
+            FROM events WHERE kind <> 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
+        # Counters.
+        f"""SELECT ts, 2 AS k, '{{"ph":"C","name":' || to_json(metric)::VARCHAR || ',"pid":'
+               || {pid_of("coalesce(device, 0)")} || ',"tid":0,"ts":'
+               || {_us('ts')} || ',"args":{{' || to_json(metric)::VARCHAR || ':'
+               || CASE WHEN isfinite(value) THEN value::VARCHAR ELSE '0' END || '}}}}' AS j
+            FROM counters""",
+        # Allocator events, as Kineto writes them.
+        f"""SELECT ts, 3 AS k, '{{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":'
+               || {pid_of("coalesce(pid, 0)")}
+               || ',"tid":' || coalesce(tid, 0) || ',"ts":' || {_us('ts')} || ',"args":{{"Device Type":'
+               || CASE device_type WHEN 'cpu' THEN 0 WHEN 'cuda' THEN 1 WHEN 'rocm' THEN 6 WHEN 'xpu' THEN 12
+                  WHEN 'hpu' THEN 14 WHEN 'npu' THEN 20 ELSE 0 END
+               || ',"Device Id":' || coalesce(device, -1) || ',"Addr":' || coalesce(addr, 0)
+               || ',"Bytes":' || coalesce(bytes, 0) || ',"Total Allocated":' || coalesce(allocated, 0)
+               || ',"Total Reserved":' || coalesce(reserved, 0) || '}}}}' AS j
+            FROM memory""",
+    ]
+    if synth:
+        # No flow events were imported: draw launch -> kernel arrows from correlation.
+        parts.append(
+            f"""WITH d AS (SELECT * FROM events WHERE correlation IS NOT NULL AND device_type <> 'cpu'
+                           AND kind IN ('kernel', 'memcpy', 'memset', 'collective')),
+                     h AS (SELECT * FROM events WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
+                SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","id":' || h.correlation
+                       || ',"pid":' || {pid_of("h.pid", "h.")}
+                       || ',"tid":' || h.tid || ',"ts":' || {_us('h.ts')} || '}},' ||
+                       '{{"ph":"f","cat":"ac2g","name":"ac2g","id":' || h.correlation || ',"bp":"e"'
+                       || ',"pid":' || {pid_of("d.pid", "d.")}
+                       || ',"tid":' || d.tid || ',"ts":' || {_us('d.ts')} || '}}' AS j
+                FROM d JOIN h ON h.correlation = d.correlation AND h.rank = d.rank"""
+        )
+    kinds_seen = {0: "events", 1: "flows", 2: "counters", 3: "memory", 4: "synthetic_flows"}
+    sql = " UNION ALL ".join(f"({p})" for p in parts) + " ORDER BY ts, k"
+    reader = con.sql(f"SELECT j, k FROM ({sql})").to_arrow_reader(batch_rows)
+    for batch in reader:
+        js = batch.column(0).to_pylist()
+        ks = batch.column(1).to_pylist()
+        for k in ks:
+            counts[kinds_seen[k]] += 1
+        emit([j for j in js if j is not None])
+    f.write(b"\n]}\n")

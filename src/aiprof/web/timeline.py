@@ -1,0 +1,426 @@
+"""Timeline windows: the events of [t0, t1] on chosen tracks, merged to a pixel width.
+
+The browser never receives more than a few thousand items for one window, whatever
+the profile's size: DuckDB does the merging. Events at least one pixel wide come back
+one by one; narrower ones are merged per (track, depth, pixel) into one item that
+carries how many events it stands for and the name of the longest.
+
+On first use a :class:`Timeline` builds two temporary tables in the profile's DuckDB
+connection (this is the only state it keeps):
+
+``tl_tracks``  one row per track: track (dense id, host tracks first), rank, pid, tid,
+               device_type, device, is_device, name, events
+``tl``         one row per drawable event (flow markers excluded), sorted by ts:
+               track, depth (nesting level on its track), ts, dur (ns), name_id,
+               kind, correlation
+``tl_names``   name_id -> name
+
+Times in and out are int64 ns on the profile's time axis.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import QueryError
+from ..store import DEVICE_KINDS, Profile
+
+#: A window never returns more merged items than this (the bucket widens instead).
+MAX_ITEMS = 5000
+#: At most this many launch -> kernel arrows per window.
+MAX_FLOWS = 2000
+
+_FLOW_SQL = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
+_DEVICE_KINDS_SQL = ", ".join(f"'{k}'" for k in sorted(DEVICE_KINDS))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window request, validated."""
+
+    t0: int
+    t1: int
+    width: int
+    tracks: tuple[int, ...] | None = None
+    max_items: int = MAX_ITEMS
+
+    @classmethod
+    def parse(
+        cls, t0: Any, t1: Any, width: Any = 1000, tracks: Any = None, max_items: Any = MAX_ITEMS
+    ) -> Window:
+        """From request values (strings or numbers); raises QueryError on bad input."""
+        try:
+            a, b = int(t0), int(t1)
+            w = int(width if width is not None else 1000)
+            m = int(max_items if max_items is not None else MAX_ITEMS)
+        except (TypeError, ValueError):
+            raise QueryError("t0, t1, width and max_items must be integers (t0, t1 in ns)") from None
+        if b < a:
+            raise QueryError("t1 must be >= t0")
+        if not 1 <= w <= 20000:
+            raise QueryError("width must be between 1 and 20000 pixels")
+        if not 1 <= m <= 100000:
+            raise QueryError("max_items must be between 1 and 100000")
+        return cls(a, b, w, parse_tracks(tracks), m)
+
+
+def parse_tracks(value: Any) -> tuple[int, ...] | None:
+    """``"1,2,5"`` or ``[1, 2, 5]`` -> (1, 2, 5); empty or None -> None (all tracks)."""
+    if value is None or value == "" or value == []:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise QueryError("tracks must be a list of track ids or 'a,b,c'")
+    try:
+        return tuple(int(x) for x in items if str(x).strip() != "")
+    except (TypeError, ValueError):
+        raise QueryError("track ids are integers") from None
+
+
+class Timeline:
+    """Window queries over one opened profile (thread-safe through one lock)."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.lock = threading.RLock()
+        self._built = False
+        self._long_ns = 0
+        self.span: tuple[int, int] = (0, 0)
+
+    # -- building -------------------------------------------------------------------
+
+    def build(self) -> None:
+        """Create tl_tracks, tl_names and tl (once)."""
+        with self.lock:
+            if self._built:
+                return
+            con = self.profile.con
+            con.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE tl_tracks AS
+                WITH ev AS (
+                  SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
+                         any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
+                         bool_or(kind IN ({_DEVICE_KINDS_SQL})) AS is_device, count(*) AS events
+                  FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY ALL
+                ), th AS (
+                  SELECT rank, pid, tid, any_value(thread_name) AS thread_name, min(sort_index) AS sort_index
+                  FROM tracks WHERE tid <> -1 GROUP BY ALL
+                ), pr AS (
+                  SELECT rank, pid, any_value(process_name) AS process_name FROM tracks GROUP BY ALL
+                )
+                SELECT (row_number() OVER (ORDER BY ev.is_device, ev.rank, ev.pid,
+                        coalesce(th.sort_index, ev.tid), ev.tid) - 1)::INTEGER AS track,
+                       ev.rank, ev.pid, ev.tid, coalesce(ev.dt, 'cpu') AS device_type, ev.dev AS device,
+                       ev.is_device, pr.process_name, th.thread_name, ev.events
+                FROM ev LEFT JOIN th USING (rank, pid, tid) LEFT JOIN pr USING (rank, pid)
+                ORDER BY track
+                """
+            )
+            con.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE tl_names AS
+                SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
+                FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
+                """
+            )
+            # Depth: a running count of open spans per track; at equal times ends come
+            # before starts (so touching siblings share a level) and longer spans start
+            # first (so a parent sits above its children). Zero-length events close last.
+            con.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE tl AS
+                WITH e AS (
+                  SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation,
+                         row_number() OVER () AS rid
+                  FROM events ev
+                  JOIN tl_tracks t USING (rank, pid, tid)
+                  JOIN tl_names n ON n.name = coalesce(ev.name, '')
+                  WHERE NOT coalesce({_FLOW_SQL}, FALSE)
+                ), pts AS (
+                  SELECT track, rid, ts AS t, 1 AS ord, dur AS d, 1 AS delta FROM e
+                  UNION ALL
+                  SELECT track, rid, ts + dur AS t, CASE WHEN dur = 0 THEN 2 ELSE 0 END AS ord, 0 AS d, -1 AS delta
+                  FROM e
+                ), run AS (
+                  SELECT rid, sum(delta) OVER (PARTITION BY track ORDER BY t, ord, d DESC, rid
+                                                ROWS UNBOUNDED PRECEDING) - delta AS depth, delta
+                  FROM pts
+                )
+                SELECT e.track, greatest(run.depth, 0)::SMALLINT AS depth, e.ts, e.dur, e.name_id, e.kind,
+                       e.correlation
+                FROM e JOIN run ON run.rid = e.rid AND run.delta = 1
+                ORDER BY e.ts
+                """
+            )
+            row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
+            n = int(row[0]) if row else 0
+            self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
+            # "Long" events are few and always scanned; the others are found by a ts
+            # range that DuckDB prunes with the table's min/max statistics.
+            q = max(0.0, 1.0 - 20000.0 / n) if n else 1.0
+            lr = con.execute(f"SELECT coalesce(quantile_disc(dur, {q}), 0) FROM tl").fetchone()
+            self._long_ns = max(int(lr[0]) if lr else 0, 1)
+            con.execute(f"CREATE OR REPLACE TEMP TABLE tl_long AS SELECT * FROM tl WHERE dur > {self._long_ns}")
+            self._built = True
+
+    # -- queries --------------------------------------------------------------------
+
+    def tracks(self) -> list[dict[str, Any]]:
+        """Track list: track, rank, pid, tid, device_type, device, is_device, name,
+        process_name, thread_name, events, max_depth."""
+        self.build()
+        with self.lock:
+            rows = self._rows(
+                """
+                SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
+                LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
+                ORDER BY track
+                """
+            )
+        for r in rows:
+            r["name"] = track_name(r)
+        return rows
+
+    def window(self, w: Window) -> dict[str, Any]:
+        """Merged items of the window (columnar): track, depth, ts, dur (ns), name
+        (index into ``names``), kind, n (events merged into the item; 1 = one event)."""
+        self.build()
+        bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
+        with self.lock:
+            for _ in range(8):
+                cols = self._merged(w, bucket)
+                if len(cols["ts"]) <= w.max_items:
+                    break
+                bucket = bucket * max(2, math.ceil(len(cols["ts"]) / w.max_items))
+            flows, truncated = self._flows(w)
+            ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
+            names = self._names(ids)
+        remap = {nid: i for i, nid in enumerate(ids)}
+        cols["name"] = [remap[n] for n in cols["name"]]
+        return {
+            "t0": w.t0,
+            "t1": w.t1,
+            "bucket_ns": bucket,
+            "items": cols,
+            "names": names,
+            "flows": {
+                "from_track": [f[0] for f in flows],
+                "from_depth": [f[1] for f in flows],
+                "from_ts": [f[2] for f in flows],
+                "to_track": [f[3] for f in flows],
+                "to_depth": [f[4] for f in flows],
+                "to_ts": [f[5] for f in flows],
+            },
+            "flows_truncated": truncated,
+        }
+
+    def summary(self, w: Window, limit: int = 20) -> dict[str, Any]:
+        """What a selection covers: per kind and per name, events (count) and the time
+        they spend inside [t0, t1] (ns, clipped at the edges)."""
+        self.build()
+        src, params = self._source(w)
+        clip = f"sum(least(ts + dur, {w.t1}) - greatest(ts, {w.t0}))::BIGINT"
+        with self.lock:
+            kinds = self._rows(
+                f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC",
+                params,
+            )
+            names = self._rows(
+                f"""SELECT kind, n.name, count(*) AS events, {clip} AS time_ns
+                    FROM ({src}) JOIN tl_names n USING (name_id) GROUP BY kind, n.name
+                    ORDER BY time_ns DESC LIMIT {int(limit)}""",
+                params,
+            )
+        return {
+            "t0": w.t0,
+            "t1": w.t1,
+            "events": sum(int(k["events"]) for k in kinds),
+            "by_kind": kinds,
+            "top": names,
+        }
+
+    def events_at(self, track: int, ts: int) -> list[dict[str, Any]]:
+        """The full rows of the events on ``track`` starting at ``ts`` (longest first),
+        with the events linked to them by ``correlation``."""
+        self.build()
+        with self.lock:
+            t = self._rows("SELECT rank, pid, tid FROM tl_tracks WHERE track = ?", [track])
+            if not t:
+                raise QueryError(f"no track {track}")
+            rows = self._rows(
+                f"""SELECT * EXCLUDE (profile) FROM events WHERE rank = ? AND pid = ? AND tid = ? AND ts = ?
+                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC LIMIT 50""",
+                [t[0]["rank"], t[0]["pid"], t[0]["tid"], ts],
+            )
+            for r in rows:
+                r["linked"] = []
+                if r.get("correlation") is not None:
+                    r["linked"] = self._rows(
+                        """SELECT l.track, l.depth, l.ts, l.dur, l.kind, n.name FROM tl l JOIN tl_names n USING (name_id)
+                           WHERE l.correlation = ? AND NOT (l.track = ? AND l.ts = ?) ORDER BY l.ts LIMIT 20""",
+                        [r["correlation"], track, ts],
+                    )
+        return rows
+
+    # -- internals ------------------------------------------------------------------
+
+    def _source(self, w: Window) -> tuple[str, list[Any]]:
+        tr = ""
+        if w.tracks is not None:
+            tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
+        lo = w.t0 - self._long_ns
+        src = (
+            f"SELECT * FROM tl WHERE ts >= {lo} AND ts <= {w.t1} AND ts + dur >= {w.t0} AND dur <= {self._long_ns}{tr}"
+            f" UNION ALL SELECT * FROM tl_long WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr}"
+        )
+        return src, []
+
+    def _merged(self, w: Window, bucket: int) -> dict[str, list[Any]]:
+        src, params = self._source(w)
+        sql = f"""
+            WITH w AS ({src})
+            SELECT track, depth, ts, dur, name_id AS name, kind, 1 AS n FROM w WHERE dur >= {bucket}
+            UNION ALL
+            SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, dur) AS name,
+                   arg_max(kind, dur) AS kind, count(*) AS n
+            FROM w WHERE dur < {bucket}
+            GROUP BY track, depth, floor((ts - {w.t0}) / {bucket})
+        """
+        tab = _arrow(self.profile, sql, params)
+        return {c: tab.column(c).to_pylist() for c in ("track", "depth", "ts", "dur", "name", "kind", "n")}
+
+    def _flows(self, w: Window) -> tuple[list[tuple[Any, ...]], bool]:
+        tr = ""
+        if w.tracks is not None:
+            ids = ",".join(str(int(t)) for t in w.tracks) or "NULL"
+            tr = f" AND (d.track IN ({ids}) OR h.track IN ({ids}))"
+        sql = f"""
+            WITH d AS (SELECT * FROM tl WHERE ts >= {w.t0} AND ts <= {w.t1} AND correlation IS NOT NULL
+                       AND kind IN ({_DEVICE_KINDS_SQL}))
+            SELECT h.track, h.depth, h.ts, d.track, d.depth, d.ts, h.name_id, d.name_id
+            FROM d JOIN tl h ON h.correlation = d.correlation AND h.kind IN ('runtime', 'driver')
+            WHERE true{tr}
+            ORDER BY d.ts LIMIT {MAX_FLOWS + 1}
+        """
+        rows = self.profile.con.execute(sql).fetchall()
+        if len(rows) > MAX_FLOWS:
+            return [], True
+        return rows, False
+
+    def _names(self, ids: list[int]) -> list[str]:
+        if not ids:
+            return []
+        got = dict(
+            self.profile.con.execute(
+                "SELECT name_id, name FROM tl_names WHERE name_id IN (SELECT unnest(?::INTEGER[]))", [ids]
+            ).fetchall()
+        )
+        return [str(got.get(i, "")) for i in ids]
+
+    def _rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        tab = _arrow(self.profile, sql, params)
+        return list(tab.to_pylist())
+
+
+def _arrow(profile: Profile, sql: str, params: list[Any] | None = None) -> pa.Table:
+    if params:
+        return profile.con.sql(sql, params=params).to_arrow_table()
+    return profile.con.sql(sql).to_arrow_table()
+
+
+def track_name(r: dict[str, Any]) -> str:
+    """A readable track label: "GPU 0 stream 7", "rank 0 / pt_main_thread (1102)"."""
+    thread = (r.get("thread_name") or "").strip()
+    if r.get("is_device"):
+        dev = r.get("device")
+        dt = str(r.get("device_type") or "device").upper()
+        dev_s = f"{dt} {dev}" if dev is not None and dev >= 0 else dt
+        return f"{dev_s} {thread or 'stream ' + str(r.get('tid'))}"
+    proc = (r.get("process_name") or "").strip()
+    label = thread or f"thread {r.get('tid')}"
+    if len(proc) > 24 or not proc:
+        proc = f"pid {r.get('pid')}"
+    return f"{proc} / {label}"
+
+
+class SeriesQuery:
+    """Downsampled counter and memory series, merged per pixel in DuckDB."""
+
+    def __init__(self, profile: Profile, lock: threading.RLock) -> None:
+        self.profile = profile
+        self.lock = lock
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
+        with self.lock:
+            tab = _arrow(
+                self.profile,
+                """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
+                          min(value) AS min, max(value) AS max
+                   FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL""",
+            )
+        return list(tab.to_pylist())
+
+    def counter(
+        self, w: Window, metric: str, rank: int | None = None, device: int | None = None
+    ) -> dict[str, Any]:
+        """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
+        bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
+        cond = ["metric = ?", f"ts >= {w.t0}", f"ts <= {w.t1}"]
+        params: list[Any] = [metric]
+        if rank is not None:
+            cond.append("rank = ?")
+            params.append(rank)
+        if device is not None:
+            cond.append("device = ?")
+            params.append(device)
+        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
+                         arg_max(value, ts) AS last
+                  FROM counters WHERE {" AND ".join(cond)}
+                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
+        with self.lock:
+            tab = _arrow(self.profile, sql, params)
+        out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
+        out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
+        return out
+
+    def memory(self, w: Window, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
+        """Allocator state over [t0, t1] per device: per pixel ts, allocated and reserved
+        (the maximum within the pixel, bytes), and the peak of allocated over the whole
+        profile (ts, bytes) per device."""
+        bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
+        cond = [f"ts >= {w.t0}", f"ts <= {w.t1}"]
+        pcond = ["true"]
+        params: list[Any] = []
+        for col, v in (("rank", rank), ("device", device)):
+            if v is not None:
+                cond.append(f"{col} = {int(v)}")
+                pcond.append(f"{col} = {int(v)}")
+        sql = f"""SELECT rank, device_type, device, min(ts) AS ts, max(allocated) AS allocated,
+                         max(reserved) AS reserved
+                  FROM memory WHERE {" AND ".join(cond)}
+                  GROUP BY rank, device_type, device, floor((ts - {w.t0}) / {bucket}) ORDER BY rank, device, ts"""
+        psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
+                          max(reserved) AS peak_reserved, count(*) AS events
+                   FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
+        with self.lock:
+            tab = _arrow(self.profile, sql, params)
+            peaks = list(_arrow(self.profile, psql).to_pylist())
+        series: dict[str, dict[str, Any]] = {}
+        for r in tab.to_pylist():
+            key = f"{r['rank']}:{r['device_type']}:{r['device']}"
+            s = series.setdefault(
+                key,
+                {"rank": r["rank"], "device_type": r["device_type"], "device": r["device"],
+                 "ts": [], "allocated": [], "reserved": []},
+            )
+            s["ts"].append(r["ts"])
+            s["allocated"].append(r["allocated"])
+            s["reserved"].append(r["reserved"])
+        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": list(series.values()), "peaks": peaks}
