@@ -241,6 +241,12 @@ class ChromeTraceConverter:
         return dt, dev
 
     def add_batch(self, evs: list[Ev]) -> None:
+        if self.ctx.origin_raw_ns is None and evs:
+            # The earliest time of the first batch becomes ts = 0 (later batches may
+            # still hold earlier events in an unsorted file: those get ts < 0).
+            ts, ok = us_to_ns([e.ts for e in evs if e.ph != "M"])
+            if ok.any():
+                self.ctx.origin(int(ts[ok].min()))
         spans: list[Ev] = []
         flows: list[Ev] = []
         other: list[Ev] = []
