@@ -268,6 +268,12 @@ def _detect(path: Path) -> Detection:
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
+        # A damaged export still names its tables in the raw pages: claim it so the
+        # user hears what is wrong with it rather than that nothing recognises it.
+        with path.open("rb") as f:
+            raw = f.read(4 << 20)
+        if b"StringIds" in raw and any(m.encode() in raw for m in _MARKER_TABLES):
+            return yes(f"a damaged SQLite file naming Nsight Systems tables ({e})")
         return no(f"an SQLite header but an unreadable database ({e})")
     if "StringIds" in names and names.intersection(_MARKER_TABLES):
         return yes("an SQLite database with Nsight Systems export tables")
@@ -1039,7 +1045,10 @@ def _load(path: Path, ctx: ImportContext) -> None:
             try:
                 ex = NsysExport(con)
             except sqlite3.DatabaseError as e:
-                raise ImportFormatError(f"{path}: unreadable SQLite database ({e})") from None
+                raise ImportFormatError(
+                    f"{path}: damaged SQLite database, its table list is unreadable ({e}); nothing can be "
+                    "imported from it, export the report again with nsys export --type sqlite"
+                ) from None
             if "StringIds" not in ex.tables or not set(ex.tables).intersection(_MARKER_TABLES):
                 raise ImportFormatError(
                     f"{path}: an SQLite database, but not an Nsight Systems export "
