@@ -239,7 +239,8 @@ def _add_tables(db: Path) -> None:
         ],
     )
     con.execute(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (486000100, 486000600, 0, 1, 13, 200, 283863800610816, 0, 4096, NULL, 2)"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (486000100, 486000600, 0, 1, 13, 200, 283863800610816, 0, 4096, None, 2),
     )
     con.executemany(
         "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?, ?, ?, ?, ?)",
