@@ -22,9 +22,12 @@ from .. import __version__
 from ..errors import AiprofError
 
 VERBS: dict[str, str] = {
+    "monitor": "aiprof.cli.monitor:command",
     "import": "aiprof.cli.import_cmd:command",
     "report": "aiprof.cli.report:command",
     "sql": "aiprof.cli.sql:command",
+    "serve": "aiprof.cli.serve:command",
+    "timechart": "aiprof.cli.timechart:command",
 }
 
 

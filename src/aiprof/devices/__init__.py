@@ -51,7 +51,7 @@ def available_backends(names: Iterable[str] | None = None) -> list[DeviceBackend
             if not cls.available():
                 continue
             out.append(cls())
-        except Exception as e:  # noqa: BLE001 - one broken vendor tool must not stop the others
+        except Exception as e:
             log.warning("device backend %s failed to start: %s", name, e)
     return out
 

@@ -56,7 +56,7 @@ class RaplReader:
         if last is None or now_ns <= last[0]:
             return None
         joules = 0.0
-        for (_, rng), a, b in zip(self.domains, last[1], now):
+        for (_, rng), a, b in zip(self.domains, last[1], now, strict=False):
             delta = b - a if b >= a else b + rng - a
             joules += delta / 1e6
         return joules / ((now_ns - last[0]) / 1e9)
@@ -76,7 +76,8 @@ class CpuBackend(DeviceBackend):
     ) -> None:
         self._clock = clock
         self._rapl = RaplReader(powercap)
-        self._last_times: list[tuple[float, float]] | None = None
+        # Primed so the first sample already has a utilization (since construction).
+        self._last_times: list[tuple[float, float]] | None = self._busy()
         self._slow_at = -SLOW_PERIOD_NS
         self._freq: float | None = None
         self._temp: float | None = None
@@ -139,7 +140,7 @@ class CpuBackend(DeviceBackend):
         last, self._last_times = self._last_times, times
         if last is not None and len(last) == len(times):
             busy_sum = total_sum = 0.0
-            for i, ((b0, t0), (b1, t1)) in enumerate(zip(last, times)):
+            for i, ((b0, t0), (b1, t1)) in enumerate(zip(last, times, strict=False)):
                 db, dt = b1 - b0, t1 - t0
                 busy_sum += db
                 total_sum += dt

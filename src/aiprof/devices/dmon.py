@@ -106,7 +106,7 @@ def parse_dmon(lines: Iterable[str]) -> DmonLog:
             if expect_units and cols is not None:
                 units = line.strip()[1:].split()
                 if len(units) == len(cols):
-                    for c, u in zip(cols, units):
+                    for c, u in zip(cols, units, strict=False):
                         if c not in _TIME_COLS and c != "gpu":
                             log.units[metric_of(c)] = u
             expect_units = False
@@ -123,7 +123,7 @@ def parse_dmon(lines: Iterable[str]) -> DmonLog:
             else:
                 log.problems.append(f"line {lineno}: {len(toks)} values for {len(cols)} columns, dropped")
             continue
-        rec = dict(zip(cols, toks))
+        rec = dict(zip(cols, toks, strict=False))
         try:
             dev = int(rec["gpu"])
         except ValueError:
@@ -189,7 +189,7 @@ def format_value(v: float | None) -> str:
     """dmon prints integers and ``-`` for what a device cannot give."""
     if v is None or not math.isfinite(v):
         return "-"
-    return str(int(round(v)))
+    return str(round(v))
 
 
 def data_line(

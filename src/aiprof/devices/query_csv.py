@@ -9,7 +9,6 @@ with ``noheader`` has no names; hl-smi's usual field list (:data:`HLSMI_FIELDS`,
 from __future__ import annotations
 
 import csv
-import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -117,7 +116,7 @@ def noheader_fields(row: Sequence[str]) -> list[str] | None:
     """:data:`HLSMI_FIELDS` when a header-less row's units match it, else None."""
     if len(row) != len(HLSMI_FIELDS):
         return None
-    for text, unit in zip(row, _HLSMI_UNITS):
+    for text, unit in zip(row, _HLSMI_UNITS, strict=False):
         if unit is None:
             continue
         value, got = _number(text.strip())
@@ -152,7 +151,7 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryLog:
         if len(row) != len(names):
             log.problems.append(f"line {lineno}: {len(row)} fields for {len(names)} names, dropped")
             continue
-        rec = dict(zip(names, (r.strip() for r in row)))
+        rec = dict(zip(names, (r.strip() for r in row), strict=False))
         dev = None
         for f in INDEX_FIELDS:
             if f in rec:
@@ -164,7 +163,7 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryLog:
             continue
         ts = _timestamp(rec["timestamp"]) if "timestamp" in rec else sample_ts
         values: dict[str, float | None] = {}
-        for (name, text_v), unit in zip(rec.items(), units):
+        for (name, text_v), unit in zip(rec.items(), units, strict=False):
             if name in INDEX_FIELDS or name in TEXT_FIELDS:
                 continue
             v, got_unit = _number(text_v)
@@ -175,10 +174,10 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryLog:
             u = unit or got_unit
             if u:
                 log.units[metric] = {"MiB": "MB", "GiB": "MB"}.get(u, u)
-        name = rec.get("name")
-        if any(n.endswith(".aip") for n in names) or (name or "").upper().startswith("HL-"):
+        dev_name = rec.get("name")
+        if any(n.endswith(".aip") for n in names) or (dev_name or "").upper().startswith("HL-"):
             log.vendor = "hpu"
-        log.rows.append(QueryRow(ts, dev, name, values))
+        log.rows.append(QueryRow(ts, dev, dev_name, values))
     log.fields = names or []
     return log
 
@@ -189,5 +188,5 @@ def _timestamp(text: str) -> int | None:
             dt = datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc)
         except ValueError:
             continue
-        return int(round(dt.timestamp() * 1e6)) * 1000
+        return round(dt.timestamp() * 1e6) * 1000
     return None

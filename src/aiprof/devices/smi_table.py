@@ -50,10 +50,10 @@ def split_cell(header: str, value: str) -> dict[str, str] | None:
     rx = r"\s*" + r"\s+".join(f"({_pattern(n)})" for n in names) + r"\s*"
     m = re.fullmatch(rx, value)
     if m:
-        return dict(zip(names, m.groups()))
+        return dict(zip(names, m.groups(), strict=False))
     parts = [p for p in _NAME_SPLIT.split(value.strip()) if p]
     if len(parts) == len(names):
-        return dict(zip(names, parts))
+        return dict(zip(names, parts, strict=False))
     if not value.strip():
         return {}
     return None
@@ -144,12 +144,12 @@ def _read_block(block: list[tuple[str, list[str]]], borders: list[str], ts: int 
             table.problems.append(f"a device block of {len(seg)} lines under a header of {len(header)}")
             continue
         dev: dict[str, str] = {}
-        for h, v in zip(header, seg):
+        for h, v in zip(header, seg, strict=False):
             hc, vc = _cells(h), _cells(v)
             if len(hc) != len(vc):
                 table.problems.append(f"row {v.strip()!r} has {len(vc)} cells, header has {len(hc)}")
                 continue
-            for hcell, vcell in zip(hc, vc):
+            for hcell, vcell in zip(hc, vc, strict=False):
                 got = split_cell(hcell, vcell)
                 if got is None:
                     table.problems.append(f"cannot split {vcell.strip()!r} into {hcell.strip()!r}")

@@ -144,7 +144,9 @@ def load_tables(path: Path, ctx: ImportContext, importer: str, device_type: str,
     if not tables:
         raise ImportFormatError(f"{path}: no {title_word} table")
     readings, problems = table_readings(tables)
-    write_readings(ctx, path, importer, device_type, readings, problems=problems, versions=sorted({t.title for t in tables}))
+    write_readings(
+        ctx, path, importer, device_type, readings, problems=problems, versions=sorted({t.title for t in tables})
+    )
     return tables
 
 

@@ -41,7 +41,7 @@ def _load(path: Path, ctx: ImportContext) -> None:
     log = parse_query_csv(text)
     problems.extend(log.problems)
     first = len(tables)
-    for r, s in zip(log.rows, sample_ordinals(r.device for r in log.rows)):
+    for r, s in zip(log.rows, sample_ordinals(r.device for r in log.rows), strict=False):
         readings.append(Reading(r.ts_ns, first + s, r.device, r.values, r.name))
     if not readings:
         raise ImportFormatError(f"{path}: no hl-smi table or CSV row")
@@ -51,4 +51,6 @@ def _load(path: Path, ctx: ImportContext) -> None:
     write_readings(ctx, path, NAME, "hpu", readings, units=log.units, problems=problems, tables=len(tables))
 
 
-IMPORTER = Importer(name=NAME, description="Intel Gaudi hl-smi tables and -Q CSV", detect=_detect, load=_load, patterns=("*hl-smi*",))
+IMPORTER = Importer(
+    name=NAME, description="Intel Gaudi hl-smi tables and -Q CSV", detect=_detect, load=_load, patterns=("*hl-smi*",)
+)

@@ -23,4 +23,6 @@ def _load(path: Path, ctx: ImportContext) -> None:
     load_tables(path, ctx, NAME, "npu", "npu-smi")
 
 
-IMPORTER = Importer(name=NAME, description="Huawei npu-smi info tables", detect=_detect, load=_load, patterns=("*npu-smi*",))
+IMPORTER = Importer(
+    name=NAME, description="Huawei npu-smi info tables", detect=_detect, load=_load, patterns=("*npu-smi*",)
+)

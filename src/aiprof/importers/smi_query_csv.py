@@ -36,7 +36,7 @@ def _load(path: Path, ctx: ImportContext) -> None:
     if not log.fields:
         raise ImportFormatError(f"{path}: no --query CSV header")
     ordinals = sample_ordinals(r.device for r in log.rows)
-    readings = [Reading(r.ts_ns, s, r.device, r.values, r.name) for r, s in zip(log.rows, ordinals)]
+    readings = [Reading(r.ts_ns, s, r.device, r.values, r.name) for r, s in zip(log.rows, ordinals, strict=False)]
     write_readings(ctx, path, NAME, log.vendor, readings, units=log.units, problems=log.problems, fields=log.fields)
 
 
