@@ -49,8 +49,12 @@ class ImportContext:
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
-        """A loss or oddity the user must hear about; also kept in profile.json."""
-        log.warning(message)
+        """A loss or oddity the user must hear about; also kept in profile.json.
+
+        Logged at INFO only: the caller (the CLI) shows the collected warnings once, at
+        the end, so they are neither repeated nor lost among progress output.
+        """
+        log.info("warning: %s", message)
         self.warnings.append(message)
         self.writer.warn(message)
 

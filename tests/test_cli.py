@@ -1,0 +1,108 @@
+"""The command line as a user runs it: real subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kineto_builders import two_step_trace, write_trace
+
+AIPROF = [sys.executable, "-m", "aiprof"]
+
+
+def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AIPROF_DEBUG"}
+    env["COLUMNS"] = "200"
+    return subprocess.run([*AIPROF, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_import_report_sql_round(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", two_step_trace())
+    r = cli("import", trace, "-o", tmp_path / "run")
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stdout and "kernel 2" in r.stdout
+    prof = tmp_path / "run.aiprof"
+    r = cli("report", prof, "--view", "kernels", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert doc["total"] == 1 and doc["rows"][0]["name"] == "sgemm_a" and doc["rows"][0]["total_us"] == 1100
+    r = cli("report", prof, "--view", "overview", "--format", "json", "--filter", "section=breakdown", "--filter", "step=null")
+    cats = {row["category"]: row for row in json.loads(r.stdout)["rows"]}
+    assert isinstance(cats["kernel"]["time_us"], float) and cats["kernel"]["percent"] == 55.0
+    r = cli("report", prof)
+    assert r.returncode == 0 and "step time breakdown" in r.stdout and "sgemm_a" in r.stdout
+    r = cli("report", prof, "--view", "events", "--format", "csv", "--filter", "kind=kernel", "--sort", "-dur", "--limit", "1")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert len(rows) == 1 and rows[0]["name"] == "sgemm_a" and rows[0]["dur"] == "800000"
+    r = cli("sql", prof, "SELECT count(*) AS n FROM events WHERE kind = 'kernel'", "--format", "json")
+    assert json.loads(r.stdout)["rows"] == [{"n": 2}]
+
+
+def test_report_accepts_a_trace_file_directly(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json", two_step_trace())
+    r = cli("report", trace, "--view", "steps", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [row["step"] for row in json.loads(r.stdout)["rows"]] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "empty"),
+        (b'{"hello": "world"}', "traceEvents"),
+        (bytes(range(256)) * 4, "no importer"),
+        (b'{"traceEvents": [', "no events"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, words: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    r = cli("import", bad, "-o", tmp_path / "x")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x.aiprof").exists()
+
+
+def test_folder_with_nothing_importable_and_missing_file(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    r = cli("import", tmp_path / "empty")
+    assert r.returncode == 2 and "no importer" in r.stderr and "Traceback" not in r.stderr
+    r = cli("report", tmp_path / "nope.aiprof")
+    assert r.returncode == 2 and "no such file" in r.stderr
+    r = cli("report", tmp_path / "empty", "--view", "kernels")
+    assert r.returncode == 2
+
+
+def test_bad_query_is_exit_2(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json", two_step_trace())
+    r = cli("report", trace, "--view", "kernels", "--filter", "nosuch=1")
+    assert r.returncode == 2 and "no column 'nosuch'" in r.stderr
+    r = cli("report", trace, "--limit", "-1")
+    assert r.returncode == 2
+
+
+def test_truncated_gzip_imports_what_it_holds(tmp_path: Path) -> None:
+    events = two_step_trace() * 200
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    r = cli("import", cut, "-o", tmp_path / "cut")
+    assert r.returncode == 0, r.stderr
+    assert "warning" in r.stderr and ("cut short" in r.stderr or "gzip" in r.stderr)
+    meta = json.loads((tmp_path / "cut.aiprof" / "profile.json").read_text())
+    assert meta["partial"] is True
+    assert meta["warnings"]
+
+
+def test_help_and_version() -> None:
+    r = cli("--help")
+    assert r.returncode == 0 and "import" in r.stdout and "report" in r.stdout
+    r = cli("--version")
+    assert r.returncode == 0 and "aiprof" in r.stdout
