@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs what the tests need, then lint, types, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-venv.sh dev
+# UI tests drive Debian's Chromium through Playwright; install it when we can.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "test.sh: could not install chromium; UI tests will say so"
+fi
+echo "== ruff"
+.venv/bin/ruff check src tests bench
+echo "== mypy (strict)"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/python -m pytest -q "$@"
