@@ -1,0 +1,230 @@
+"""MindSpore 1.x profiler output folder (the ``profiler/`` folder MindInsight reads).
+
+Each file is recognised by its header or shape:
+
+| file | becomes |
+|---|---|
+| ascend_timeline_display_N.json | events: every span is an NPU op (``kernel``; ``MemSet`` / ``AtomicAddrClean`` -> ``memset``), tid = stream; the AI CPU pid (args without ``type``) gets cat ``AI_CPU`` |
+| framework_raw_N.csv | kernel_metrics section ``framework`` (kernel = full op name, launch_id = task id; op_info, type, subgraph as text) |
+| aicore_intermediate_N_detail.csv / _type.csv | kernel_metrics sections ``aicore_detail`` / ``aicore_type`` (ms) |
+| aicpu_intermediate_N.csv | kernel_metrics section ``aicpu`` (launch_id = serial number) |
+| step_trace_raw_N_detail_time.csv | kernel_metrics kernel ``step``, launch_id = step (0 = the average row), unit ``tick`` |
+| minddata_pipeline_raw_N.csv | kernel_metrics section ``minddata_pipeline`` (launch_id = op id) |
+| minddata_cpu_utilization_N.json | kernel_metrics section ``minddata_cpu_utilization/...`` (launch_id = sample) |
+| small JSON summaries (timeline summary, step trace points) | profile.json ``mindspore`` |
+
+The ``output_*.txt`` files are text renderings of the same data and are not re-read.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import ImportFormatError
+from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
+from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter
+from .base import Detection, ImportContext, Importer, no, yes
+from .kineto import Args, Ev, load_chrome_trace
+
+NAME = "mindspore-legacy"
+
+#: header signature -> (section, kernel column, launch id column)
+CSV_KINDS: list[tuple[frozenset[str], str, str, str | None]] = [
+    (frozenset({"task_id", "stream_id", "full_op_name", "op_type"}), "framework", "full_op_name", "task_id"),
+    (frozenset({"full_op_name", "execution_time"}), "aicore_detail", "full_op_name", None),
+    (frozenset({"op_type", "execution_time", "execution_frequency"}), "aicore_type", "op_type", None),
+    (frozenset({"serial_number", "kernel_type", "run_start", "run_end"}), "aicpu", "kernel_type", "serial_number"),
+    (frozenset({"step_num", "start_point", "end_point", "fp_and_bp"}), "step_trace_raw", "", "step_num"),
+    (frozenset({"op_id", "op_type", "num_workers"}), "minddata_pipeline", "op_type", "op_id"),
+]
+_TIMELINE_RE = re.compile(rb'^\s*\[\s*\{[^{}]*"ph"\s*:\s*"X"')
+
+
+def csv_kind(header: list[str]) -> tuple[str, str, str | None] | None:
+    h = {c.strip() for c in header}
+    for sig, section, kcol, lcol in CSV_KINDS:
+        if sig <= h and (section != "aicore_detail" or "op_type" not in h):
+            return section, kcol, lcol
+    return None
+
+
+def file_kind(path: Path) -> str | None:
+    header = csv_header(path)
+    if header is not None:
+        k = csv_kind(header)
+        return k[0] if k else None
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    if path.suffix == ".json" or head.lstrip()[:1] in (b"[", b"{"):
+        if _TIMELINE_RE.match(head) and b'"AscendCL@' not in head and b'"Ascend Hardware"' not in head:
+            return "timeline"
+        if b'"sampling_interval"' in head and b'"device_info"' in head:
+            return "minddata_cpu_utilization"
+        t = head.strip()
+        if t[:1] == b"{" and len(t) < 4096 and (b'"fp_start"' in t or b'"num_of_streams"' in t):
+            return "summary"
+    return None
+
+
+def _detect(path: Path) -> Detection:
+    if path.is_dir():
+        kinds = {file_kind(p) for p in path.iterdir() if p.is_file()} - {None}
+        if "framework" in kinds or "aicore_detail" in kinds or ("timeline" in kinds and len(kinds) > 1):
+            return yes(f"a MindSpore 1.x profiler folder ({', '.join(sorted(k for k in kinds if k))})")
+        return no("no MindSpore 1.x framework / aicore intermediate files in it")
+    k = file_kind(path)
+    if k is None or k == "summary":
+        return no("not a MindSpore 1.x profiler intermediate file")
+    return yes(f"MindSpore 1.x {k}")
+
+
+class MindSporeTimelineConverter(AscendTraceConverter):
+    """MindSpore 1.x timeline: no metadata; every span is an op on the NPU."""
+
+    importer_name = NAME
+
+    def refine(self, evs: list[Ev], kinds: list[str], args: list[Args]) -> dict[str, Any]:
+        if self.scan.process_names:
+            return super().refine(evs, kinds, args)
+        for i, e in enumerate(evs):
+            name = e.name if isinstance(e.name, str) else ""
+            kinds[i] = "memset" if name.startswith(("MemSet", "AtomicAddrClean")) else "kernel"
+        n = len(evs)
+        return {
+            "device_type": ["npu"] * n,
+            "device": [self.device_index] * n,
+            "cat": ["AI_CORE" if b'"type"' in bytes(e.args) else "AI_CPU" for e in evs],
+        }
+
+
+def _load_timeline(path: Path, ctx: ImportContext) -> None:
+    from .ascend_trace import ASCEND_FLOW_COLUMNS, scan_trace
+
+    scan: TraceScan = scan_trace(path, ASCEND_FLOW_COLUMNS, ctx)
+    conv = load_chrome_trace(path, ctx, converter=bound_converter(MindSporeTimelineConverter, scan))
+    if not sum(conv.counts_ph.values()):
+        raise ImportFormatError(f"{path}: the timeline holds no events")
+    if ctx.writer.meta.get("clock") == "trace":
+        ctx.writer.meta["clock"] = "device"
+
+
+def _metrics(ctx: ImportContext, rows: list[tuple[int | None, str, str, str, str | None, float | None, str | None]]) -> None:
+    if not rows:
+        return
+    rank = ctx.rank if ctx.rank is not None else 0
+    ctx.writer.append(
+        "kernel_metrics",
+        {
+            "rank": [rank] * len(rows),
+            "launch_id": [r[0] for r in rows],
+            "kernel": [r[1] for r in rows],
+            "section": [r[2] for r in rows],
+            "metric": [r[3] for r in rows],
+            "unit": [r[4] for r in rows],
+            "value": [r[5] for r in rows],
+            "text": [r[6] for r in rows],
+        },
+    )
+    ctx.tables["kernel_metrics"] += len(rows)
+
+
+#: Units MindSpore leaves out of its intermediate headers.
+_UNITS = {"execution_time": "ms", "total_time": "ms", "dispatch_time": "ms"}
+
+
+def _load_csv(path: Path, ctx: ImportContext) -> None:
+    header, rows, bad = read_csv(path)
+    if bad:
+        ctx.warn(f"{path.name}: {bad} malformed or cut-short rows skipped")
+    kind = csv_kind(header)
+    if kind is None:
+        raise ImportFormatError(f"{path}: not a MindSpore 1.x intermediate CSV")
+    section, kcol, lcol = kind
+    ik = col(header, kcol) if kcol else None
+    il = col(header, lcol) if lcol else None
+    skip = {header[i] for i in (ik, il) if i is not None}
+    out = []
+    for ri, m, u, v, t in metric_rows(header, rows, skip, exact={"run_start", "run_end", "start_point", "end_point", "fp_point", "bp_point"}):
+        lid = number(rows[ri][il]) if il is not None else None
+        unit = u or _UNITS.get(m) or ("tick" if section == "step_trace_raw" else None)
+        if v is None and t is not None and t.lstrip("-").isdigit():
+            v = float(int(t)) if abs(int(t)) < 2**53 else None
+        out.append((int(lid) if lid is not None else None, rows[ri][ik] if ik is not None else "step", section, m, unit, v, t))
+    _metrics(ctx, out)
+
+
+def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
+    out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []
+    for key, v in flatten(doc):
+        if not isinstance(v, list):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append((None, "minddata", "minddata_cpu_utilization", key, None, float(v), None))
+            continue
+        for i, x in enumerate(v):
+            if isinstance(x, dict):
+                for k2, v2 in flatten(x):
+                    for j, y in enumerate(v2 if isinstance(v2, list) else [v2]):
+                        if isinstance(y, (int, float)) and not isinstance(y, bool):
+                            out.append((j, f"{key}[{i}]", "minddata_cpu_utilization", k2, "%" if "utilization" in k2 else None, float(y), None))
+            elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                metric, unit = split_unit(key.split("/")[-1])
+                out.append((i, "minddata", ("minddata_cpu_utilization/" + "/".join(key.split("/")[:-1])).rstrip("/"), metric, "%" if "utilization" in metric else unit, float(x), None))
+    _metrics(ctx, out)
+
+
+def load_file(path: Path, kind: str, ctx: ImportContext) -> None:
+    if kind == "timeline":
+        _load_timeline(path, ctx)
+    elif kind == "minddata_cpu_utilization":
+        _load_cpu_utilization(path, ctx)
+    elif kind == "summary":
+        ctx.writer.meta.setdefault("mindspore", {})[path.name] = orjson.loads(path.read_bytes())
+    else:
+        _load_csv(path, ctx)
+    ctx.writer.add_source(NAME, path, file_kind=kind)
+
+
+def _load(path: Path, ctx: ImportContext) -> None:
+    if not path.is_dir():
+        kind = file_kind(path)
+        if kind is None:
+            raise ImportFormatError(f"{path}: not a MindSpore 1.x profiler file")
+        load_file(path, kind, ctx)
+        return
+    files = [(p, file_kind(p)) for p in sorted(path.iterdir()) if p.is_file()]
+    known = [(p, k) for p, k in files if k is not None]
+    if not known:
+        raise ImportFormatError(f"{path}: no MindSpore 1.x profiler file in it")
+    left = [p.name for p, k in files if k is None]
+    if left:
+        ctx.warn(f"{path.name}: not imported (text renderings of the same data, or formats not read): {', '.join(left)}")
+    for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
+        load_file(p, k, ctx)
+
+
+IMPORTER = Importer(
+    name=NAME,
+    description="MindSpore 1.x profiler folder (framework_raw, aicore/aicpu intermediate, timeline, minddata)",
+    detect=_detect,
+    load=_load,
+    patterns=(
+        "profiler",
+        "framework_raw_*.csv",
+        "aicore_intermediate_*.csv",
+        "aicpu_intermediate_*.csv",
+        "step_trace_raw_*.csv",
+        "minddata_*",
+        "ascend_timeline_display_*.json",
+    ),
+)
