@@ -42,6 +42,7 @@ from .. import __version__
 from ..analysis import Query, run, views
 from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, find_profiles, open_profile
+from ..store.reader import _read_meta
 from ..store.writer import META_FILE
 from .timeline import SeriesQuery, Timeline, Window
 
@@ -85,6 +86,11 @@ class Entry:
         if self.error:
             d["error"] = self.error
         return d
+
+
+def _scrub(message: str, path: Path) -> str:
+    """A message without the server's absolute paths (the client knows only names)."""
+    return message.replace(str(path.resolve()), path.name).replace(str(path), path.name)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -143,6 +149,10 @@ class Library:
         for f in path.iterdir():
             if not _inside(f, root):
                 return f"{f.name} links outside the served folder"
+        try:
+            _read_meta(path)
+        except AiprofError as e:
+            return _scrub(str(e), path)
         return None
 
     def get(self, pid: str) -> Entry:
@@ -158,7 +168,8 @@ class Library:
                     e.timeline = Timeline(e.profile)
                     e.timeline.lock = e.lock
                 except Exception as ex:  # noqa: BLE001 - a broken profile must not stop the others
-                    e.error = f"cannot open: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}"
+                    msg = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
+                    e.error = "cannot open: " + _scrub(msg, e.path)
                     if e.profile is not None:
                         e.profile.close()
                     e.profile = None
