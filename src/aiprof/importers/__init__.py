@@ -21,6 +21,12 @@ log = logging.getLogger("aiprof.import")
 
 #: Module names under aiprof.importers, most specific formats first.
 REGISTRY: list[str] = [
+    "ascend_msprof",
+    "ascend_cluster",
+    "mindspore_legacy",
+    "mindspore_aicpu",
+    "ascend_pt",
+    "cnperf",
     "ascend_trace",
     "nsys_sqlite",
     "ncu_csv",

@@ -93,7 +93,12 @@ def csv_header(path: Path) -> list[str] | None:
 
 
 def metric_rows(
-    header: list[str], rows: list[list[str]], skip: set[str], *, text_columns: bool = True, exact: set[str] = frozenset()
+    header: list[str],
+    rows: list[list[str]],
+    skip: set[str],
+    *,
+    text_columns: bool = True,
+    exact: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[int, str, str | None, float | None, str | None]]:
     """(row index, metric, unit, value, text) for each cell not in ``skip``; a cell that is
     not a number keeps its text (shapes, data types) when ``text_columns``. Columns in

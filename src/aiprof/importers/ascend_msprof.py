@@ -42,7 +42,9 @@ def _detect(path: Path) -> Detection:
     devs = _device_dirs(path)
     if not devs:
         return no("no info.json.N device record in it or in its subfolders")
-    if not any((d / "timeline").is_dir() or (d / "start_info.0").exists() or list(d.glob("start_info.*")) for d in devs):
+    if not any(
+        (d / "timeline").is_dir() or (d / "start_info.0").exists() or list(d.glob("start_info.*")) for d in devs
+    ):
         return no("device folders without a timeline or start_info")
     return yes(f"a CANN msprof output folder ({len(devs)} device folder(s))")
 
@@ -71,7 +73,16 @@ def device_record(info: dict[str, Any], rank: int) -> list[dict[str, Any]]:
             "vendor": "Huawei",
             "memory_bytes": None,
         }
-        for k in ("ai_core_num", "aiv_num", "ai_cpu_core_num", "ts_cpu_core_num", "ctrl_cpu", "aic_frequency", "aiv_frequency", "hwts_frequency"):
+        for k in (
+            "ai_core_num",
+            "aiv_num",
+            "ai_cpu_core_num",
+            "ts_cpu_core_num",
+            "ctrl_cpu",
+            "aic_frequency",
+            "aiv_frequency",
+            "hwts_frequency",
+        ):
             if k in d:
                 rec[k] = d[k]
         out.append(rec)
@@ -107,14 +118,18 @@ def _load_device(dev: Path, ctx: ImportContext) -> None:
     files = sorted(tl.glob("*.json")) if tl.is_dir() else []
     files = [f for f in files if _is_trace(f)]
     if not files:
-        ctx.warn(f"{dev.name}: no timeline JSON (run msprof --export=on to write it); nothing but the device record imported")
+        ctx.warn(
+            f"{dev.name}: no timeline JSON (run msprof --export=on to write it); nothing but the device record imported"
+        )
         return
     merged = [f for f in files if f.name.startswith("msprof")]
     steps = [f for f in files if f.name.startswith("step_trace")]
     chosen = [*merged, *steps] if merged else files
     left = [f.name for f in files if f not in chosen]
     if left:
-        meta.setdefault("import_notes", []).append(f"{dev.name}: {', '.join(left)} repeat msprof_*.json and were not imported again")
+        meta.setdefault("import_notes", []).append(
+            f"{dev.name}: {', '.join(left)} repeat msprof_*.json and were not imported again"
+        )
     offset = clock_offset_ns(dev)
     for f in chosen:
         skip = _skip_step_trace if f in merged and steps else None

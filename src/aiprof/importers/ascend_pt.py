@@ -3,16 +3,20 @@
 Takes the folder (or the ``*_ascend_pt`` / ``*_ascend_ms`` folder above it), or any one
 of its files. Each file is recognised by its content, never by its name:
 
-| file | becomes |
-|---|---|
-| trace_view.json | events, tracks (see :mod:`ascend_trace`) |
-| kernel_details.csv | kernel_metrics: one row per kernel and column (launch_id = row number from 0, section ``task`` / ``aic`` / ``aiv``; text columns such as shapes in ``text``); kernel events too when no trace_view.json is imported with it |
-| op_statistic.csv | kernel_metrics, section ``op_statistic/<core type>``, launch_id null |
-| step_trace_time.csv | kernel_metrics, kernel ``step``, launch_id = step, section ``step_trace_time`` (µs) |
-| operator_memory.csv | memory: +size at allocation, -size at release (bytes) |
-| memory_record.csv, npu_module_mem.csv | counters ``memory.<component>.<column>`` in bytes |
-| communication.json | kernel_metrics, kernel = op, section ``communication/<step>/<group>[/<link>]`` |
-| communication_matrix.json | kernel_metrics, section ``communication_matrix/<step>/<group>``, text = ``src-dst`` |
+- trace_view.json -> events, tracks (see :mod:`ascend_trace`);
+- kernel_details.csv -> kernel_metrics, one row per kernel and column: launch_id = row
+  number from 0, section ``task`` / ``aic`` / ``aiv``, text columns (shapes, data
+  types, the exact start time) in ``text``; kernel events too when no trace_view.json
+  is imported with it (their ``args`` carry the same launch_id);
+- op_statistic.csv -> kernel_metrics, section ``op_statistic/<core type>``, launch_id null;
+- step_trace_time.csv -> kernel_metrics, kernel ``step``, launch_id = step, section
+  ``step_trace_time`` (µs);
+- operator_memory.csv -> memory: +size at allocation, -size at release (bytes);
+- memory_record.csv, npu_module_mem.csv -> counters ``memory.<component>.<column>`` (bytes);
+- communication.json -> kernel_metrics, kernel = op, section
+  ``communication/<step>/<group>[/<link type>]``;
+- communication_matrix.json -> kernel_metrics, section
+  ``communication_matrix/<step>/<group>``, text = ``src-dst``.
 
 Summaries carry no timeline of their own, which is why they are metrics and not events.
 """
@@ -20,8 +24,8 @@ Summaries carry no timeline of their own, which is why they are metrics and not 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import orjson
@@ -114,7 +118,9 @@ def _rank(ctx: ImportContext) -> int:
     return ctx.rank if ctx.rank is not None else 0
 
 
-def _metrics(ctx: ImportContext, rows: list[tuple[int | None, str, str, str, str | None, float | None, str | None]]) -> None:
+def _metrics(
+    ctx: ImportContext, rows: Sequence[tuple[int | None, str, str, str, str | None, float | None, str | None]]
+) -> None:
     """rows: (launch_id, kernel, section, metric, unit, value, text)."""
     if not rows:
         return
@@ -147,7 +153,7 @@ def load_kernel_details(path: Path, ctx: ImportContext, *, events: bool) -> None
     if i_name is None:
         raise ImportFormatError(f"{path}: kernel_details without a Name column")
     out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []
-    for ri, metric, unit, value, text in metric_rows(header, rows, {header[i_name]}, exact={"Start Time"}):
+    for ri, metric, unit, value, text in metric_rows(header, rows, {header[i_name]}, exact=frozenset({"Start Time"})):
         section = "aic" if metric.startswith("aic_") else "aiv" if metric.startswith("aiv_") else "task"
         out.append((ri, rows[ri][i_name], section, metric, unit, value, text))
     _metrics(ctx, out)
@@ -157,7 +163,11 @@ def load_kernel_details(path: Path, ctx: ImportContext, *, events: bool) -> None
 
 def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list[list[str]]) -> None:
     i_name, i_start, i_dur = col(header, "Name"), col(header, "Start Time"), col(header, "Duration")
-    i_stream, i_type, i_core = col(header, "Stream ID"), col(header, "Type"), col(header, "Accelerator Core", "Task Type")
+    i_stream, i_type, i_core = (
+        col(header, "Stream ID"),
+        col(header, "Type"),
+        col(header, "Accelerator Core", "Task Type"),
+    )
     if i_name is None or i_start is None or i_dur is None:
         ctx.warn(f"{path.name}: no Start Time/Duration columns; no kernel events made")
         return
@@ -184,7 +194,9 @@ def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list
             "name": [r[i_name] for r in sel],
             "ts": ts[keep] - origin,
             "dur": np.where(dok, dur, 0)[keep],
-            "args": [orjson.dumps({"launch_id": int(i), **dict(zip(header, rows[i]))}).decode() for i in keep],
+            "args": [
+                orjson.dumps({"launch_id": int(i), **dict(zip(header, rows[i], strict=True))}).decode() for i in keep
+            ],
         },
     )
     for r in sel:
@@ -245,11 +257,17 @@ def load_operator_memory(path: Path, ctx: ImportContext) -> None:
         for i_t, sign, ia, ir in ((i_alloc, 1, i_aa, i_ar), (i_rel, -1, i_ra, i_rr)):
             if i_t is None or number(r[i_t]) is None:
                 continue
-            t, ok = us_to_ns([r[i_t]])
+            t, _ = us_to_ns([r[i_t]])
             a = number(r[ia]) if ia is not None else None
             rv = number(r[ir]) if ir is not None else None
             recs.append(
-                (name, int(t[0]), sign * b, int(a * scale(ia)) if a is not None else None, int(rv * scale(ir)) if rv is not None else None)
+                (
+                    name,
+                    int(t[0]),
+                    sign * b,
+                    int(a * scale(ia)) if a is not None else None,
+                    int(rv * scale(ir)) if rv is not None else None,
+                )
             )
     if lost:
         ctx.warn(f"{path.name}: {lost} rows without a size skipped")
@@ -339,7 +357,17 @@ def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
                     if isinstance(v, (int, float)):
                         out.append((None, op, section, metric, unit, float(v), text))
                     elif isinstance(v, list):
-                        out.append((None, op, section, metric, unit, None, orjson.dumps(v).decode() if text is None else f"{text} {orjson.dumps(v).decode()}"))
+                        out.append(
+                            (
+                                None,
+                                op,
+                                section,
+                                metric,
+                                unit,
+                                None,
+                                orjson.dumps(v).decode() if text is None else f"{text} {orjson.dumps(v).decode()}",
+                            )
+                        )
                     else:
                         out.append((None, op, section, metric, unit, None, str(v) if text is None else f"{text} {v}"))
     _metrics(ctx, out)

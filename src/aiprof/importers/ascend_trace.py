@@ -26,7 +26,6 @@ the flows then give ``correlation`` (HostToDevice: CANN call -> NPU task) and
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,7 +175,7 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
         if got is None:
             return None
         ts, dur = got
-        i = bisect_right(ts, t) - 1  # type: ignore[arg-type]
+        i = int(np.searchsorted(ts, t, side="right")) - 1
         steps = 0
         while i >= 0 and steps < 256:
             if int(ts[i]) + int(dur[i]) >= t:
@@ -240,7 +239,7 @@ class FlowBoundConverter(ChromeTraceConverter):
         dur, dok = us_to_ns([e.dur for e in evs])
         dur = np.where(dok, dur, 0)
         b = self.scan.bindings
-        got = [b.get((e.pid, e.tid, int(t), int(d))) for e, t, d in zip(evs, ts, dur)]
+        got = [b.get((e.pid, e.tid, int(t), int(d))) for e, t, d in zip(evs, ts, dur, strict=True)]
         if not any(got):
             return {}
         out: dict[str, list[int | None]] = {}
@@ -282,7 +281,7 @@ class AscendTraceConverter(FlowBoundConverter):
         dt: list[str] = []
         dev: list[int] = []
         steps: list[int | None] = []
-        for i, (e, a) in enumerate(zip(evs, asc)):
+        for i, (e, a) in enumerate(zip(evs, asc, strict=True)):
             pname = self._pname(e.pid)
             tname = self.scan.thread_names.get((e.pid, e.tid), "")
             name = e.name if isinstance(e.name, str) else str(e.name or "")
@@ -320,9 +319,7 @@ class AscendTraceConverter(FlowBoundConverter):
         return extra
 
 
-def bound_converter(
-    base: type[AscendTraceConverter], scan: TraceScan, **attrs: Any
-) -> type[AscendTraceConverter]:
+def bound_converter(base: type[AscendTraceConverter], scan: TraceScan, **attrs: Any) -> type[AscendTraceConverter]:
     """A converter class carrying one file's first-pass results (and device/rank)."""
     return type(base.__name__, (base,), {"scan": scan, **attrs})
 
@@ -343,7 +340,9 @@ def load_ascend_trace(
         attrs["add_batch"] = _skipping(skip)
     conv = load_chrome_trace(path, ctx, converter=bound_converter(AscendTraceConverter, scan, **attrs))
     if scan.flows_unbound:
-        ctx.warn(f"{path.name}: {scan.flows_unbound} flow ends enclose no span; those links are kept only as flow events")
+        ctx.warn(
+            f"{path.name}: {scan.flows_unbound} flow ends enclose no span; those links are kept only as flow events"
+        )
     return conv
 
 

@@ -75,7 +75,9 @@ class CnperfConverter(FlowBoundConverter):
         if self.rank not in meta["ranks"]:
             meta["ranks"].append(self.rank)
         md = header.get("metadata")
-        if isinstance(md, dict) and not any(d.get("type") == "mlu" and d.get("rank") == self.rank for d in meta["devices"]):
+        if isinstance(md, dict) and not any(
+            d.get("type") == "mlu" and d.get("rank") == self.rank for d in meta["devices"]
+        ):
             meta["devices"].extend(device_records(md, self.rank))
             sysinfo = md.get("systemInformation")
             if isinstance(sysinfo, dict):
@@ -101,7 +103,7 @@ class CnperfConverter(FlowBoundConverter):
             ipid = self.int_id(pid)
             pids.add(pid)
             self.track_names.setdefault((ipid, self.int_id(tid)), {}).setdefault("name", tid)
-        for pid, tid in self._threads:
+        for _pid, tid in self._threads:
             if tid not in pids:
                 self._str_ids.pop(tid, None)
         super().write_tracks()
@@ -111,11 +113,11 @@ class CnperfConverter(FlowBoundConverter):
 
     def classify(self, cats: list[str | None], names: list[str], pids: list[Any]) -> list[str]:
         out: list[str] = []
-        for c, n, p in zip(cats, names, pids):
+        for c, n, p in zip(cats, names, pids, strict=True):
             cl = (c or "").lower()
             if self.is_device(p):
                 out.append(CATEGORY_KINDS.get(cl, "kernel" if not cl else "other"))
-            elif n.startswith(("cnrt", "cn")) and n[2:3].isupper() or n.startswith("cnnl"):
+            elif (n.startswith(("cnrt", "cn")) and n[2:3].isupper()) or n.startswith("cnnl"):
                 out.append("runtime")
             else:
                 out.append(CATEGORY_KINDS.get(cl, "other") if cl else "other")
@@ -131,7 +133,7 @@ class CnperfConverter(FlowBoundConverter):
         dev: list[int] = []
         grid: list[str | None] = []
         nbytes: list[int | None] = []
-        for e, k, a in zip(evs, kinds, cn):
+        for e, k, a in zip(evs, kinds, cn, strict=True):
             m = _DEVICE_RE.search(e.pid) if isinstance(e.pid, str) else None
             if m:
                 dt.append("mlu")
@@ -225,11 +227,18 @@ def _load(path: Path, ctx: ImportContext) -> None:
     if not sum(conv.counts_ph.values()):
         raise ImportFormatError(f"{path}: the timechart holds no events")
     if scan.flows_unbound:
-        ctx.warn(f"{path.name}: {scan.flows_unbound} flow ends enclose no span; those links are kept only as flow events")
+        ctx.warn(
+            f"{path.name}: {scan.flows_unbound} flow ends enclose no span; those links are kept only as flow events"
+        )
     md = conv.header.get("metadata")
     utc = _find(md, "utcStartTimestamp") if isinstance(md, dict) else None
     meta = ctx.writer.meta
-    if isinstance(utc, int) and utc > 0 and ctx.origin_raw_ns is not None and meta.get("sources", [{}])[0].get("importer") == NAME:
+    if (
+        isinstance(utc, int)
+        and utc > 0
+        and ctx.origin_raw_ns is not None
+        and meta.get("sources", [{}])[0].get("importer") == NAME
+    ):
         # Timestamps count from the start_tracing marker, whose UTC time CNPerf records.
         meta["time_origin_ns"], meta["clock"] = utc + ctx.origin_raw_ns, "unix"
 

@@ -14,8 +14,8 @@ the op type, with the full node name, dispatch and total times in ``args``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import orjson
@@ -50,7 +50,7 @@ def parse_aicpu(data: bytes) -> tuple[list[AicpuOp], int]:
     records = [r.strip() for r in text.split("\x00")]
     ops: list[AicpuOp] = []
     bad = 0
-    for node, thread in zip(records, records[1:]):
+    for node, thread in pairwise(records):
         if "Node" not in node:
             continue
         if "Thread" not in thread:
@@ -70,7 +70,9 @@ def parse_aicpu(data: bytes) -> tuple[list[AicpuOp], int]:
         except ValueError:
             bad += 1
             continue
-        ops.append(AicpuOp(len(ops) + 1, op_type, full, total, dispatch, _value(nf[1]), _value(nf[2 if len(nf) == 3 else 5])))
+        ops.append(
+            AicpuOp(len(ops) + 1, op_type, full, total, dispatch, _value(nf[1]), _value(nf[2 if len(nf) == 3 else 5]))
+        )
     return ops, bad
 
 
@@ -129,12 +131,14 @@ def render_table(headers: tuple[str, ...], rows: list[list[object]]) -> str:
         if kind < 2:
             decs = [_after_point(s) for s in strs]
             most = max(decs, default=-1)
-            strs = [s + " " * (most - d) if s else s for s, d in zip(strs, decs)]
+            strs = [s + " " * (most - d) if s else s for s, d in zip(strs, decs, strict=True)]
         width = max([len(headers[c]) + 2, *[len(s) for s in strs]])
         out_cols.append([s.rjust(width) if kind < 2 else s.ljust(width) for s in strs])
         widths.append(width)
         numeric.append(kind < 2)
-    lines = ["  ".join(h.rjust(w) if n else h.ljust(w) for h, w, n in zip(headers, widths, numeric)).rstrip()]
+    lines = [
+        "  ".join(h.rjust(w) if n else h.ljust(w) for h, w, n in zip(headers, widths, numeric, strict=True)).rstrip()
+    ]
     lines.append("  ".join("-" * w for w in widths))
     for i in range(len(cells)):
         lines.append("  ".join(col[i] for col in out_cols).rstrip())
@@ -213,7 +217,14 @@ def _load_file(path: Path, ctx: ImportContext) -> None:
             "ts": [s - origin for s in starts],
             "dur": [(int(o.run_end) - int(o.run_start)) * 1000 for o in ops],
             "args": [
-                orjson.dumps({"node": o.node, "total_time_ms": o.total_ms, "dispatch_time_ms": o.dispatch_ms, "serial_number": o.serial}).decode()
+                orjson.dumps(
+                    {
+                        "node": o.node,
+                        "total_time_ms": o.total_ms,
+                        "dispatch_time_ms": o.dispatch_ms,
+                        "serial_number": o.serial,
+                    }
+                ).decode()
                 for o in ops
             ],
         },

@@ -2,16 +2,20 @@
 
 Each file is recognised by its header or shape:
 
-| file | becomes |
-|---|---|
-| ascend_timeline_display_N.json | events: every span is an NPU op (``kernel``; ``MemSet`` / ``AtomicAddrClean`` -> ``memset``), tid = stream; the AI CPU pid (args without ``type``) gets cat ``AI_CPU`` |
-| framework_raw_N.csv | kernel_metrics section ``framework`` (kernel = full op name, launch_id = task id; op_info, type, subgraph as text) |
-| aicore_intermediate_N_detail.csv / _type.csv | kernel_metrics sections ``aicore_detail`` / ``aicore_type`` (ms) |
-| aicpu_intermediate_N.csv | kernel_metrics section ``aicpu`` (launch_id = serial number) |
-| step_trace_raw_N_detail_time.csv | kernel_metrics kernel ``step``, launch_id = step (0 = the average row), unit ``tick`` |
-| minddata_pipeline_raw_N.csv | kernel_metrics section ``minddata_pipeline`` (launch_id = op id) |
-| minddata_cpu_utilization_N.json | kernel_metrics section ``minddata_cpu_utilization/...`` (launch_id = sample) |
-| small JSON summaries (timeline summary, step trace points) | profile.json ``mindspore`` |
+- ascend_timeline_display_N.json -> events: every span is an NPU op (``kernel``;
+  ``MemSet`` / ``AtomicAddrClean`` -> ``memset``), tid = stream; spans whose args
+  carry no op ``type`` (the AI CPU ops) get cat ``AI_CPU``, the others ``AI_CORE``;
+- framework_raw_N.csv -> kernel_metrics section ``framework`` (kernel = full op name,
+  launch_id = task id; op_info, type, subgraph as text);
+- aicore_intermediate_N_detail.csv / _type.csv -> sections ``aicore_detail`` /
+  ``aicore_type`` (ms);
+- aicpu_intermediate_N.csv -> section ``aicpu`` (launch_id = serial number);
+- step_trace_raw_N_detail_time.csv -> kernel ``step``, launch_id = step (0 = the
+  average row), unit ``tick`` (the file does not say the tick rate);
+- minddata_pipeline_raw_N.csv -> section ``minddata_pipeline`` (launch_id = op id);
+- minddata_cpu_utilization_N.json -> section ``minddata_cpu_utilization/...``
+  (launch_id = sample index);
+- small JSON summaries (timeline summary, step trace points) -> profile.json ``mindspore``.
 
 The ``output_*.txt`` files are text renderings of the same data and are not re-read.
 """
@@ -115,7 +119,9 @@ def _load_timeline(path: Path, ctx: ImportContext) -> None:
         ctx.writer.meta["clock"] = "device"
 
 
-def _metrics(ctx: ImportContext, rows: list[tuple[int | None, str, str, str, str | None, float | None, str | None]]) -> None:
+def _metrics(
+    ctx: ImportContext, rows: list[tuple[int | None, str, str, str, str | None, float | None, str | None]]
+) -> None:
     if not rows:
         return
     rank = ctx.rank if ctx.rank is not None else 0
@@ -151,12 +157,19 @@ def _load_csv(path: Path, ctx: ImportContext) -> None:
     il = col(header, lcol) if lcol else None
     skip = {header[i] for i in (ik, il) if i is not None}
     out = []
-    for ri, m, u, v, t in metric_rows(header, rows, skip, exact={"run_start", "run_end", "start_point", "end_point", "fp_point", "bp_point"}):
+    for ri, m, u, v, t in metric_rows(
+        header,
+        rows,
+        skip,
+        exact=frozenset({"run_start", "run_end", "start_point", "end_point", "fp_point", "bp_point"}),
+    ):
         lid = number(rows[ri][il]) if il is not None else None
         unit = u or _UNITS.get(m) or ("tick" if section == "step_trace_raw" else None)
         if v is None and t is not None and t.lstrip("-").isdigit():
             v = float(int(t)) if abs(int(t)) < 2**53 else None
-        out.append((int(lid) if lid is not None else None, rows[ri][ik] if ik is not None else "step", section, m, unit, v, t))
+        out.append(
+            (int(lid) if lid is not None else None, rows[ri][ik] if ik is not None else "step", section, m, unit, v, t)
+        )
     _metrics(ctx, out)
 
 
@@ -176,10 +189,30 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
                 for k2, v2 in flatten(x):
                     for j, y in enumerate(v2 if isinstance(v2, list) else [v2]):
                         if isinstance(y, (int, float)) and not isinstance(y, bool):
-                            out.append((j, f"{key}[{i}]", "minddata_cpu_utilization", k2, "%" if "utilization" in k2 else None, float(y), None))
+                            out.append(
+                                (
+                                    j,
+                                    f"{key}[{i}]",
+                                    "minddata_cpu_utilization",
+                                    k2,
+                                    "%" if "utilization" in k2 else None,
+                                    float(y),
+                                    None,
+                                )
+                            )
             elif isinstance(x, (int, float)) and not isinstance(x, bool):
                 metric, unit = split_unit(key.split("/")[-1])
-                out.append((i, "minddata", ("minddata_cpu_utilization/" + "/".join(key.split("/")[:-1])).rstrip("/"), metric, "%" if "utilization" in metric else unit, float(x), None))
+                out.append(
+                    (
+                        i,
+                        "minddata",
+                        ("minddata_cpu_utilization/" + "/".join(key.split("/")[:-1])).rstrip("/"),
+                        metric,
+                        "%" if "utilization" in metric else unit,
+                        float(x),
+                        None,
+                    )
+                )
     _metrics(ctx, out)
 
 
@@ -208,7 +241,9 @@ def _load(path: Path, ctx: ImportContext) -> None:
         raise ImportFormatError(f"{path}: no MindSpore 1.x profiler file in it")
     left = [p.name for p, k in files if k is None]
     if left:
-        ctx.warn(f"{path.name}: not imported (text renderings of the same data, or formats not read): {', '.join(left)}")
+        ctx.warn(
+            f"{path.name}: not imported (text renderings of the same data, or formats not read): {', '.join(left)}"
+        )
     for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
         load_file(p, k, ctx)
 
