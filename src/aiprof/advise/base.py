@@ -1,0 +1,181 @@
+"""The proposer's building blocks: rules, the advice they return, severities.
+
+A rule is a small function over a :class:`Context` (the profile and the analyser
+views it may read, nothing else). It returns:
+- an :class:`Advice` when its threshold is crossed, with the numbers that crossed it;
+- :class:`NotEnoughData` when the profile lacks what the rule needs (it never guesses);
+- ``None`` when the data is there and nothing is wrong.
+
+Severity follows msprof-analyze: high when the expected gain is at least 5% of the
+step time, medium from 3%, else low.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..analysis.base import run
+from ..errors import AiprofError
+from ..store import Profile
+
+#: Expected gain (share of step time) from which advice is high / medium.
+HIGH = 0.05
+MEDIUM = 0.03
+SEVERITIES = ("low", "medium", "high")
+
+
+def severity(gain: float) -> str:
+    """'high' (>= 5% of step time), 'medium' (>= 3%) or 'low'."""
+    if gain >= HIGH:
+        return "high"
+    if gain >= MEDIUM:
+        return "medium"
+    return "low"
+
+
+@dataclass
+class Advice:
+    """One piece of advice, with the evidence that triggered it."""
+
+    rule: str
+    """Rule id, ``area.name``."""
+    title: str
+    area: str
+    summary: str
+    """One sentence: what was seen."""
+    evidence: dict[str, Any]
+    """The numbers that triggered the rule; keys end in their unit (``_us``, ``_pct``...)."""
+    gain: float
+    """Expected gain as a share of step time (0..1), after the overlap cap."""
+    fix: str
+    snippets: dict[str, str] = field(default_factory=dict)
+    """Code for the fix: 'pytorch', and the vendor's equivalent where it differs."""
+    raw_gain: float = 0.0
+    """The rule's own estimate before the cap that keeps the sum within 100%."""
+    severity: str = "low"
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "title": self.title,
+            "area": self.area,
+            "severity": self.severity,
+            "gain_pct": round(100.0 * self.gain, 3),
+            "raw_gain_pct": round(100.0 * self.raw_gain, 3),
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "fix": self.fix,
+            "snippets": self.snippets,
+            "thresholds": self.thresholds,
+        }
+
+
+@dataclass
+class NotEnoughData:
+    """The profile lacks what the rule needs; the reason says what."""
+
+    reason: str
+
+
+Outcome = Advice | NotEnoughData | None
+
+
+class Context:
+    """What a rule may read: analyser views (cached) and the profile's metadata."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._cache: dict[str, list[dict[str, Any]] | None] = {}
+
+    def rows(self, view: str, **params: Any) -> list[dict[str, Any]] | None:
+        """All rows of ``view`` (None when the view is missing or fails)."""
+        key = view + repr(sorted(params.items()))
+        if key not in self._cache:
+            try:
+                self._cache[key] = run(self.profile, view, params=params).rows
+            except AiprofError:
+                self._cache[key] = None
+        return self._cache[key]
+
+    @property
+    def devices(self) -> list[dict[str, Any]]:
+        return self.profile.devices
+
+    @property
+    def metas(self) -> list[dict[str, Any]]:
+        return self.profile.metas
+
+    def step_us(self) -> float | None:
+        """Total step time over all ranks (µs): the sum of the ``steps`` view's windows."""
+        rows = self.rows("steps")
+        if not rows:
+            return None
+        total = float(sum(r["duration_us"] or 0.0 for r in rows))
+        return total if total > 0 else None
+
+    def steps(self) -> int:
+        """Number of (rank, step) windows with a step number; 0 when there are no steps."""
+        rows = self.rows("steps") or []
+        return sum(1 for r in rows if r.get("step") is not None)
+
+    def windows(self) -> int:
+        """Number of (rank, step) windows, counting a rank without steps as one."""
+        return len(self.rows("steps") or [])
+
+
+RuleFn = Callable[[Context], Outcome]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    area: str
+    fn: RuleFn
+    thresholds: dict[str, float]
+    anchor: str
+    """Which tool's rule this follows (tb-profiler, HTA, nsys analyze, XProf, ...)."""
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(
+    rule_id: str, title: str, *, anchor: str, thresholds: dict[str, float] | None = None
+) -> Callable[[RuleFn], RuleFn]:
+    """Register ``fn`` as rule ``rule_id`` (``area.name``)."""
+
+    def deco(fn: RuleFn) -> RuleFn:
+        RULES[rule_id] = Rule(rule_id, title, rule_id.split(".")[0], fn, dict(thresholds or {}), anchor)
+        return fn
+
+    return deco
+
+
+def make(ctx_rule: str, summary: str, evidence: dict[str, Any], gain: float, fix: str, **snippets: str) -> Advice:
+    """Advice from rule ``ctx_rule`` (id) with its registered title and thresholds."""
+    r = RULES[ctx_rule]
+    g = min(max(float(gain), 0.0), 1.0)
+    return Advice(
+        rule=r.id,
+        title=r.title,
+        area=r.area,
+        summary=summary,
+        evidence={k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items()},
+        gain=g,
+        raw_gain=g,
+        fix=fix,
+        snippets=dict(snippets),
+        severity=severity(g),
+        thresholds=dict(r.thresholds),
+    )
+
+
+def share(part: float | None, whole: float | None) -> float:
+    """part / whole, 0 when either is missing or whole is 0."""
+    if not part or not whole:
+        return 0.0
+    return float(part) / float(whole)

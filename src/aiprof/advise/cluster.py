@@ -1,0 +1,99 @@
+"""Cluster: ranks that are slower than the others."""
+
+from __future__ import annotations
+
+from .base import Context, NotEnoughData, Outcome, make, rule
+
+#: msprof-analyze slow rank / slow link: (max - min) / mean above this.
+SPREAD = 0.05
+#: A rank that arrives last at this share of the matched collectives is the straggler.
+STRAGGLER_SHARE = 0.5
+
+
+@rule("cluster.slow_rank", "Slow rank", anchor="msprof-analyze", thresholds={"spread": SPREAD})
+def slow_rank(ctx: Context) -> Outcome:
+    rows = [r for r in ctx.rows("ranks") or [] if r["steps"]]
+    if len(rows) < 2:
+        return NotEnoughData("fewer than two ranks with step markers")
+    means = [float(r["step_mean_us"]) for r in rows]
+    mean = sum(means) / len(means)
+    spread = (max(means) - min(means)) / mean if mean else 0.0
+    if spread <= SPREAD:
+        return None
+    slow = max(rows, key=lambda r: float(r["step_mean_us"]))
+    return make(
+        "cluster.slow_rank",
+        f"Rank {slow['rank']} is the slowest: mean step times spread {100 * spread:.1f}% across ranks.",
+        {
+            "slowest_rank": slow["rank"],
+            "max_step_us": max(means),
+            "min_step_us": min(means),
+            "mean_step_us": mean,
+            "spread_pct": 100 * spread,
+        },
+        (max(means) - mean) / max(means),
+        "Balance the work: check the slow rank's data shard, host (CPU contention, thermal throttling), "
+        "and device; all ranks wait for it at every collective.",
+        pytorch="# compare per-rank timings\ntorch.distributed.all_gather_object(times, step_time)",
+    )
+
+
+@rule(
+    "cluster.straggler",
+    "Straggler at collectives",
+    anchor="HTA / msprof-analyze",
+    thresholds={"last_share": STRAGGLER_SHARE},
+)
+def straggler(ctx: Context) -> Outcome:
+    rows = [r for r in ctx.rows("ranks") or [] if r["collectives"]]
+    if len(rows) < 2:
+        return NotEnoughData("collectives of fewer than two ranks to match")
+    worst = max(rows, key=lambda r: int(r["last_arrivals"]))
+    n = int(worst["collectives"])
+    s = int(worst["last_arrivals"]) / n if n else 0.0
+    if s < STRAGGLER_SHARE:
+        return None
+    late = max(float(r["mean_late_us"] or 0.0) for r in rows)
+    step = float(sum(float(r["step_total_us"]) for r in rows))
+    waited = sum(float(r["mean_late_us"] or 0.0) * int(r["collectives"]) for r in rows if r is not worst)
+    return make(
+        "cluster.straggler",
+        f"Rank {worst['rank']} starts {100 * s:.0f}% of the collectives last; the others wait for it.",
+        {
+            "rank": worst["rank"],
+            "last_arrivals": worst["last_arrivals"],
+            "collectives": n,
+            "last_pct": 100 * s,
+            "max_mean_late_us": late,
+        },
+        waited / step if step else 0.0,
+        "Find what delays that rank before its collectives (data loading, host work, a slower device).",
+        pytorch="# NCCL_DEBUG=INFO and per-rank profiles; compare the straggler's host timeline",
+    )
+
+
+@rule(
+    "cluster.slow_link",
+    "Slow link: collective bandwidth differs across ranks",
+    anchor="msprof-analyze",
+    thresholds={"spread": SPREAD},
+)
+def slow_link(ctx: Context) -> Outcome:
+    rows = [r for r in ctx.rows("ranks") or [] if r["comm_gbps"]]
+    if len(rows) < 2:
+        return NotEnoughData("fewer than two ranks with sized collectives")
+    bw = [float(r["comm_gbps"]) for r in rows]
+    mean = sum(bw) / len(bw)
+    spread = (max(bw) - min(bw)) / mean if mean else 0.0
+    if spread <= SPREAD:
+        return None
+    slow = min(rows, key=lambda r: float(r["comm_gbps"]))
+    return make(
+        "cluster.slow_link",
+        f"Rank {slow['rank']} reaches {float(slow['comm_gbps']):.2f} GB/s in collectives; "
+        f"bandwidth spreads {100 * spread:.1f}% across ranks.",
+        {"slowest_rank": slow["rank"], "min_gbps": min(bw), "max_gbps": max(bw), "spread_pct": 100 * spread},
+        0.0,
+        "Check the slow rank's links (NVLink/PCIe/NIC errors, topology, NCCL_IB_* settings).",
+        pytorch="# NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank uses",
+    )

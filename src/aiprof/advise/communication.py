@@ -1,0 +1,162 @@
+"""Communication: collectives that take too long, overlap too little, or move tiny messages."""
+
+from __future__ import annotations
+
+import re
+
+from .base import Context, NotEnoughData, Outcome, make, rule, share
+
+#: tb-profiler: communication above this share of the step.
+COMM_SHARE = 0.10
+#: HTA comm/comp overlap: below this share of communication time hidden behind compute.
+OVERLAP_LOW = 0.50
+#: ...and only when the exposed communication is at least this share of the step.
+EXPOSED_SHARE = 0.03
+#: msprof-analyze small packets: messages below this size (bytes)...
+SMALL_PACKET_BYTES = 1 << 20
+#: ...making up at least this share of the sized collectives.
+SMALL_PACKET_SHARE = 0.5
+
+_DDP_FIX = "Overlap gradient communication with the backward pass (DDP buckets), and compress or reduce what is sent."
+_DDP_PT = (
+    "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+    "model.register_comm_hook(None, torch.distributed.algorithms.ddp_comm_hooks.default_hooks.bf16_compress_hook)"
+)
+
+
+@rule(
+    "comm.share",
+    "Communication takes a large share of the step",
+    anchor="tb-profiler",
+    thresholds={"comm_share": COMM_SHARE},
+)
+def comm_share(ctx: Context) -> Outcome:
+    rows = ctx.rows("steps")
+    step = ctx.step_us()
+    if not rows or not step:
+        return NotEnoughData("no step or trace window")
+    if not ctx.rows("communication"):
+        return NotEnoughData("no collectives in the profile")
+    t = sum(float(r["communication_us"] or 0.0) for r in rows)
+    s = share(t, step)
+    if s <= COMM_SHARE:
+        return None
+    return make(
+        "comm.share",
+        f"Communication not hidden by computation takes {100 * s:.1f}% of the step.",
+        {"communication_us": t, "step_us": step, "communication_pct": 100 * s},
+        s,
+        _DDP_FIX,
+        pytorch=_DDP_PT,
+        ascend="# Ascend: the same DDP options with backend='hccl'",
+    )
+
+
+@rule(
+    "comm.low_overlap",
+    "Communication barely overlaps computation",
+    anchor="HTA",
+    thresholds={"overlap_share": OVERLAP_LOW, "exposed_share": EXPOSED_SHARE},
+)
+def low_overlap(ctx: Context) -> Outcome:
+    rows = ctx.rows("comm_overlap")
+    if not rows:
+        return NotEnoughData("no collectives in the profile")
+    comm = sum(float(r["comm_us"]) for r in rows)
+    ov = sum(float(r["overlap_us"]) for r in rows)
+    exposed = sum(float(r["exposed_us"]) for r in rows)
+    step = sum(float(r["step_us"]) for r in rows)
+    if comm <= 0:
+        return NotEnoughData("collectives take no time inside the steps")
+    o = ov / comm
+    s = share(exposed, step)
+    if o >= OVERLAP_LOW or s < EXPOSED_SHARE:
+        return None
+    return make(
+        "comm.low_overlap",
+        f"Only {100 * o:.1f}% of communication time overlaps computation; {100 * s:.1f}% of the step is exposed.",
+        {"overlap_pct": 100 * o, "comm_us": comm, "overlap_us": ov, "exposed_us": exposed, "step_us": step},
+        s * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
+        _DDP_FIX,
+        pytorch=_DDP_PT,
+    )
+
+
+@rule(
+    "comm.small_packets",
+    "Collectives move small messages",
+    anchor="msprof-analyze",
+    thresholds={"packet_bytes": SMALL_PACKET_BYTES, "share": SMALL_PACKET_SHARE},
+)
+def small_packets(ctx: Context) -> Outcome:
+    rows = ctx.rows("communication")
+    if not rows:
+        return NotEnoughData("no collectives in the profile")
+    sized = [r for r in rows if r["sized_calls"]]
+    if not sized:
+        return NotEnoughData("no collective records its message size")
+    calls = sum(int(r["sized_calls"]) for r in sized)
+    small = sum(int(r["sized_calls"]) for r in sized if float(r["mean_bytes"]) < SMALL_PACKET_BYTES)
+    s = small / calls
+    if s < SMALL_PACKET_SHARE:
+        return None
+    t = sum(float(r["total_us"]) for r in sized if float(r["mean_bytes"]) < SMALL_PACKET_BYTES)
+    return make(
+        "comm.small_packets",
+        f"{100 * s:.0f}% of sized collectives move less than 1 MiB each.",
+        {"small_calls": small, "sized_calls": calls, "small_pct": 100 * s, "small_comm_us": t},
+        share(t, ctx.step_us()) * 0.5,
+        "Bucket small tensors into fewer, larger collectives (bigger DDP buckets, coalesced calls).",
+        pytorch="model = DDP(model, bucket_cap_mb=100)\n# or: dist.all_reduce_coalesced / torch.cat before all_reduce",
+    )
+
+
+@rule("comm.backend", "Non-NCCL backend on NCCL-capable GPUs", anchor="tb-profiler", thresholds={})
+def backend(ctx: Context) -> Outcome:
+    backends = {str(m.get("distributed", {}).get("backend", "")).lower() for m in ctx.metas if m.get("distributed")}
+    if not backends or backends == {""}:
+        return NotEnoughData("the profile does not name the distributed backend")
+    gpus = [d for d in ctx.devices if d.get("type") == "cuda"]
+    if not gpus:
+        return None
+    bad = sorted(b for b in backends if b and not re.search(r"nccl", b))
+    if not bad:
+        return None
+    comm = ctx.rows("steps") or []
+    t = sum(float(r["communication_us"] or 0.0) for r in comm)
+    return make(
+        "comm.backend",
+        f"Collectives use {', '.join(bad)} on NVIDIA GPUs, where NCCL is much faster.",
+        {"backends": bad, "gpus": len(gpus), "communication_us": t},
+        share(t, ctx.step_us()) * 0.5,
+        "Initialise the process group with NCCL for GPU tensors.",
+        pytorch="torch.distributed.init_process_group(backend='nccl')",
+        ascend="torch.distributed.init_process_group(backend='hccl')",
+    )
+
+
+_DP_OPS = re.compile(r"DataParallel|^torch\.nn\.parallel|Broadcast(Coalesced)?$|ReduceAddCoalesced|^Gather$|^Scatter$")
+
+
+@rule("comm.dataparallel", "DataParallel on several devices", anchor="tb-profiler", thresholds={})
+def dataparallel(ctx: Context) -> Outcome:
+    ops = ctx.rows("operators")
+    launches = ctx.rows("launches")
+    if not ops or not launches:
+        return NotEnoughData("no operators or launches recorded")
+    per_rank: dict[int, set[int]] = {}
+    for r in launches:
+        per_rank.setdefault(int(r["rank"]), set()).add(int(r["device"]))
+    devs = max(len(v) for v in per_rank.values())
+    dp = sorted({str(r["name"]) for r in ops if _DP_OPS.search(str(r["name"]))})
+    if devs < 2 or not dp:
+        return None
+    return make(
+        "comm.dataparallel",
+        f"One process drives {devs} devices through DataParallel ({', '.join(dp[:3])}).",
+        {"devices_per_process": devs, "dataparallel_ops": dp[:5]},
+        0.0,
+        "Use DistributedDataParallel, one process per device: no per-step model replication and no "
+        "single-thread scatter/gather.",
+        pytorch="torchrun --nproc_per_node=N train.py\nmodel = DDP(model.to(local_rank), device_ids=[local_rank])",
+    )

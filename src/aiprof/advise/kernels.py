@@ -1,0 +1,118 @@
+"""Kernels and device utilization: the device sits idle."""
+
+from __future__ import annotations
+
+from .base import Context, NotEnoughData, Outcome, make, rule, share
+
+#: tb-profiler: GPU utilization below this share of the step.
+LOW_UTILIZATION = 0.50
+#: nsys analyze gpu_time_util: chunks below 50% busy...
+REGION_BUSY = 0.50
+#: ...firing when at least this share of the chunks is low.
+LOW_REGION_SHARE = 0.10
+#: HTA: host wait is the main idle cause when it is the largest part of idle time and
+#: idle time is at least this share of the device's active span.
+IDLE_SHARE = 0.10
+
+_UTIL_FIX = (
+    "Find what the device waits for (input, host launches, synchronization, communication: see the "
+    "other advice) and increase the work per step (batch size)."
+)
+
+
+@rule(
+    "kernels.low_utilization", "Low GPU utilization", anchor="tb-profiler", thresholds={"utilization": LOW_UTILIZATION}
+)
+def low_utilization(ctx: Context) -> Outcome:
+    rows = ctx.rows("steps")
+    step = ctx.step_us()
+    if not rows or not step or not ctx.rows("launch"):
+        return NotEnoughData("no device work in the profile")
+    busy = sum(float(r["device_busy_us"] or 0.0) for r in rows)
+    u = busy / step
+    if u >= LOW_UTILIZATION:
+        return None
+    return make(
+        "kernels.low_utilization",
+        f"The device is busy only {100 * u:.1f}% of the step time.",
+        {"device_busy_us": busy, "step_us": step, "utilization_pct": 100 * u},
+        LOW_UTILIZATION - u,
+        _UTIL_FIX,
+        pytorch="loader = DataLoader(ds, batch_size=2 * B, num_workers=8)",
+    )
+
+
+@rule("kernels.idle_gaps", "Long device idle gaps", anchor="nsys analyze (gpu_gaps)", thresholds={"gap_us": 500_000.0})
+def idle_gaps(ctx: Context) -> Outcome:
+    if not ctx.rows("launch"):
+        return NotEnoughData("no device work in the profile")
+    rows = ctx.rows("gaps")
+    if rows is None:
+        return NotEnoughData("gaps view unavailable")
+    if not rows:
+        return None
+    t = sum(float(r["gap_us"]) for r in rows)
+    return make(
+        "kernels.idle_gaps",
+        f"{len(rows)} device idle gaps of 500 ms or more, {t / 1000:.0f} ms in all.",
+        {"gaps": len(rows), "gap_us": t, "longest_gap_us": max(float(r["gap_us"]) for r in rows)},
+        share(t, ctx.step_us()),
+        _UTIL_FIX,
+        pytorch="# look at the host timeline inside the gap: aiprof timechart PROFILE",
+    )
+
+
+@rule(
+    "kernels.low_util_regions",
+    "Regions of low device utilization",
+    anchor="nsys analyze (gpu_time_util)",
+    thresholds={"busy": REGION_BUSY, "region_share": LOW_REGION_SHARE},
+)
+def low_util_regions(ctx: Context) -> Outcome:
+    rows = ctx.rows("utilization")
+    if not rows:
+        return NotEnoughData("no device work in the profile")
+    low = [r for r in rows if r["busy_pct"] is not None and float(r["busy_pct"]) < 100 * REGION_BUSY]
+    s = len(low) / len(rows)
+    if s < LOW_REGION_SHARE:
+        return None
+    idle = sum(float(r["dur_us"]) - float(r["busy_us"]) for r in low)
+    span = sum(float(r["dur_us"]) for r in rows)
+    return make(
+        "kernels.low_util_regions",
+        f"{len(low)} of {len(rows)} time chunks have the device under 50% busy.",
+        {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
+        share(idle, span) * 0.5,
+        _UTIL_FIX,
+        pytorch="# aiprof report PROFILE --view utilization shows where the low chunks are",
+    )
+
+
+@rule(
+    "kernels.host_wait",
+    "The device mostly waits for the host",
+    anchor="HTA (idle time breakdown)",
+    thresholds={"idle_share": IDLE_SHARE},
+)
+def host_wait(ctx: Context) -> Outcome:
+    rows = ctx.rows("idle")
+    if not rows:
+        return NotEnoughData("no device streams in the profile")
+    hw = sum(float(r["host_wait_us"] or 0.0) for r in rows)
+    kw = sum(float(r["kernel_wait_us"] or 0.0) for r in rows)
+    other = sum(float(r["other_us"] or 0.0) for r in rows)
+    idle = sum(float(r["idle_us"] or 0.0) for r in rows)
+    span = sum(float(r["span_us"] or 0.0) for r in rows)
+    if span <= 0 or idle / span < IDLE_SHARE or hw < max(kw, other):
+        return None
+    return make(
+        "kernels.host_wait",
+        f"Idle time is {100 * idle / span:.1f}% of the streams' span, and waiting for the host is its main cause "
+        f"({100 * hw / idle:.0f}%).",
+        {"host_wait_us": hw, "kernel_wait_us": kw, "other_us": other, "idle_us": idle, "span_us": span},
+        # HTA's split of idle time applied to the steps' own idle time.
+        share(hw, idle) * share(sum(float(r["idle_us"] or 0.0) for r in ctx.rows("steps") or []), ctx.step_us()),
+        "The host does not queue work fast enough: reduce Python overhead per step (torch.compile, CUDA "
+        "graphs), move host-side preprocessing to DataLoader workers, and avoid synchronization.",
+        pytorch="model = torch.compile(model)",
+    )

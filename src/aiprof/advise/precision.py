@@ -1,0 +1,154 @@
+"""Precision and Tensor Cores: matrix work that could run on tensor/matrix cores."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Context, NotEnoughData, Outcome, make, rule, share
+
+#: tb-profiler: tensor cores exist from compute capability 7.0; TF32 from 8.0.
+MIN_TC_CC = 7.0
+MIN_TF32_CC = 8.0
+#: DLProf: eligible ops whose kernels skip tensor cores, share of kernel time.
+FP32_ELIGIBLE_SHARE = 0.10
+#: What tensor cores are assumed to save of the eligible kernels' time (a 2x speed-up).
+TC_SAVING = 0.5
+
+#: Operators whose kernels can use tensor cores (GEMMs, convolutions, attention).
+ELIGIBLE_OP = re.compile(
+    r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv|cudnn_conv|convolution|_convolution"
+    r"|miopen_conv|_scaled_dot_product|scaled_dot_product|_flash_attention|_efficient_attention)"
+)
+#: Kernel names that run on tensor / matrix cores (NVIDIA HMMA/IMMA families, cutlass
+#: tensorop, Hopper gmma, AMD MFMA tiles in rocBLAS/hipBLASLt "MI32x32x8" names).
+TC_KERNEL = re.compile(
+    r"(?i)(884|1688|16816|16832|h?mma|xmma|tensorop|gmma|_tf32|bf16|f16f16|fp16|MI\d+x\d+x\d+|flash|fmha|cutlass)"
+)
+
+_AMP_PT = (
+    "scaler = torch.amp.GradScaler()\n"
+    "with torch.autocast('cuda', dtype=torch.bfloat16):  # float16 on V100\n"
+    "    loss = model(x)\n"
+    "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"
+)
+_AMP_NPU = "with torch.autocast('npu', dtype=torch.float16): loss = model(x)  # torch_npu"
+
+
+def _cc(ctx: Context) -> float | None:
+    ccs: list[float] = []
+    for d in ctx.devices:
+        try:
+            ccs.append(float(d.get("compute_capability")))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+    vendor = {str(d.get("type")) for d in ctx.devices}
+    if not ccs or "cuda" not in vendor:
+        return None
+    return min(ccs)
+
+
+def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
+    """(eligible-op kernel time on tensor cores, eligible-op time off them, all kernel time) in µs."""
+    rows = ctx.rows("launches")
+    if not rows:
+        return NotEnoughData("no kernels linked to their launching operators")
+    on = off = total = 0.0
+    for r in rows:
+        if r["kind"] != "kernel":
+            continue
+        k = float(r["kernel_us"] or 0.0)
+        total += k
+        if ELIGIBLE_OP.match(str(r["operator"])):
+            if TC_KERNEL.search(str(r["kernel"])):
+                on += k
+            else:
+                off += k
+    if on + off == 0:
+        return NotEnoughData("no tensor-core-eligible operators (GEMM, convolution, attention) found")
+    return on, off, total
+
+
+@rule(
+    "precision.amp",
+    "No Tensor Core kernels: use mixed precision",
+    anchor="tb-profiler",
+    thresholds={"min_compute_capability": MIN_TC_CC},
+)
+def amp(ctx: Context) -> Outcome:
+    cc = _cc(ctx)
+    if cc is None:
+        return NotEnoughData("no NVIDIA device with a known compute capability")
+    got = _eligible(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    on, off, total = got
+    if cc < MIN_TC_CC or on > 0:
+        return None
+    return make(
+        "precision.amp",
+        f"Compute capability {cc:g} has Tensor Cores, but none of the eligible operators' kernels used them "
+        f"({off / 1000:.1f} ms of kernels in GEMMs/convolutions).",
+        {"compute_capability": cc, "eligible_kernel_us": off, "kernel_us": total, "tensor_core_kernel_us": on},
+        share(off * TC_SAVING, ctx.step_us()),
+        "Train with automatic mixed precision (bfloat16 or float16) so GEMMs and convolutions run on Tensor Cores.",
+        pytorch=_AMP_PT,
+        ascend=_AMP_NPU,
+    )
+
+
+@rule(
+    "precision.fp32_eligible",
+    "Tensor-core-eligible operators run in FP32",
+    anchor="DLProf",
+    thresholds={"fp32_eligible_share": FP32_ELIGIBLE_SHARE},
+)
+def fp32_eligible(ctx: Context) -> Outcome:
+    got = _eligible(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    on, off, total = got
+    if on == 0:
+        return None  # precision.amp covers the all-FP32 case
+    s = off / total if total else 0.0
+    if s < FP32_ELIGIBLE_SHARE:
+        return None
+    return make(
+        "precision.fp32_eligible",
+        f"Eligible operators spend {100 * s:.1f}% of kernel time in kernels that skip Tensor Cores.",
+        {"eligible_fp32_kernel_us": off, "tensor_core_kernel_us": on, "kernel_us": total, "fp32_pct": 100 * s},
+        share(off * TC_SAVING, ctx.step_us()),
+        "Cover the remaining layers with autocast, and keep dimensions multiples of 8 (16 for int8) so "
+        "the libraries pick Tensor Core kernels.",
+        pytorch=_AMP_PT,
+        ascend=_AMP_NPU,
+    )
+
+
+@rule(
+    "precision.tf32",
+    "FP32 GEMMs without TF32 on Ampere or newer",
+    anchor="PyTorch TF32 guidance",
+    thresholds={"min_compute_capability": MIN_TF32_CC, "share": FP32_ELIGIBLE_SHARE},
+)
+def tf32(ctx: Context) -> Outcome:
+    cc = _cc(ctx)
+    if cc is None:
+        return NotEnoughData("no NVIDIA device with a known compute capability")
+    got = _eligible(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    on, off, total = got
+    s = off / total if total else 0.0
+    if cc < MIN_TF32_CC or s < FP32_ELIGIBLE_SHARE:
+        return None
+    ev: dict[str, Any] = {"compute_capability": cc, "fp32_gemm_kernel_us": off, "kernel_us": total, "fp32_pct": 100 * s}
+    return make(
+        "precision.tf32",
+        f"{100 * s:.1f}% of kernel time is FP32 GEMM/convolution on a GPU with TF32 Tensor Cores.",
+        ev,
+        share(off * TC_SAVING, ctx.step_us()),
+        "Allow TF32 for matmuls and convolutions (a small precision change, usually harmless for training).",
+        pytorch="torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True\n"
+        "# or: torch.set_float32_matmul_precision('high')",
+    )

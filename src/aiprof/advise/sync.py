@@ -1,0 +1,212 @@
+"""Synchronization: host calls that wait for the device, and GC pauses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Context, NotEnoughData, Outcome, make, rule, share
+
+#: nsys analyze flags every synchronizing call; we fire from this share of step time.
+SYNC_SHARE = 0.01
+#: msprof-analyze "frequent synchronize": more blocking calls than this per step.
+SYNC_CALLS_PER_STEP = 10
+#: .item() / .to('cpu') blocking time from this share of step time.
+ITEM_SHARE = 0.01
+#: nsys analyze cuda-memcpy-sync / cuda-memset-sync: blocking copies or sets, share of step.
+SYNC_COPY_SHARE = 0.01
+#: msprof-analyze / MindInsight: GC pauses longer than this (µs).
+GC_PAUSE_US = 1000.0
+
+
+def _in_steps(ctx: Context) -> tuple[list[dict[str, Any]], float] | NotEnoughData:
+    rows = ctx.rows("sync")
+    step = ctx.step_us()
+    if rows is None or not step:
+        return NotEnoughData("no step or trace window")
+    if not ctx.rows("launch"):
+        return NotEnoughData("no host runtime calls linked to device work")
+    has_steps = ctx.steps() > 0
+    # With step markers only blocking inside the steps costs step time.
+    return [r for r in rows if r["step"] is not None or not has_steps], step
+
+
+def _blocked(rows: list[dict[str, Any]], cats: tuple[str, ...]) -> tuple[float, int, list[str]]:
+    sel = [r for r in rows if r["category"] in cats]
+    names = sorted({str(r["name"]) for r in sel})
+    return sum(float(r["blocked_us"]) for r in sel), sum(int(r["calls"]) for r in sel), names
+
+
+_SYNC_FIX = (
+    "Remove synchronizing calls from the training loop: keep values on the device, record events "
+    "and query them later, and synchronize once per logging interval."
+)
+_SYNC_PT = (
+    "# instead of torch.cuda.synchronize() every step:\n"
+    "done = torch.cuda.Event(); done.record()\n"
+    "...\n"
+    "if step % log_every == 0: done.synchronize()"
+)
+_SYNC_NPU = "# Ascend: the same with torch.npu.Event(); avoid torch.npu.synchronize() in the loop"
+
+
+@rule(
+    "sync.sync_api",
+    "Synchronizing API calls in the step",
+    anchor="nsys analyze (cuda-api-sync)",
+    thresholds={"sync_share": SYNC_SHARE},
+)
+def sync_api(ctx: Context) -> Outcome:
+    got = _in_steps(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t, n, names = _blocked(rows, ("sync_api",))
+    s = share(t, step)
+    if s < SYNC_SHARE:
+        return None
+    return make(
+        "sync.sync_api",
+        f"Synchronize calls block the host {100 * s:.1f}% of the step ({', '.join(names)}).",
+        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "calls_names": names},
+        s,
+        _SYNC_FIX,
+        pytorch=_SYNC_PT,
+        ascend=_SYNC_NPU,
+    )
+
+
+@rule(
+    "sync.frequent_sync",
+    "Frequent synchronization",
+    anchor="msprof-analyze",
+    thresholds={"calls_per_step": SYNC_CALLS_PER_STEP},
+)
+def frequent_sync(ctx: Context) -> Outcome:
+    got = _in_steps(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    steps = ctx.steps()
+    if steps == 0:
+        return NotEnoughData("no step markers, so no per-step count")
+    host = [r for r in rows if r["category"] in ("sync_api", "item", "to_host", "sync_memcpy", "sync_memset")]
+    calls = sum(int(r["calls"]) for r in host if r["name"] != "aten::_local_scalar_dense")
+    per = calls / steps
+    if per <= SYNC_CALLS_PER_STEP:
+        return None
+    t = sum(float(r["blocked_us"]) for r in rows if r["category"] == "all")
+    return make(
+        "sync.frequent_sync",
+        f"{per:.1f} blocking calls per step (threshold {SYNC_CALLS_PER_STEP}).",
+        {"calls_per_step": per, "calls": calls, "steps": steps, "blocked_us": t},
+        share(t, step),
+        _SYNC_FIX,
+        pytorch=_SYNC_PT,
+        ascend=_SYNC_NPU,
+    )
+
+
+@rule(
+    "sync.item",
+    ".item() / .to('cpu') stalls",
+    anchor="nsys analyze / PyTorch performance guide",
+    thresholds={"item_share": ITEM_SHARE},
+)
+def item(ctx: Context) -> Outcome:
+    got = _in_steps(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t, n, names = _blocked([r for r in rows if r["name"] != "aten::_local_scalar_dense"], ("item", "to_host"))
+    s = share(t, step)
+    if s < ITEM_SHARE:
+        return None
+    return make(
+        "sync.item",
+        f"Reading device values on the host (.item(), .cpu()) blocks {100 * s:.1f}% of the step.",
+        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "ops": names},
+        s,
+        "Accumulate metrics on the device and read them every N steps; use non_blocking copies "
+        "into pinned buffers when the host needs the values.",
+        pytorch="running = running + loss.detach()  # no .item() per step\n"
+        "if step % 100 == 0: print(running.item() / 100)",
+    )
+
+
+@rule(
+    "sync.sync_memcpy",
+    "Synchronous memory copies",
+    anchor="nsys analyze (cuda-memcpy-sync)",
+    thresholds={"sync_copy_share": SYNC_COPY_SHARE},
+)
+def sync_memcpy(ctx: Context) -> Outcome:
+    got = _in_steps(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t, n, names = _blocked(rows, ("sync_memcpy",))
+    s = share(t, step)
+    if s < SYNC_COPY_SHARE:
+        return None
+    return make(
+        "sync.sync_memcpy",
+        f"Synchronous copies ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
+        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
+        s,
+        "Copy with the asynchronous API from pinned memory so the host goes on while the copy runs.",
+        pytorch="x = x.pin_memory().to('cuda', non_blocking=True)",
+        rocm="x = x.pin_memory().to('cuda', non_blocking=True)  # hipMemcpyAsync under the hood",
+    )
+
+
+@rule(
+    "sync.sync_memset",
+    "Synchronous memsets",
+    anchor="nsys analyze (cuda-memset-sync)",
+    thresholds={"sync_copy_share": SYNC_COPY_SHARE},
+)
+def sync_memset(ctx: Context) -> Outcome:
+    got = _in_steps(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t, n, names = _blocked(rows, ("sync_memset",))
+    s = share(t, step)
+    if s < SYNC_COPY_SHARE:
+        return None
+    return make(
+        "sync.sync_memset",
+        f"Synchronous memsets ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
+        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
+        s,
+        "Use cudaMemsetAsync on the work stream (PyTorch's zero_() already does).",
+        pytorch="buf.zero_()  # asynchronous on the current stream",
+    )
+
+
+@rule(
+    "sync.gc_pauses",
+    "Garbage-collector pauses",
+    anchor="msprof-analyze / MindInsight",
+    thresholds={"gc_pause_us": GC_PAUSE_US},
+)
+def gc_pauses(ctx: Context) -> Outcome:
+    rows = ctx.rows("sync")
+    if rows is None:
+        return NotEnoughData("no events")
+    gc = [r for r in rows if r["category"] == "gc"]
+    if not gc:
+        return NotEnoughData("no GC events recorded (kind gc)")
+    worst = max(float(r["max_us"]) for r in gc)
+    if worst <= GC_PAUSE_US:
+        return None
+    t = sum(float(r["blocked_us"]) for r in gc if r["step"] is not None or ctx.steps() == 0)
+    return make(
+        "sync.gc_pauses",
+        f"Garbage collection pauses the job for up to {worst / 1000:.1f} ms.",
+        {"max_pause_us": worst, "gc_us": t, "pauses": sum(int(r["calls"]) for r in gc)},
+        share(t, ctx.step_us()),
+        "Freeze long-lived objects after setup and collect at step boundaries, not in the middle of a step.",
+        pytorch="import gc\ngc.collect(); gc.freeze()  # after model and data setup\n"
+        "gc.disable()  # then gc.collect() every N steps",
+    )
