@@ -26,6 +26,7 @@ VERBS: dict[str, str] = {
     "import": "aiprof.cli.import_cmd:command",
     "report": "aiprof.cli.report:command",
     "sql": "aiprof.cli.sql:command",
+    "advise": "aiprof.cli.advise:command",
     "serve": "aiprof.cli.serve:command",
     "timechart": "aiprof.cli.timechart:command",
 }
