@@ -38,7 +38,7 @@ import sqlite3
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,31 +202,42 @@ class NsysExport:
     def args_sql(self, table: str, alias: str, skip: set[str]) -> tuple[str, str]:
         """(SELECT expression, JOIN clauses) building a JSON object of every column not in
         ``skip``; StringIds references become their text, ENUM references their label.
-        Null members are dropped (``json_patch`` with ``{}`` removes them)."""
+        Columns that are null in every row are left out (one scan counts them)."""
         t = self.tables[table]
+        rest = [c for c in t.columns if c not in skip]
+        if not rest:
+            return "NULL", ""
+        counts = self.con.execute(f"SELECT {', '.join(f'count({_q(c)})' for c in rest)} FROM {_q(table)}").fetchone()
         pairs: list[str] = []
         joins: list[str] = []
-        for i, c in enumerate(c for c in t.columns if c not in skip):
+        for i, (c, n) in enumerate(zip(rest, counts, strict=True)):
+            if not n:
+                continue
             expr = f"{alias}.{_q(c)}"
             ref = t.refs.get(c)
             if ref and ref[0] == "StringIds" and "StringIds" in self.tables:
                 a = f"_s{i}"
                 joins.append(f"LEFT JOIN StringIds {a} ON {a}.id = {expr}")
                 expr = f"coalesce({a}.value, {expr})"
-            elif ref and ref[0].startswith("ENUM_") and self.has(ref[0], "id"):
-                ecols = self.cols(ref[0])
-                label = "label" if "label" in ecols else "name" if "name" in ecols else None
-                if label:
-                    a = f"_e{i}"
-                    joins.append(f"LEFT JOIN {ref[0]} {a} ON {a}.id = {expr}")
-                    expr = f"coalesce({a}.{label}, {expr})"
+            elif ref and ref[0].startswith("ENUM_"):
+                labels = self.enum(ref[0])
+                # The few values a column holds, as a CASE: cheaper per row than a join.
+                present = [v for (v,) in self.con.execute(f"SELECT DISTINCT {_q(c)} FROM {_q(table)} LIMIT 65")]
+                if labels and len(present) <= 64:
+                    whens = " ".join(
+                        f"WHEN {int(v)} THEN {_sql_str(labels[int(v)])}"
+                        for v in present
+                        if isinstance(v, int) and int(v) in labels
+                    )
+                    if whens:
+                        expr = f"CASE {expr} {whens} ELSE {expr} END"
             pairs.append(f"'{c}', {expr}")
         if not pairs:
             return "NULL", ""
         # SQLite caps a function's arguments (100 by default): build it in pieces.
         parts = [f"json_object({', '.join(pairs[i : i + 40])})" for i in range(0, len(pairs), 40)]
-        expr = "'{}'"
-        for p in parts:
+        expr = parts[0]
+        for p in parts[1:]:
             expr = f"json_patch({expr}, {p})"
         return expr, " ".join(joins)
 
@@ -240,6 +251,10 @@ class NsysExport:
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
 
 
 def open_export(path: Path) -> sqlite3.Connection:
@@ -505,22 +520,42 @@ class NsysImporter:
     # -- event tables ---------------------------------------------------------------
 
     def _rows(self, sql: str) -> Iterator[list[tuple[Any, ...]]]:
-        cur = self.ex.con.execute(sql)
-        while True:
-            rows = cur.fetchmany(BATCH_ROWS)
-            if not rows:
-                return
-            yield rows
+        """Batches of rows. Text is decoded by SQLite's own (fast) UTF-8 path; a batch with
+        bytes that are not UTF-8 is read again, from where it began, with replacement."""
+        con = self.ex.con
+        done = 0
+        con.text_factory = str
+        try:
+            cur = con.execute(sql)
+            while True:
+                try:
+                    rows = cur.fetchmany(BATCH_ROWS)
+                except sqlite3.OperationalError as e:
+                    if "decode" not in str(e).lower():
+                        raise
+                    con.text_factory = _decode
+                    cur = con.execute(f"{sql} LIMIT -1 OFFSET {done}")
+                    continue
+                if not rows:
+                    return
+                done += len(rows)
+                yield rows
+        finally:
+            con.text_factory = _decode
 
     def _write(self, table: str, cols: dict[str, Any], kinds: list[str]) -> None:
         n = self.ctx.writer.append("events", cols)
         self.ctx.kinds.update(Counter(kinds))
         self.counts[table] = self.counts.get(table, 0) + n
 
-    def _times(self, start: list[Any], end: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _times(self, start: Sequence[Any], end: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """(ts from the origin, dur) in ns; a missing end (-1 or null) gives dur 0."""
         s = np.array(start, dtype=np.int64)
         off = self._shift - self._origin
-        e_raw = np.array([x if x is not None else -1 for x in end], dtype=np.int64)
+        try:
+            e_raw = np.array(end, dtype=np.int64)
+        except TypeError:
+            e_raw = np.array([x if x is not None else -1 for x in end], dtype=np.int64)
         dur = np.where(e_raw >= s, e_raw - s, 0)
         return s + off, dur
 
@@ -672,29 +707,30 @@ class NsysImporter:
         ex = self.ex
         c = ex.cols(table)
         tid_col = "globalTid" if "globalTid" in c else None
-        pid = f"((t.{tid_col} >> 24) & 16777215)" if tid_col else "NULL"
-        tid = f"(t.{tid_col} & 16777215)" if tid_col else "NULL"
+        pid = f"coalesce((t.{tid_col} >> 24) & 16777215, 0)" if tid_col else "0"
+        tid = f"coalesce(t.{tid_col} & 16777215, 0)" if tid_col else "0"
         if name_col:
             name_expr, join = ex.string_col(table, "t", name_col, 0)
         else:
             name_expr, join = "NULL", ""
         extra = extra or {}
         args, ajoin = ex.args_sql(table, "t", {"start", "end", tid_col or "", name_col or "", *skip})
-        end = 't."end"' if "end" in c else "NULL"
-        exprs = ["t.start", end, pid, tid, name_expr, *extra.values(), args]
+        end = 'coalesce(t."end", -1)' if "end" in c else "-1"
+        exprs = ["t.start", end, pid, tid, f"coalesce({name_expr}, '')", *extra.values(), args]
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)} t {join} {ajoin}"
         for rows in self._rows(sql):
             yield rows, list(extra)
 
     def _host_cols(
-        self, rows: list[tuple[Any, ...]], kinds: list[str], names: list[str], cat: str, **extra: Any
+        self, rows: list[tuple[Any, ...]], kinds: list[str], names: Sequence[str], cat: str, **extra: Any
     ) -> dict[str, Any]:
         cols = list(zip(*rows, strict=True))
-        ts, dur = self._times(list(cols[0]), list(cols[1]))
+        ts, dur = self._times(cols[0], cols[1])
         n = len(rows)
-        pids = [p if p is not None else 0 for p in cols[2]]
-        tids = [t if t is not None else 0 for t in cols[3]]
-        self.threads.update(zip(pids, tids, strict=True))
+        pids = np.array(cols[2], dtype=np.int64)
+        tids = np.array(cols[3], dtype=np.int64)
+        for key in np.unique((pids << 32) | tids):
+            self.threads.add((int(key >> 32), int(key & 0xFFFFFFFF)))
         out = {
             "rank": np.full(n, self.rank, dtype=np.int32),
             "device_type": ["cpu"] * n,
@@ -754,15 +790,13 @@ class NsysImporter:
         c = self.ex.cols(table)
         name_col = "nameId" if "nameId" in c else None
         classes = self.ex.enum("ENUM_NSYS_EVENT_CLASS")
+        marks = {i for i, label in classes.items() if re.search(r"start|finish", label, re.I)}
         extra = {"eventClass": "t.eventClass" if "eventClass" in c else "NULL"}
         for rows, _ in self._host_rows(table, name_col, set(), extra):
             cols = list(zip(*rows, strict=True))
-            names = [n if n is not None else "" for n in cols[4]]
+            names = cols[4]
             # The "OSRT start/finish" rows mark when tracing began and ended: instants.
-            kinds = [
-                "instant" if ec is not None and re.search(r"start|finish", classes.get(ec, ""), re.I) else "runtime"
-                for ec in cols[5]
-            ]
+            kinds = ["instant" if ec in marks else "runtime" for ec in cols[5]]
             self._write(table, self._host_cols(rows, kinds, names, "osrt"), kinds)
 
     def _nvtx(self) -> None:
