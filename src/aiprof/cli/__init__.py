@@ -24,6 +24,7 @@ from ..errors import AiprofError
 VERBS: dict[str, str] = {
     "monitor": "aiprof.cli.monitor:command",
     "import": "aiprof.cli.import_cmd:command",
+    "record": "aiprof.cli.record:command",
     "report": "aiprof.cli.report:command",
     "sql": "aiprof.cli.sql:command",
     "advise": "aiprof.cli.advise:command",

@@ -1,0 +1,74 @@
+"""``aiprof record [options] -- CMD ARGS``: profile an unmodified program."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import AiprofError
+
+
+@click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Output folder (one rankN.aiprof per rank).")
+@click.option("--rate", type=float, default=100.0, show_default=True, help="Python stack sampling rate (Hz).")
+@click.option("--no-python", is_flag=True, help="Do not sample Python stacks.")
+@click.option("--ops/--no-ops", default=False, show_default=True, help="Record framework operators (torch.profiler).")
+@click.option("--no-device", is_flag=True, help="Do not poll device telemetry.")
+@click.option(
+    "--schedule", "schedule_text", metavar="W,WU,A[,R[,S]]", help="wait,warmup,active[,repeat[,skip_first]] steps."
+)
+@click.option("--shapes", is_flag=True, help="With --ops: record input shapes.")
+@click.option("--stack", is_flag=True, help="With --ops: record the Python stack of each operator.")
+@click.option("--memory", is_flag=True, help="With --ops: record allocator events.")
+@click.argument("cmd", metavar="COMMAND...", nargs=-1, required=True, type=click.UNPROCESSED)
+def command(
+    output: Path | None,
+    rate: float,
+    no_python: bool,
+    ops: bool,
+    no_device: bool,
+    schedule_text: str | None,
+    shapes: bool,
+    stack: bool,
+    memory: bool,
+    cmd: tuple[str, ...],
+) -> None:
+    """Run COMMAND and record it: Python stacks, system and device telemetry, steps,
+    and with --ops the framework operators. Exits with COMMAND's exit status."""
+    from ..record.controller import default_output
+    from ..record.launch import run
+    from ..record.schedule import parse_schedule
+
+    if rate <= 0:
+        raise AiprofError(f"--rate must be > 0, got {rate}")
+    if schedule_text:
+        try:
+            parse_schedule(schedule_text)
+        except ValueError as e:
+            raise AiprofError(str(e)) from None
+    host = ([] if no_python else ["python"]) + ["system"] + (["ops"] if ops else [])
+    options = {
+        "host": host,
+        "device": not no_device,
+        "rate": rate,
+        "schedule": schedule_text,
+        "record_shapes": shapes,
+        "with_stack": stack,
+        "profile_memory": memory,
+    }
+    out = output or default_output()
+    result = run(list(cmd), out, options)
+    err = click.get_text_stream("stderr")
+    for s in result.summaries:
+        for line in s.lines():
+            click.echo(f"aiprof: {line}", file=err)
+    for p in result.problems:
+        click.echo(f"aiprof: warning: {p}", file=err)
+    if not result.summaries:
+        click.echo("aiprof: no profile was written (the job was killed before it could stop recording?)", file=err)
+    else:
+        click.echo(f"aiprof: job {result.job_s:.3f} s, profile written in {result.finalize_s:.3f} s", file=err)
+        click.echo(f"aiprof: see more: aiprof report {out}", file=err)
+    sys.exit(result.returncode)

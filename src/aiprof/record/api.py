@@ -1,0 +1,399 @@
+"""The recording API: :class:`Profiler`, :func:`annotate`, :func:`mark_step`.
+
+torch.profiler users will recognise it (a context manager, ``step()``, a
+``schedule``), MindSpore users too (``Profiler(start_profile=False)``, ``start()`` at
+one step, ``stop()`` at another, then ``analyse()``). One profiler runs at a time per
+process; :func:`active` returns it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ..errors import AiprofError
+from .collectors.base import Collector
+from .controller import Controller, profile_location, rank_from_env
+from .finalize import RecordSummary, finalize
+from .schedule import Schedule
+
+log = logging.getLogger("aiprof.record")
+
+HOST_COLLECTORS = ("python", "system", "ops")
+
+_active: Profiler | None = None
+_lock = threading.Lock()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def active() -> Profiler | None:
+    """The profiler recording in this process, or None."""
+    return _active
+
+
+class Profiler:
+    """Records this process: Python stacks, system and device telemetry, steps, and
+    (with the ``ops`` host collector) framework operators through torch.profiler.
+
+    Args:
+        output: folder of the profiles (``OUT/rank<R>.aiprof``), or a name ending in
+            ``.aiprof`` for exactly one profile; default ``aiprof-<date>-<time>``.
+        schedule: :func:`aiprof.schedule` (torch.profiler's semantics); None records
+            every step.
+        host: host collectors among ``"python"``, ``"system"``, ``"ops"``; None means
+            python + system, plus ops when torch is already imported.
+        device: poll device telemetry (True: every backend present; a list: those
+            backend names; False: none).
+        start_profile: start on ``__enter__``; False leaves starting to ``start()``
+            (the MindSpore style).
+        on_trace_ready: called with this profiler once its profile is written.
+        rate: Python sampling rate in Hz.
+        record_shapes, with_stack, profile_memory: passed to torch.profiler (ops).
+        collectors: extra :class:`~aiprof.record.collectors.base.Collector` objects.
+        defer: only dump raw data at stop; someone else (``aiprof record``) finalizes.
+    """
+
+    def __init__(
+        self,
+        output: str | os.PathLike[str] | None = None,
+        *,
+        schedule: Schedule | None = None,
+        host: Iterable[str] | None = None,
+        device: bool | Sequence[str] = True,
+        start_profile: bool = True,
+        on_trace_ready: Callable[[Profiler], Any] | None = None,
+        rate: float = 100.0,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+        collectors: Sequence[Collector] = (),
+        defer: bool = False,
+    ) -> None:
+        if host is None:
+            hosts = ["python", "system"] + (["ops"] if "torch" in sys.modules else [])
+        else:
+            hosts = list(host)
+            bad = [h for h in hosts if h not in HOST_COLLECTORS]
+            if bad:
+                raise AiprofError(f"unknown host collector(s) {bad}; known: {', '.join(HOST_COLLECTORS)}")
+        if rate <= 0:
+            raise AiprofError(f"sampling rate must be > 0 Hz, got {rate}")
+        self.host = hosts
+        self.device = device
+        self.schedule = schedule
+        self.start_profile = start_profile
+        self.on_trace_ready = on_trace_ready
+        self.rate = rate
+        self.torch_options = {
+            "record_shapes": record_shapes,
+            "with_stack": with_stack,
+            "profile_memory": profile_memory,
+        }
+        self.extra = list(collectors)
+        self.defer = defer
+        self.rank, self.world_size = rank_from_env()
+        self.path: Path = profile_location(output, self.rank)
+        """The profile folder this profiler writes."""
+        self.raw_dir: Path | None = None
+        """Raw folder of the last recording (with ``defer``, the finalizer's input)."""
+        self.summary: RecordSummary | None = None
+        self._controller: Controller | None = None
+        self._user_steps = False
+
+    # -- life cycle ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._controller is not None
+
+    def _build(self) -> list[Collector]:
+        from .controller import raw_location
+
+        out: list[Collector] = []
+        if "python" in self.host:
+            from .collectors.python_stacks import PythonSampler
+
+            out.append(PythonSampler(self.rate))
+        if "system" in self.host:
+            from .collectors.system import SystemCollector
+
+            out.append(SystemCollector())
+        if "ops" in self.host:
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                log.warning("the ops collector needs PyTorch, which is not importable; recording without it")
+            else:
+                from .collectors.torch_ops import TorchOpsCollector
+
+                out.append(TorchOpsCollector(raw_location(self.path), self.schedule, **self.torch_options))
+        if self.device:
+            from .collectors.device import DeviceCollector
+
+            names = None if isinstance(self.device, bool) else list(self.device)
+            out.append(DeviceCollector(backends=names))
+        return out + self.extra
+
+    def start(self) -> Profiler:
+        """Start recording (an error if this or another profiler is already running)."""
+        global _active
+        with _lock:
+            if _active is not None:
+                raise AiprofError("a profiler is already running in this process; stop it first")
+            _active = self
+        try:
+            options = {"host": self.host, "device": self.device, "rate": self.rate, **self.torch_options}
+            ctl = Controller(
+                self.path,
+                self._build(),
+                schedule=self.schedule,
+                rank=self.rank,
+                world_size=self.world_size,
+                options=options,
+            )
+            self._user_steps = False
+            ctl.start()
+            self._controller = ctl
+        except BaseException:
+            _active = None
+            raise
+        if "torch.optim" in sys.modules:
+            _watch_optimizer()
+        else:
+            watch_imports()
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one step (iteration) and the start of the next."""
+        self._user_steps = True
+        ctl = self._controller
+        if ctl is not None:
+            ctl.step()
+
+    def stop(self, *, partial: bool = False, reason: str | None = None) -> Path | None:
+        """Stop recording and write the profile (with ``defer``: only the raw data).
+
+        Returns the profile folder (with ``defer``: the raw folder). Never raises for a
+        collector's failure; those are warnings kept in profile.json.
+        """
+        global _active
+        ctl = self._controller
+        if ctl is None:
+            return None
+        self._controller = None
+        try:
+            raw = ctl.stop(partial=partial, reason=reason)
+        finally:
+            with _lock:
+                if _active is self:
+                    _active = None
+        self.raw_dir = raw
+        if self.defer:
+            return raw
+        self.summary = finalize(raw)
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+        return self.path
+
+    def analyse(self) -> RecordSummary:
+        """Stop if still running and return the summary of the written profile."""
+        if self.running:
+            self.stop()
+        if self.summary is None:
+            if self.raw_dir is None:
+                raise AiprofError("nothing recorded yet: call start() first")
+            self.summary = finalize(self.raw_dir)
+        return self.summary
+
+    def __enter__(self) -> Profiler:
+        if self.start_profile:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self.running:
+            return
+        ok = exc_type is None or (isinstance(exc, SystemExit) and exc.code in (0, None))
+        reason = None if ok else f"{exc_type.__name__ if exc_type else 'error'} raised in the profiled block"
+        self.stop(partial=not ok, reason=reason)
+
+    # -- for the annotations and hooks ----------------------------------------------
+
+    def _annotate(self, start: int, dur: int, name: str, tid: int) -> None:
+        ctl = self._controller
+        if ctl is not None:
+            ctl.annotate(start, dur, name, tid)
+
+    def _optimizer_step(self) -> None:
+        # Explicit step() calls win over the optimizer hook (they are never doubled).
+        ctl = self._controller
+        if not self._user_steps and ctl is not None:
+            ctl.step(auto=True)
+
+
+def mark_step() -> None:
+    """``step()`` on the running profiler, if any (a no-op otherwise)."""
+    prof = _active
+    if prof is not None:
+        prof.step()
+
+
+# -- optimizer hook -------------------------------------------------------------------
+
+_hooked = False
+_first_optimizer: int | None = None
+
+
+def _watch_optimizer() -> None:
+    """Steps of an unmodified script come from optimizer.step(), once torch.optim is
+    imported. Only the first optimizer that steps counts (a GAN's two do not double)."""
+    global _hooked
+    if _hooked or "torch.optim" not in sys.modules:
+        return
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except ImportError:
+        return
+    _hooked = True
+
+    def hook(opt: Any, args: Any, kwargs: Any) -> None:
+        global _first_optimizer
+        prof = _active
+        if prof is None:
+            return
+        if _first_optimizer is None:
+            _first_optimizer = id(opt)
+        if id(opt) == _first_optimizer:
+            prof._optimizer_step()
+
+    register_optimizer_step_post_hook(hook)
+
+
+_watching = False
+
+
+def watch_imports() -> None:
+    """Install the optimizer hook as soon as the script imports torch.optim."""
+    global _watching
+    if _watching or _hooked:
+        return
+    _watching = True
+    import importlib.abc
+    import importlib.machinery
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+            if name == "torch.optim":
+                sys.meta_path.remove(self)
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+                if spec is not None and spec.loader is not None:
+                    _wrap_loader(spec)
+                return spec
+            return None
+
+    sys.meta_path.insert(0, _Finder())
+
+
+def _wrap_loader(spec: Any) -> None:
+    loader = spec.loader
+    orig = loader.exec_module
+
+    def exec_module(module: Any) -> None:
+        orig(module)
+        try:
+            _watch_optimizer()
+        except Exception as e:
+            log.warning("could not hook optimizer steps: %s", e)
+
+    loader.exec_module = exec_module
+
+
+# -- annotations ------------------------------------------------------------------------
+
+_nvtx: Any = None
+
+
+def _nvtx_module() -> Any:
+    global _nvtx
+    if _nvtx is None:
+        _nvtx = False
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            try:
+                if torch.cuda.is_available():
+                    _nvtx = torch.cuda.nvtx
+            except Exception:
+                _nvtx = False
+    return _nvtx
+
+
+class annotate:
+    """Mark a range, as a context manager or a decorator: ``with annotate("forward"):``.
+
+    The range becomes a ``user_annotation`` event in aiprof, and also a
+    ``torch.profiler.record_function`` (when torch is imported) and an NVTX range
+    (when CUDA is available), so torch.profiler, Nsight and vendor tools see it too.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._open: list[tuple[int, Any, bool]] = []
+
+    def __enter__(self) -> annotate:
+        rf = None
+        if "torch" in sys.modules:
+            from torch.profiler import record_function
+
+            rf = record_function(self.name)
+            rf.__enter__()  # type: ignore[no-untyped-call]
+        nvtx: Any = _nvtx_module() if "torch" in sys.modules else False
+        if nvtx:
+            nvtx.range_push(self.name)
+        self._open.append((time.monotonic_ns(), rf, bool(nvtx)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = time.monotonic_ns()
+        start, rf, pushed = self._open.pop()
+        if pushed:
+            _nvtx_module().range_pop()
+        if rf is not None:
+            rf.__exit__(None, None, None)
+        prof = _active
+        if prof is not None:
+            prof._annotate(start, end - start, self.name, threading.get_native_id())
+
+    def __call__(self, fn: F) -> F:
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with annotate(name):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def _after_fork_in_child() -> None:
+    # A forked worker (DataLoader) is not the recorded process: never write from it.
+    global _active
+    prof = _active
+    _active = None
+    if prof is not None and prof._controller is not None:
+        prof._controller.forget_in_child()
+        prof._controller = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,98 @@
+"""What every recording collector is: start, stop, follow the schedule, dump raw data.
+
+A collector runs inside the user's process. It must stay cheap, never raise into the
+user's code, and keep what it gathered in plain Python lists until the run stops; the
+controller then dumps that raw data (msgpack, no pyarrow in the user's process) and
+the finalizer turns it into store tables, possibly in another process.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+log = logging.getLogger("aiprof.record")
+
+
+class Collector(abc.ABC):
+    """One source of data during a recording (Python stacks, ops, system metrics...)."""
+
+    name: ClassVar[str] = "collector"
+    """Key of this collector's raw data and of its finalizer (see finalize.py)."""
+
+    def __init__(self) -> None:
+        self.failed: str | None = None
+        """Why this collector stopped early (it logged one warning), else None."""
+        self.own_threads: set[int] = set()
+        """Thread idents of aiprof itself, shared by all collectors (the sampler skips them)."""
+
+    def start(self) -> None:  # noqa: B027 - optional hook
+        """Begin collecting (called once per recording)."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Stop collecting; must be idempotent and safe after a failure."""
+
+    def set_recording(self, on: bool) -> None:  # noqa: B027 - optional hook
+        """The schedule entered (True) or left (False) an active window."""
+
+    def on_step(self, step: int) -> None:  # noqa: B027 - optional hook
+        """Step ``step`` just began (the previous one ended)."""
+
+    @abc.abstractmethod
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        """This collector's raw data, msgpack-able; big files may go into ``raw_dir``."""
+
+
+class PollingThread:
+    """A daemon thread calling ``tick()`` every ``interval`` s until stopped.
+
+    A tick that raises ends the thread and reports once through ``on_error``: a
+    collector that fails stops, the job runs on.
+    """
+
+    def __init__(self, name: str, interval: float, tick: Any, on_error: Any, own: set[int]) -> None:
+        self._interval = interval
+        self._tick = tick
+        self._on_error = on_error
+        self._own = own
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        import time
+
+        self._own.add(threading.get_ident())
+        interval = self._interval
+        nxt = time.perf_counter()
+        try:
+            while True:
+                nxt += interval
+                delay = nxt - time.perf_counter()
+                if delay < 0:
+                    # Fell behind (a long GIL hold): skip the lost ticks, never burst.
+                    nxt = time.perf_counter()
+                    delay = 0.0
+                if self._stop.wait(delay):
+                    return
+                self._tick()
+        except Exception as e:
+            self._on_error(e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
+def fail(collector: Collector, err: BaseException, where: str) -> None:
+    """Mark ``collector`` failed and log one warning (only the first failure is told)."""
+    if collector.failed is not None:
+        return
+    collector.failed = f"{where}: {type(err).__name__}: {err}"
+    log.warning("collector %s failed (%s); it stops, the job runs on", collector.name, collector.failed)

@@ -1,0 +1,89 @@
+"""Device telemetry during a recording, through the backends of :mod:`aiprof.devices`.
+
+Backends cache their expensive readings themselves (see devices/base.py), so polling
+them at the telemetry rate costs only the cheap metrics. The CPU backend (psutil) is
+a device like any other. With no accelerator the run goes on after one info line.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from .base import Collector, PollingThread, fail
+
+log = logging.getLogger("aiprof.record")
+
+DEFAULT_RATE_HZ = 10.0
+
+
+class DeviceCollector(Collector):
+    """Polls every available device backend (or the named ones) at ``rate_hz``."""
+
+    name = "device"
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, backends: list[str] | None = None) -> None:
+        super().__init__()
+        self.rate_hz = rate_hz
+        self.names = backends
+        self._backends: list[Any] = []
+        self.devices: list[dict[str, Any]] = []
+        self.samples: list[tuple[str, int, int, dict[str, float | None]]] = []
+        self._poller: PollingThread | None = None
+
+    def start(self) -> None:
+        from ...devices import available_backends
+
+        self._backends = available_backends(self.names)
+        for b in self._backends:
+            for d in b.devices():
+                self.devices.append(
+                    {
+                        "type": d.device_type,
+                        "index": d.index,
+                        "name": d.name,
+                        "vendor": d.vendor,
+                        "memory_bytes": d.memory_bytes,
+                        "backend": b.name,
+                    }
+                )
+        if not any(d["type"] != "cpu" for d in self.devices):
+            log.info("no accelerator found; recording host and CPU telemetry only")
+        if not self._backends:
+            return
+        self._poller = PollingThread(
+            "aiprof-devices", 1.0 / self.rate_hz, self.poll, lambda e: fail(self, e, "polling"), self.own_threads
+        )
+        self._poller.start()
+
+    def poll(self) -> None:
+        """One reading of every device; a backend that raises is dropped with a warning."""
+        for b in list(self._backends):
+            try:
+                got = b.sample()
+            except Exception as e:
+                log.warning("device backend %s failed (%s: %s); it stops, the job runs on", b.name, type(e).__name__, e)
+                self._backends.remove(b)
+                _close(b)
+                continue
+            for s in got:
+                self.samples.append((s.device_type, s.device, s.ts_ns, dict(s.values)))
+
+    def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller = None
+        for b in self._backends:
+            _close(b)
+        self._backends = []
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        return {"devices": self.devices, "samples": self.samples}
+
+
+def _close(backend: Any) -> None:
+    try:
+        backend.close()
+    except Exception as e:
+        log.debug("closing %s: %s", backend.name, e)

@@ -1,0 +1,146 @@
+"""System metrics at 10 Hz (process and system CPU, RSS, threads, context switches,
+I/O) and garbage-collector pauses, into the counters table.
+
+GC pauses come from ``gc.callbacks``: every collection becomes an event of kind
+``gc`` and a ``gc_pause`` counter sample, so pauses show on the timeline and in the
+counter charts alike.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .base import Collector, PollingThread, fail
+
+DEFAULT_RATE_HZ = 10.0
+
+#: Metric -> unit, for the counters table.
+UNITS: dict[str, str] = {
+    "proc_cpu": "%",
+    "sys_cpu": "%",
+    "rss": "B",
+    "threads": "count",
+    "ctx_switches": "1/s",
+    "read_bytes": "B/s",
+    "write_bytes": "B/s",
+    "gc_pause": "ms",
+}
+
+
+class SystemCollector(Collector):
+    """Polls psutil for this process and the system; listens to the garbage collector."""
+
+    name = "system"
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        super().__init__()
+        self.rate_hz = rate_hz
+        self._clock = clock
+        self.series: dict[str, tuple[list[int], list[float]]] = {m: ([], []) for m in UNITS}
+        self.gc_events: list[tuple[int, int, int, int, int, int]] = []
+        """(start, dur, generation, collected, uncollectable, tid) per collection."""
+        self._gc_start = 0
+        self._poller: PollingThread | None = None
+        self._proc: Any = None
+        self._last: tuple[int, int, int, int] | None = None
+        self._gc_on = False
+
+    def start(self) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._proc.cpu_percent(None)
+        psutil.cpu_percent(None)
+        gc.callbacks.append(self._on_gc)
+        self._gc_on = True
+        self._poller = PollingThread(
+            "aiprof-system", 1.0 / self.rate_hz, self.poll, lambda e: self._failed(e), self.own_threads
+        )
+        self._poller.start()
+
+    def _failed(self, e: BaseException) -> None:
+        fail(self, e, "polling")
+        self._remove_gc()
+
+    def forget_in_child(self) -> None:
+        """After fork the child is not recorded: stop listening to its collector."""
+        self._remove_gc()
+
+    def _remove_gc(self) -> None:
+        if self._gc_on:
+            self._gc_on = False
+            try:
+                gc.callbacks.remove(self._on_gc)
+            except ValueError:
+                pass
+
+    def stop(self) -> None:
+        self._remove_gc()
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller = None
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = self._clock()
+        if phase == "start":
+            self._gc_start = now
+            return
+        import threading
+
+        start = self._gc_start or now
+        self.gc_events.append(
+            (
+                start,
+                now - start,
+                info.get("generation", -1),
+                info.get("collected", 0),
+                info.get("uncollectable", 0),
+                threading.get_native_id(),
+            )
+        )
+        ts, vals = self.series["gc_pause"]
+        ts.append(start)
+        vals.append((now - start) / 1e6)
+
+    def poll(self) -> None:
+        """Take one reading of every metric (the polling thread calls this at 10 Hz)."""
+        import psutil
+
+        p = self._proc
+        now = self._clock()
+        with p.oneshot():
+            cpu = p.cpu_percent(None)
+            rss = p.memory_info().rss
+            threads = p.num_threads()
+            ctx = p.num_ctx_switches()
+            try:
+                io = p.io_counters()
+                rd, wr = io.read_bytes, io.write_bytes
+            except (AttributeError, psutil.Error):
+                rd = wr = -1
+        sys_cpu = psutil.cpu_percent(None)
+        s = self.series
+        for metric, value in (("proc_cpu", cpu), ("sys_cpu", sys_cpu), ("rss", rss), ("threads", threads)):
+            s[metric][0].append(now)
+            s[metric][1].append(float(value))
+        switches = ctx.voluntary + ctx.involuntary
+        last, self._last = self._last, (now, switches, rd, wr)
+        if last is not None and now > last[0]:
+            per_s = 1e9 / (now - last[0])
+            rates = [("ctx_switches", switches - last[1])]
+            if rd >= 0 and last[2] >= 0:
+                rates += [("read_bytes", rd - last[2]), ("write_bytes", wr - last[3])]
+            for metric, delta in rates:
+                s[metric][0].append(now)
+                s[metric][1].append(delta * per_s)
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        return {
+            "series": {m: [ts, vals] for m, (ts, vals) in self.series.items() if ts},
+            "units": UNITS,
+            "gc": self.gc_events,
+        }

@@ -1,0 +1,140 @@
+"""Framework operators through ``torch.profiler``, with every device activity present.
+
+The CPU activity is always on; CUDA (and ROCm, which torch reports as CUDA), XPU, HPU
+and PrivateUse1 devices (Ascend NPU via torch_npu, Cambricon MLU via torch_mlu) are
+added when torch says they are available. The schedule is torch's own, driven by the
+profiler's steps. Each active window is exported as a Chrome trace into the raw
+folder and later imported with the Kineto importer into the same profile.
+
+Clock alignment: torch stamps events with its own (approximately wall) clock. At the
+edges of each active window this collector emits a ``record_function`` whose name
+carries ``time.monotonic_ns()`` taken just before it; the finalizer reads those
+markers back from the trace to map torch's clock onto the recording's origin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .base import Collector
+
+#: Prefix of the clock-sync markers (dropped from the profile on import).
+SYNC_PREFIX = "aiprof::clock_sync::"
+
+
+def available_activities() -> list[Any]:
+    """torch.profiler activities for the CPU and every device torch can use here."""
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    acts = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(ProfilerActivity.CUDA)
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and _true(xpu.is_available):
+        acts.append(ProfilerActivity.XPU)
+    hpu = getattr(torch, "hpu", None)
+    if hpu is not None and _true(hpu.is_available):
+        acts.append(ProfilerActivity.HPU)
+    pu1 = torch._C._get_privateuse1_backend_name()
+    mod = getattr(torch, pu1, None) if pu1 != "privateuseone" else None
+    if mod is not None and _true(getattr(mod, "is_available", lambda: False)):
+        acts.append(ProfilerActivity.PrivateUse1)
+    return acts
+
+
+def _true(fn: Callable[[], Any]) -> bool:
+    try:
+        return bool(fn())
+    except Exception:
+        return False
+
+
+class TorchOpsCollector(Collector):
+    """Runs ``torch.profiler.profile`` for the recording and exports its traces."""
+
+    name = "ops"
+
+    def __init__(
+        self,
+        raw_dir: Path,
+        schedule: Callable[[int], Any] | None = None,
+        *,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+    ) -> None:
+        super().__init__()
+        self.raw_dir = raw_dir
+        self.schedule = schedule
+        self.options = {"record_shapes": record_shapes, "with_stack": with_stack, "profile_memory": profile_memory}
+        self.traces: list[str] = []
+        self.activities: list[str] = []
+        self._prof: Any = None
+
+    def start(self) -> None:
+        import torch.profiler as tp
+
+        acts = available_activities()
+        self.activities = [a.name for a in acts]
+        sched = None
+        if self.schedule is not None:
+            ours = self.schedule
+
+            def sched(step: int) -> tp.ProfilerAction:
+                return tp.ProfilerAction[ours(step).name]
+
+        o = self.options
+        self._prof = tp.profile(
+            activities=acts,
+            schedule=sched,
+            on_trace_ready=self._export,
+            record_shapes=o["record_shapes"],
+            with_stack=o["with_stack"],
+            profile_memory=o["profile_memory"],
+        )
+        self._prof.start()
+        self._sync()
+
+    def _recording(self) -> bool:
+        import torch.profiler as tp
+
+        return self._prof is not None and self._prof.current_action in (
+            tp.ProfilerAction.RECORD,
+            tp.ProfilerAction.RECORD_AND_SAVE,
+        )
+
+    def _sync(self) -> None:
+        if self._recording():
+            from torch.profiler import record_function
+
+            with record_function(f"{SYNC_PREFIX}{time.monotonic_ns()}"):
+                pass
+
+    def _export(self, prof: Any) -> None:
+        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        path = self.raw_dir / f"torch_trace_{len(self.traces)}.json"
+        prof.export_chrome_trace(str(path))
+        self.traces.append(path.name)
+
+    def on_step(self, step: int) -> None:
+        if self._prof is None:
+            return
+        self._sync()  # the last step of a window: a marker at its end edge
+        self._prof.step()
+        self._sync()
+
+    def stop(self) -> None:
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return
+        self._prof = prof
+        self._sync()
+        self._prof = None
+        prof.stop()
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        return {"traces": list(self.traces), "activities": self.activities, "options": self.options}

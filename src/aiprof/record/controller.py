@@ -1,0 +1,234 @@
+"""The controller: owns the collectors of one recording, its clock, and its raw data.
+
+One time origin per recording: ``time.monotonic_ns()`` at start, with ``time.time_ns()``
+read beside it (profile.json ``time_origin_ns`` is that Unix time). The pair is read
+again at stop, so clocks of other collectors (device telemetry in Unix ns, torch's
+own clock through sync markers) are mapped at both edges.
+
+While the job runs, collectors keep plain Python lists. At stop the controller dumps
+them (msgpack; the torch traces are already files) into a raw folder beside the
+profile, ``.rankN.aiprof.raw``. :func:`aiprof.record.finalize.finalize` turns that
+folder into the profile: in the recording process, or in ``aiprof record``'s own
+process after the job exits (so the job does not pay for it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .collectors.base import Collector, fail
+from .schedule import ProfilerAction, Schedule
+
+log = logging.getLogger("aiprof.record")
+
+MANIFEST = "manifest.json"
+RAW_SUFFIX = ".raw"
+
+
+def rank_from_env(env: dict[str, str] | os._Environ[str] | None = None) -> tuple[int | None, int | None]:
+    """(rank, world size) from the launcher's environment (torchrun, MPI, PMI), else None."""
+    e = os.environ if env is None else env
+    rank = world = None
+    for key in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if e.get(key, "").isdigit():
+            rank = int(e[key])
+            break
+    for key in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        if e.get(key, "").isdigit():
+            world = int(e[key])
+            break
+    return rank, world
+
+
+def default_output() -> Path:
+    """``aiprof-YYYYmmdd-HHMMSS`` in the working directory."""
+    return Path(time.strftime("aiprof-%Y%m%d-%H%M%S"))
+
+
+def profile_location(output: str | os.PathLike[str] | None, rank: int | None) -> Path:
+    """Where this process's profile goes.
+
+    ``OUT/rank<R>.aiprof`` (R = 0 without a launcher), so one output folder holds every
+    rank and ``aiprof report OUT`` reads them all. A single process given a name
+    ending in ``.aiprof`` writes exactly there.
+    """
+    out = Path(output) if output is not None else default_output()
+    if rank is None and out.name.endswith(".aiprof"):
+        return out
+    return out / f"rank{rank or 0}.aiprof"
+
+
+def raw_location(profile: Path) -> Path:
+    """The raw folder of ``profile`` (hidden, beside it)."""
+    return profile.with_name(f".{profile.name}{RAW_SUFFIX}")
+
+
+@dataclass
+class Marks:
+    """Step spans and annotations: the controller's own, always-on, data."""
+
+    steps: list[tuple[int, int, int, int]]
+    """(start, end, step number, tid) in monotonic ns."""
+    annotations: list[tuple[int, int, str, int]]
+    """(start, dur, name, tid)."""
+
+
+class Controller:
+    """Starts, steps and stops the collectors of one recording; dumps their raw data."""
+
+    def __init__(
+        self,
+        profile: Path,
+        collectors: Sequence[Collector],
+        *,
+        schedule: Schedule | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.profile = profile
+        """Final location of the profile folder."""
+        self.raw_dir = raw_location(profile)
+        self.collectors = list(collectors)
+        self.schedule = schedule
+        self.rank = rank
+        self.world_size = world_size
+        self.options = dict(options or {})
+        self.marks = Marks([], [])
+        self.own_threads: set[int] = set()
+        self.step_num = 0
+        self.action = ProfilerAction.RECORD
+        self._step_start = 0
+        self._auto_steps = 0
+        self.clock: dict[str, int] = {}
+        self.running = False
+        self._pid = os.getpid()
+
+    # -- life cycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Fix the time origin, clear the raw folder, start every collector."""
+        if self.raw_dir.exists():
+            shutil.rmtree(self.raw_dir, ignore_errors=True)
+        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        self.clock = {"mono0": time.monotonic_ns(), "unix0": time.time_ns()}
+        self._step_start = self.clock["mono0"]
+        self.action = self.schedule(0) if self.schedule is not None else ProfilerAction.RECORD
+        self.running = True
+        for c in self.collectors:
+            c.own_threads = self.own_threads
+            self._call(c, "start")
+            self._call(c, "set_recording", self.action.recording)
+
+    def _call(self, c: Collector, method: str, *args: Any) -> None:
+        if c.failed is not None:
+            return
+        try:
+            getattr(c, method)(*args)
+        except Exception as e:
+            fail(c, e, method)
+            try:
+                c.stop()
+            except Exception as e2:
+                log.debug("stopping failed collector %s: %s", c.name, e2)
+
+    def step(self, *, auto: bool = False) -> None:
+        """End the current step, begin the next one, move the schedule on.
+
+        ``auto`` steps come from a hook (optimizer.step); the first explicit step
+        retracts them, so a script that marks its own steps never gets them doubled.
+        """
+        if not self.running or os.getpid() != self._pid:
+            return
+        now = time.monotonic_ns()
+        if auto:
+            self._auto_steps += 1
+        elif self._auto_steps:
+            self._retract_auto()
+        self.marks.steps.append((self._step_start, now, self.step_num, threading.get_native_id()))
+        self._step_start = now
+        self.step_num += 1
+        if self.schedule is not None:
+            new = self.schedule(self.step_num)
+            if new.recording != self.action.recording:
+                for c in self.collectors:
+                    self._call(c, "set_recording", new.recording)
+            self.action = new
+        for c in self.collectors:
+            self._call(c, "on_step", self.step_num)
+
+    def _retract_auto(self) -> None:
+        n, self._auto_steps = self._auto_steps, 0
+        n = min(n, len(self.marks.steps))
+        if n:
+            self._step_start = self.marks.steps[-n][0]
+            del self.marks.steps[-n:]
+            self.step_num -= n
+
+    def annotate(self, start: int, dur: int, name: str, tid: int) -> None:
+        """Keep one user annotation (monotonic ns)."""
+        self.marks.annotations.append((start, dur, name, tid))
+
+    def stop(self, *, partial: bool = False, reason: str | None = None) -> Path:
+        """Stop every collector and dump the raw folder; returns the raw folder."""
+        self.running = False
+        for c in self.collectors:
+            self._call(c, "stop")
+        self.clock["mono1"] = time.monotonic_ns()
+        self.clock["unix1"] = time.time_ns()
+        return self.dump(partial=partial, reason=reason)
+
+    def dump(self, *, partial: bool, reason: str | None) -> Path:
+        """Write every collector's raw data and the manifest into the raw folder."""
+        import msgspec
+
+        entries: dict[str, Any] = {}
+        for c in self.collectors:
+            entry: dict[str, Any] = {"failed": c.failed}
+            try:
+                data = c.dump(self.raw_dir)
+                fname = f"{c.name}.msgpack"
+                (self.raw_dir / fname).write_bytes(msgspec.msgpack.encode(data))
+                entry["file"] = fname
+            except Exception as e:
+                fail(c, e, "dump")
+                entry["failed"] = c.failed
+            entries[c.name] = entry
+        marks = {"steps": self.marks.steps, "annotations": self.marks.annotations}
+        (self.raw_dir / "marks.msgpack").write_bytes(msgspec.msgpack.encode(marks))
+        manifest = {
+            "version": 1,
+            "profile": str(self.profile),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "pid": self._pid,
+            "host": socket.gethostname(),
+            "argv": list(sys.argv),
+            "clock": self.clock,
+            "partial": partial,
+            "partial_reason": reason,
+            "options": self.options,
+            "collectors": entries,
+        }
+        # The manifest goes last: a raw folder without one was cut short.
+        (self.raw_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        return self.raw_dir
+
+    def forget_in_child(self) -> None:
+        """After fork: this process is not the one being recorded."""
+        self.running = False
+        for c in self.collectors:
+            forget = getattr(c, "forget_in_child", None)
+            if forget is not None:
+                forget()

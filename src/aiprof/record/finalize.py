@@ -1,0 +1,391 @@
+"""Turn a recording's raw folder into a profile (Parquet tables + profile.json).
+
+Runs in the recording process at stop, or in ``aiprof record``'s process after the
+job (``defer``), so the job does not pay for pyarrow. The summary printed at the end
+of a recording is computed here from the raw data, without reading the profile back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .collectors.torch_ops import SYNC_PREFIX
+from .controller import MANIFEST, RAW_SUFFIX
+
+log = logging.getLogger("aiprof.record")
+
+
+@dataclass
+class RecordSummary:
+    """What one recording holds, for the few lines printed at its end."""
+
+    path: Path
+    rank: int = 0
+    partial: bool = False
+    partial_reason: str | None = None
+    duration_s: float = 0.0
+    steps: int = 0
+    step_ms_median: float | None = None
+    samples: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    counters: int = 0
+    hottest: list[tuple[str, float]] = field(default_factory=list)
+    """(function (file:line), share of samples with it as leaf), most first."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Collector -> why it stopped early."""
+    devices: list[str] | None = None
+    """Devices whose telemetry was polled (None: device polling was off)."""
+
+    def lines(self) -> list[str]:
+        """The summary as text lines (the CLI prints them)."""
+        head = f"wrote {self.path}"
+        if self.partial:
+            head += f" (partial: {self.partial_reason or 'the job did not finish'})"
+        out = [head]
+        bits = [f"{self.duration_s:.2f} s"]
+        if self.steps:
+            med = f", median {self.step_ms_median:.1f} ms" if self.step_ms_median is not None else ""
+            bits.append(f"{self.steps} steps{med}")
+        bits.append(f"{self.samples:,} Python samples")
+        if self.events:
+            bits.append(f"{sum(self.events.values()):,} events")
+        if self.counters:
+            bits.append(f"{self.counters:,} counter readings")
+        out.append("  " + ", ".join(bits))
+        if self.hottest:
+            out.append("  hottest Python: " + "; ".join(f"{n} {s:.0%}" for n, s in self.hottest))
+        if self.devices is not None:
+            accel = [d for d in self.devices if not d.startswith("cpu")]
+            shown = ", ".join(self.devices) or "none"
+            out.append(f"  devices: {shown}" + ("" if accel else " (no accelerator found: host telemetry only)"))
+        for name, why in self.failed.items():
+            out.append(f"  collector {name} stopped early: {why}")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def find_raw(folder: Path) -> list[Path]:
+    """Raw folders (complete or not) of recordings under ``folder`` or beside a profile."""
+    if folder.name.endswith(".aiprof"):
+        cand = folder.with_name(f".{folder.name}{RAW_SUFFIX}")
+        return [cand] if cand.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(".") and p.name.endswith(RAW_SUFFIX))
+
+
+def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool = False) -> RecordSummary:
+    """Write the profile of ``raw_dir``; ``partial_reason`` marks it partial (e.g. exit 1)."""
+    from ..importers.base import ImportContext
+    from ..store.writer import ProfileWriter
+
+    manifest_path = raw_dir / MANIFEST
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+    else:
+        raise FileNotFoundError(f"{raw_dir}: no manifest (the recording process was killed before it could stop)")
+    profile = Path(manifest["profile"])
+    rank = manifest["rank"] if manifest["rank"] is not None else 0
+    clock = manifest["clock"]
+    mono0 = int(clock["mono0"])
+    partial = bool(manifest.get("partial")) or partial_reason is not None
+    reason = manifest.get("partial_reason") or partial_reason
+    summary = RecordSummary(path=profile, rank=rank, partial=partial, partial_reason=reason)
+    summary.duration_s = (int(clock.get("mono1", mono0)) - mono0) / 1e9
+    pid = int(manifest["pid"])
+
+    with ProfileWriter(profile) as w:
+        ctx = ImportContext(writer=w, rank=rank)
+        collectors = manifest["collectors"]
+
+        def load(name: str) -> dict[str, Any] | None:
+            entry = collectors.get(name)
+            if entry is None:
+                return None
+            if entry.get("failed"):
+                summary.failed[name] = entry["failed"]
+                w.warn(f"collector {name} stopped early: {entry['failed']}")
+            if not entry.get("file"):
+                return None
+            data: dict[str, Any] = msgspec.msgpack.decode((raw_dir / entry["file"]).read_bytes())
+            return data
+
+        marks = msgspec.msgpack.decode((raw_dir / "marks.msgpack").read_bytes())
+        _write_marks(w, marks, rank, pid, mono0, summary)
+        thread_names: dict[int, str] = {}
+        py = load("python")
+        if py is not None:
+            _write_python(w, py, rank, pid, mono0, summary)
+            thread_names.update({int(k): v for k, v in py.get("thread_names", {}).items()})
+        sysdata = load("system")
+        if sysdata is not None:
+            _write_system(w, sysdata, rank, pid, mono0, summary)
+        dev = load("device")
+        if dev is not None:
+            _write_devices(w, dev, rank, clock, summary)
+        ops = load("ops")
+        if ops is not None:
+            annotated = {a[2] for a in marks.get("annotations", [])}
+            _write_ops(ctx, ops, raw_dir, mono0, clock, summary, annotated)
+        if thread_names:
+            tids = sorted(thread_names)
+            w.append(
+                "tracks",
+                {
+                    "rank": [rank] * len(tids),
+                    "pid": [pid] * len(tids),
+                    "tid": tids,
+                    "device_type": ["cpu"] * len(tids),
+                    "device": [-1] * len(tids),
+                    "process_name": [f"rank {rank} (pid {pid})"] * len(tids),
+                    "thread_name": [thread_names[t] for t in tids],
+                },
+            )
+        meta = w.meta
+        # The Kineto import sets its own origin; the recording's is the truth here.
+        meta["time_origin_ns"] = int(clock["unix0"])
+        meta["clock"] = "unix"
+        meta["partial"] = partial
+        if reason:
+            meta["partial_reason"] = reason
+        if rank not in meta["ranks"]:
+            meta["ranks"].append(rank)
+        meta["world_size"] = manifest.get("world_size") or meta.get("world_size") or 1
+        if manifest.get("host") and manifest["host"] not in meta["hosts"]:
+            meta["hosts"].append(manifest["host"])
+        meta["record"] = {
+            "pid": pid,
+            "argv": manifest.get("argv"),
+            "monotonic_origin_ns": mono0,
+            "clock": clock,
+            "options": manifest.get("options"),
+            "collectors": {k: {"failed": v.get("failed")} for k, v in collectors.items()},
+        }
+        meta["sources"].append({"importer": "aiprof.record", "path": str(profile), "collectors": sorted(collectors)})
+    if not keep_raw:
+        shutil.rmtree(raw_dir, ignore_errors=True)
+    return summary
+
+
+def _write_marks(w: Any, marks: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
+    steps = marks.get("steps", [])
+    ann = marks.get("annotations", [])
+    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step")}
+    for start, end, num, tid in steps:
+        rows["kind"].append("step")
+        rows["name"].append(f"ProfilerStep#{num}")
+        rows["ts"].append(start - mono0)
+        rows["dur"].append(end - start)
+        rows["tid"].append(tid)
+        rows["step"].append(num)
+    for start, dur, name, tid in ann:
+        rows["kind"].append("user_annotation")
+        rows["name"].append(name)
+        rows["ts"].append(start - mono0)
+        rows["dur"].append(dur)
+        rows["tid"].append(tid)
+        rows["step"].append(None)
+    _append_host_events(w, rows, rank, pid, "aiprof")
+    summary.steps = len(steps)
+    if steps:
+        durs = sorted(e - s for s, e, _, _ in steps)
+        summary.step_ms_median = durs[len(durs) // 2] / 1e6
+    for k in rows["kind"]:
+        summary.events[k] += 1
+
+
+def _append_host_events(w: Any, rows: dict[str, list[Any]], rank: int, pid: int, cat: str) -> None:
+    n = len(rows["kind"])
+    if not n:
+        return
+    w.append(
+        "events",
+        {
+            **rows,
+            "rank": [rank] * n,
+            "device_type": ["cpu"] * n,
+            "device": [-1] * n,
+            "pid": [pid] * n,
+            "cat": [cat] * n,
+        },
+    )
+
+
+def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
+    frames = py["frames"]
+    if frames:
+        w.append(
+            "frames",
+            {
+                "rank": [rank] * len(frames),
+                "frame_id": [f[0] for f in frames],
+                "parent": [f[1] if f[1] >= 0 else None for f in frames],
+                "function": [f[2] for f in frames],
+                "file": [f[3] for f in frames],
+                "line": [f[4] for f in frames],
+            },
+        )
+    ts = py["ts"]
+    n = len(ts)
+    summary.samples = n
+    if not n:
+        return
+    w.append(
+        "samples",
+        {
+            "rank": [rank] * n,
+            "ts": [t - mono0 for t in ts],
+            "pid": [pid] * n,
+            "tid": py["tid"],
+            "stack_id": py["stack"],
+        },
+    )
+    by_id = {f[0]: f for f in frames}
+    leaves = Counter(py["stack"])
+    names: Counter[str] = Counter()
+    for node, count in leaves.items():
+        f = by_id.get(node)
+        if f is None:
+            continue
+        names[f"{f[2]} ({Path(f[3]).name}:{f[4]})"] += count
+    summary.hottest = [(name, c / n) for name, c in names.most_common(3)]
+
+
+def _write_system(w: Any, data: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
+    units = data.get("units", {})
+    cols: dict[str, list[Any]] = {"ts": [], "metric": [], "value": [], "unit": []}
+    for metric, (ts, vals) in data.get("series", {}).items():
+        cols["ts"] += [t - mono0 for t in ts]
+        cols["metric"] += [metric] * len(ts)
+        cols["value"] += vals
+        cols["unit"] += [units.get(metric)] * len(ts)
+    n = len(cols["ts"])
+    if n:
+        w.append("counters", {**cols, "rank": [rank] * n, "device_type": ["cpu"] * n, "device": [-1] * n})
+        summary.counters += n
+    gcs = data.get("gc", [])
+    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "args")}
+    for start, dur, gen, collected, uncollectable, tid in gcs:
+        rows["kind"].append("gc")
+        rows["name"].append(f"gc gen{gen}")
+        rows["ts"].append(start - mono0)
+        rows["dur"].append(dur)
+        rows["tid"].append(tid)
+        rows["args"].append(json.dumps({"generation": gen, "collected": collected, "uncollectable": uncollectable}))
+    _append_host_events(w, rows, rank, pid, "python_gc")
+    summary.events["gc"] += len(gcs)
+
+
+def _write_devices(w: Any, data: dict[str, Any], rank: int, clock: dict[str, int], summary: RecordSummary) -> None:
+    from ..devices import metric_unit
+
+    summary.devices = [f"{d['type']} {d['index']} ({d['name']})" for d in data.get("devices", [])]
+    for d in data.get("devices", []):
+        rec = {"rank": rank, **d}
+        if rec not in w.meta["devices"]:
+            w.meta["devices"].append(rec)
+    to_ts = unix_to_origin(clock)
+    cols: dict[str, list[Any]] = {k: [] for k in ("device_type", "device", "ts", "metric", "value", "unit")}
+    for dtype, dev, ts_unix, values in data.get("samples", []):
+        ts = to_ts(ts_unix)
+        for metric, value in values.items():
+            if value is None:
+                continue
+            cols["device_type"].append(dtype)
+            cols["device"].append(dev)
+            cols["ts"].append(ts)
+            cols["metric"].append(metric)
+            cols["value"].append(float(value))
+            cols["unit"].append(metric_unit(metric))
+    n = len(cols["ts"])
+    if n:
+        w.append("counters", {**cols, "rank": [rank] * n})
+        summary.counters += n
+
+
+def unix_to_origin(clock: dict[str, int]) -> Any:
+    """Unix ns -> ns from the recording's origin, fitted on the (monotonic, Unix) pairs
+    read at start and stop (so an NTP slew during the run does not shift the end)."""
+    m0, u0 = int(clock["mono0"]), int(clock["unix0"])
+    m1, u1 = int(clock.get("mono1", m0)), int(clock.get("unix1", u0))
+    slope = (m1 - m0) / (u1 - u0) if u1 != u0 else 1.0
+
+    def to_ts(unix_ns: int) -> int:
+        return round((unix_ns - u0) * slope)
+
+    return to_ts
+
+
+_SYNC_RE = re.compile(rb'"name":\s*"' + re.escape(SYNC_PREFIX.encode()) + rb'(\d+)"[^}]*?"ts":\s*([0-9.eE+-]+)')
+
+
+def sync_offsets(trace: bytes) -> list[int]:
+    """(torch raw ns - monotonic ns) of every clock-sync marker found in a trace."""
+    from ..importers.timeconv import us_to_ns
+
+    out = []
+    for m in _SYNC_RE.finditer(trace):
+        ns, ok = us_to_ns([m.group(2).decode()])
+        if ok[0]:
+            out.append(int(ns[0]) - int(m.group(1)))
+    return out
+
+
+def _write_ops(
+    ctx: Any,
+    data: dict[str, Any],
+    raw_dir: Path,
+    mono0: int,
+    clock: dict[str, int],
+    summary: RecordSummary,
+    annotated: set[str],
+) -> None:
+    from ..importers.kineto import ChromeTraceConverter, Ev, load_chrome_trace
+
+    class RecordedTrace(ChromeTraceConverter):
+        """torch's trace as recorded by aiprof: steps, sync markers and the
+        record_function twins of aiprof.annotate ranges are already in the profile."""
+
+        importer_name = "aiprof.record.torch"
+
+        def add_batch(self, evs: list[Ev]) -> None:
+            keep = [e for e in evs if not _ours(e.name) and not (e.cat == "user_annotation" and e.name in annotated)]
+            super().add_batch(keep)
+
+    before = Counter(ctx.kinds)
+    for name in data.get("traces", []):
+        path = raw_dir / name
+        if not path.is_file():
+            ctx.warn(f"torch trace {name} is missing from the raw folder")
+            continue
+        offsets = sorted(sync_offsets(path.read_bytes()))
+        if offsets:
+            origin = offsets[len(offsets) // 2] + mono0
+        else:
+            # No marker (an active window that saw no step edge): torch's clock is Unix.
+            base = _base_time(path)
+            origin = int(clock["unix0"]) - base
+            ctx.warn(f"{name}: no clock-sync marker; aligned through the wall clock")
+        ctx.origin_raw_ns = origin
+        load_chrome_trace(path, ctx, converter=RecordedTrace)
+    summary.events.update(ctx.kinds - before)
+
+
+def _ours(name: object) -> bool:
+    return isinstance(name, str) and (name.startswith("ProfilerStep#") or name.startswith(SYNC_PREFIX))
+
+
+def _base_time(path: Path) -> int:
+    m = re.search(rb'"baseTimeNanoseconds":\s*(\d+)', path.read_bytes())
+    return int(m.group(1)) if m else 0

@@ -1,0 +1,118 @@
+"""``aiprof record -- CMD``: run a command with recording enabled, then write profiles.
+
+The job runs as a child process with the environment of aiprof.record.bootstrap; a
+Python command is rewritten to ``python -m aiprof.record.bootstrap ...`` with the same
+interpreter and options. SIGTERM sent to aiprof is passed on to the job; SIGINT from
+the terminal reaches the job directly (same process group), so aiprof itself only
+waits. After the job, raw folders become profiles here, not in the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, SITE_DIR
+from .finalize import RecordSummary, finalize, find_raw
+
+_PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
+#: Interpreter options that take a value (``python -W ignore script.py``).
+_OPTS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+
+
+@dataclass
+class RecordResult:
+    """The outcome of ``aiprof record``."""
+
+    returncode: int
+    """The job's exit status, shell-style (128 + N when killed by signal N)."""
+    job_s: float
+    finalize_s: float = 0.0
+    summaries: list[RecordSummary] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def wrap_python(cmd: list[str]) -> list[str]:
+    """``python [opts] script args`` -> ``python [opts] -m aiprof.record.bootstrap script args``.
+
+    Anything that is not a plain Python invocation is returned unchanged (its Python
+    processes are recorded by the sitecustomize instead).
+    """
+    if not cmd or not _PYTHON_RE.match(os.path.basename(cmd[0])):
+        return cmd
+    i = 1
+    while i < len(cmd) and cmd[i].startswith("-") and cmd[i] not in ("-m", "-c", "-"):
+        i += 2 if cmd[i] in _OPTS_WITH_VALUE else 1
+    if i >= len(cmd) or cmd[i] == "-":
+        return cmd  # an interactive or stdin program: leave it to sitecustomize
+    return [*cmd[:i], "-m", "aiprof.record.bootstrap", *cmd[i:]]
+
+
+def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes a job's processes record into ``output``."""
+    env = dict(os.environ if base is None else base)
+    env[ENV_OUT] = str(output)
+    env[ENV_OPTIONS] = json.dumps(options)
+    env[ENV_DEFER] = "1"
+    env.pop(ENV_CLAIMED, None)
+    # The package itself must be importable by the job's interpreter, and our
+    # sitecustomize must come first.
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    parts = [str(SITE_DIR), pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    return env
+
+
+def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
+    """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome."""
+    env = record_env(output, options)
+    for stale in find_raw(output):
+        shutil.rmtree(stale, ignore_errors=True)
+    t0 = time.perf_counter()
+    try:
+        child = subprocess.Popen(wrap_python(cmd), env=env)
+    except OSError as e:
+        from ..errors import AiprofError
+
+        raise AiprofError(f"cannot run {cmd[0]!r}: {e.strerror}") from None
+    prev_term = signal.getsignal(signal.SIGTERM)
+    prev_int = signal.getsignal(signal.SIGINT)
+
+    def forward(signum: int, frame: Any) -> None:
+        child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    # Ctrl-C reaches the whole foreground group: the job gets it from the terminal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        rc = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, prev_term)
+        signal.signal(signal.SIGINT, prev_int)
+    job_s = time.perf_counter() - t0
+    code = 128 - rc if rc < 0 else rc
+    result = RecordResult(returncode=code, job_s=job_s)
+    reason = None
+    if rc < 0:
+        reason = f"killed by signal {signal.Signals(-rc).name}"
+    elif rc != 0:
+        reason = f"exit code {rc}"
+    t1 = time.perf_counter()
+    for raw in find_raw(output):
+        try:
+            result.summaries.append(finalize(raw, partial_reason=reason))
+        except Exception as e:
+            result.problems.append(f"{raw.name}: {type(e).__name__}: {e}")
+    result.finalize_s = time.perf_counter() - t1
+    return result
+
+
+__all__ = ["RecordResult", "record_env", "run", "wrap_python"]
