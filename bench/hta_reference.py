@@ -311,9 +311,12 @@ def _analyse_one(trace_file: Path) -> dict[str, Any]:
         "kernel_type_breakdown": _kernel_type_breakdown,
         "launch_stats": _launch_stats,
     }
+    result["analysis_seconds"] = {}
     for name, fn in analyses.items():
         try:
+            t_a = time.perf_counter()
             result[name] = fn(analyzer)
+            result["analysis_seconds"][name] = time.perf_counter() - t_a
         except Exception as exc:  # noqa: BLE001 - one analysis may fail alone
             result[name] = None
             result["errors"][name] = f"{type(exc).__name__}: {exc}"
