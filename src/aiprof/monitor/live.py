@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from ..devices.base import METRICS, Sample
-from .render import value_of
+from .render import EQUIVALENT, value_of
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 HISTORY = 40
@@ -101,8 +101,11 @@ class LiveView:
                     continue
                 unit = METRICS[m].unit
                 pct = unit == "%"
+                label = METRICS[m].dmon or m
+                if s.values.get(m) is None and EQUIVALENT.get(m) in s.values:
+                    label = EQUIVALENT[m]  # the CPU's own name for what it shows here
                 t.add_row(
-                    METRICS[m].dmon or m,
+                    label,
                     "-" if v is None else f"{v:,.1f} {unit}",
                     sparkline(list(self.history[key][m]), 0.0 if pct else None, 100.0 if pct else None),
                 )
