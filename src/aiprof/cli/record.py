@@ -60,15 +60,14 @@ def command(
     }
     out = output or default_output()
     result = run(list(cmd), out, options)
-    err = click.get_text_stream("stderr")
     for s in result.summaries:
         for line in s.lines():
-            click.echo(f"aiprof: {line}", file=err)
+            click.echo(f"aiprof: {line}", err=True)
     for p in result.problems:
-        click.echo(f"aiprof: warning: {p}", file=err)
+        click.echo(f"aiprof: warning: {p}", err=True)
     if not result.summaries:
-        click.echo("aiprof: no profile was written (the job was killed before it could stop recording?)", file=err)
+        click.echo("aiprof: no profile was written (the job was killed before it could stop recording?)", err=True)
     else:
-        click.echo(f"aiprof: job {result.job_s:.3f} s, profile written in {result.finalize_s:.3f} s", file=err)
-        click.echo(f"aiprof: see more: aiprof report {out}", file=err)
+        click.echo(f"aiprof: job {result.job_s:.3f} s, profile written in {result.finalize_s:.3f} s", err=True)
+        click.echo(f"aiprof: see more: aiprof report {out}", err=True)
     sys.exit(result.returncode)
