@@ -277,6 +277,39 @@ def _window(request: Request, body: dict[str, Any], timeline: Timeline) -> Windo
     return Window.parse(t0, t1, src.get("width", 1000), src.get("tracks"), src.get("max_items"))
 
 
+def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[str, Any]:
+    """One profile's metadata for the API: devices, ranks, steps (the steps view),
+    sources, table sizes, warnings and the time span (ns) the timeline covers."""
+    meta = profile.metas[0]
+    timeline.build()
+    steps: list[dict[str, Any]] = []
+    steps_error = None
+    try:
+        steps = run(profile, "steps").rows
+    except AiprofError as ex:
+        steps_error = str(ex)
+    out = {
+        "id": pid,
+        "name": name,
+        "aiprof_version": meta.get("aiprof_version"),
+        "schema_version": meta.get("schema_version"),
+        "time_origin_ns": profile.time_origin_ns,
+        "span_ns": list(timeline.span),
+        "ranks": sorted({r for m in profile.metas for r in m.get("ranks", [])}),
+        "world_size": meta.get("world_size"),
+        "hosts": meta.get("hosts", []),
+        "devices": profile.devices,
+        "sources": [{k: v for k, v in src.items() if k != "path"} | {"file": Path(str(src.get("path", ""))).name}
+                    for m in profile.metas for src in m.get("sources", [])],
+        "tables": profile.tables,
+        "warnings": profile.warnings,
+        "steps": steps,
+    }
+    if steps_error:
+        out["steps_error"] = steps_error
+    return out
+
+
 # -- advice ------------------------------------------------------------------------------
 
 
@@ -347,33 +380,8 @@ class Api:
 
     def _meta(self, e: Entry) -> dict[str, Any]:
         assert e.profile is not None and e.timeline is not None
-        p = e.profile
         with e.lock:
-            meta = p.metas[0]
-            e.timeline.build()
-            steps: list[dict[str, Any]] = []
-            steps_error = None
-            try:
-                steps = run(p, "steps").rows
-            except AiprofError as ex:
-                steps_error = str(ex)
-            return {
-                "id": e.id,
-                "name": e.path.name,
-                "aiprof_version": meta.get("aiprof_version"),
-                "schema_version": meta.get("schema_version"),
-                "time_origin_ns": p.time_origin_ns,
-                "span_ns": list(e.timeline.span),
-                "ranks": meta.get("ranks", []),
-                "world_size": meta.get("world_size"),
-                "hosts": meta.get("hosts", []),
-                "devices": p.devices,
-                "sources": meta.get("sources", []),
-                "tables": p.tables,
-                "warnings": p.warnings,
-                "steps": steps,
-                **({"steps_error": steps_error} if steps_error else {}),
-            }
+            return describe(e.profile, e.id, e.path.name, e.timeline)
 
     async def view(self, request: Request) -> Response:
         e = self._entry(request)
@@ -386,8 +394,9 @@ class Api:
         def work() -> dict[str, Any]:
             assert e.profile is not None
             with e.lock:
-                out = run(e.profile, name, q, params).to_json()
-            out["query"] = q.to_json()
+                res = run(e.profile, name, q, params)
+            out = res.to_json()
+            out["query"] = res.query.to_json()
             out["profile"] = e.id
             return out
 

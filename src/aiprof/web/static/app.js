@@ -51,6 +51,11 @@
     if (a >= 1e3) return (ns / 1e3).toFixed(3) + " µs";
     return Math.round(ns) + " ns";
   }
+  function fmtTick(t, tick) {
+    const [div, unit] = tick >= 1e8 ? [1e9, "s"] : tick >= 1e5 ? [1e6, "ms"] : tick >= 100 ? [1e3, "µs"] : [1, "ns"];
+    const digits = Math.max(0, Math.ceil(-Math.log10(tick / div) + 1e-9));
+    return (t / div).toFixed(Math.min(digits, 6)) + " " + unit;
+  }
   function fmtBytes(b) {
     if (b === null || b === undefined) return "";
     const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; let v = b;
@@ -414,8 +419,8 @@
       const [a, b] = [selA.value, selB.value];
       const [sa, sb, oa, ob, ka, kb] = await Promise.all([
         get(a, "/views/steps?limit=1000"), get(b, "/views/steps?limit=1000"),
-        get(a, "/views/operators?limit=500&sort=-total_us"), get(b, "/views/operators?limit=500&sort=-total_us"),
-        get(a, "/views/kernels?limit=500&sort=-total_us"), get(b, "/views/kernels?limit=500&sort=-total_us"),
+        get(a, "/views/operators?limit=500"), get(b, "/views/operators?limit=500"),
+        get(a, "/views/kernels?limit=500"), get(b, "/views/kernels?limit=500"),
       ]);
       out.textContent = "";
       const mean = (rows, k) => rows.length ? rows.reduce((s, r) => s + (r[k] || 0), 0) / rows.length : 0;
@@ -427,11 +432,15 @@
       }
       out.append(h("h3", {}, `Step time (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), t);
       for (const [title, ra, rb, id] of [["Operators", oa, ob, "cmp-ops"], ["Kernels", ka, kb, "cmp-kernels"]]) {
+        // The value compared is the view's own default sort column (its main time figure).
+        const cols = ra.columns.map((c) => c.name);
+        const vk = ((ra.query && ra.query.sort && ra.query.sort[0]) || {}).column || ["total_us", "device_total_us", "host_total_us"].find((c) => cols.includes(c));
+        const ck = ["count", "calls"].find((c) => cols.includes(c));
         const m = new Map();
-        for (const r of ra.rows) m.set(r.name, { name: r.name, a: r.total_us || 0, b: 0, ca: r.count, cb: 0 });
-        for (const r of rb.rows) { const x = m.get(r.name) || { name: r.name, a: 0, b: 0, ca: 0, cb: 0 }; x.b = r.total_us || 0; x.cb = r.count; m.set(r.name, x); }
+        for (const r of ra.rows) m.set(r.name, { name: r.name, a: r[vk] || 0, b: 0, ca: r[ck], cb: 0 });
+        for (const r of rb.rows) { const x = m.get(r.name) || { name: r.name, a: 0, b: 0, ca: 0, cb: 0 }; x.b = r[vk] || 0; x.cb = r[ck]; m.set(r.name, x); }
         const diffs = [...m.values()].sort((x, y) => Math.abs(y.b - y.a) - Math.abs(x.b - x.a)).slice(0, 20);
-        const tt = h("table", { class: "data", id }, h("tr", {}, h("th", {}, "name"), h("th", {}, "A total (µs)"), h("th", {}, "B total (µs)"), h("th", {}, "B − A (µs)"), h("th", {}, "calls A"), h("th", {}, "calls B")));
+        const tt = h("table", { class: "data", id }, h("tr", {}, h("th", {}, "name"), h("th", {}, "A " + vk), h("th", {}, "B " + vk), h("th", {}, "B − A"), h("th", {}, "calls A"), h("th", {}, "calls B")));
         for (const d of diffs) tt.append(h("tr", {}, h("td", { title: d.name }, d.name), h("td", { class: "num" }, fmtNum(d.a)), h("td", { class: "num" }, fmtNum(d.b)), h("td", { class: "num" }, fmtNum(d.b - d.a)), h("td", { class: "num" }, fmtNum(d.ca)), h("td", { class: "num" }, fmtNum(d.cb))));
         out.append(h("h3", {}, "Top differences: " + title.toLowerCase() + " (of the 500 largest in each)"), tt);
       }
@@ -502,7 +511,7 @@
           ctx.fillRect(x, yy + 1, w, ROW_H - 2);
           if (w > 28 && it.n[i] === 1) {
             const x0 = Math.max(x, LABEL_W) + 2, ww = Math.min(x + w, W) - x0 - 2;
-            if (ww > 20) { ctx.fillStyle = "#111"; const ch = Math.floor(ww / 6.2); ctx.fillText(name.length > ch ? name.slice(0, Math.max(1, ch - 1)) + "…" : name, x0, yy + ROW_H / 2); }
+            if (ww > 20) { ctx.fillStyle = it.kind[i] === "step" || it.kind[i] === "kernel" || it.kind[i] === "collective" ? "#fff" : "#111"; const ch = Math.floor(ww / 6.2); ctx.fillText(name.length > ch ? name.slice(0, Math.max(1, ch - 1)) + "…" : name, x0, yy + ROW_H / 2); }
           }
         }
         // Flow arrows: launch -> device work.
@@ -541,7 +550,7 @@
       ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, RULER_H); ctx.strokeStyle = "#d1d5db"; ctx.beginPath(); ctx.moveTo(0, RULER_H); ctx.lineTo(W, RULER_H); ctx.stroke();
       const dt = V.t1 - V.t0; const step = Math.pow(10, Math.floor(Math.log10(dt / 8))); const mult = dt / step > 40 ? 5 : dt / step > 20 ? 2 : 1; const tick = step * mult;
       ctx.fillStyle = "#374151";
-      for (let t = Math.ceil(V.t0 / tick) * tick; t <= V.t1; t += tick) { const x = xOf(t); ctx.fillRect(x, RULER_H - 6, 1, 6); ctx.fillText(fmtNs(t), x + 2, 9); }
+      for (let t = Math.ceil(V.t0 / tick) * tick; t <= V.t1; t += tick) { const x = xOf(t); if (x < LABEL_W) continue; ctx.fillRect(x, RULER_H - 6, 1, 6); ctx.fillText(fmtTick(t, tick), x + 2, 9); }
       ctx.fillText(`window ${fmtNs(dt)}`, 6, 9);
       const ms = performance.now() - t_start;
       window.__aiprof.frames.push(ms); if (window.__aiprof.frames.length > 1000) window.__aiprof.frames.shift();

@@ -1,0 +1,96 @@
+"""``aiprof report PROFILE --html report.html``: one self-contained HTML file.
+
+The file is the web UI itself (its CSS and JS inlined) plus the API responses it
+needs, embedded as JSON: the overview, steps, operators, kernels, memory and counters
+views and the advice. It opens from disk with no server and loads nothing from the
+network. Tables sort, filter and page in the browser over the embedded rows (the
+operators and kernels tables hold their top ``TOP_ROWS`` rows). There is no timeline
+in the report: use ``aiprof serve`` or ``aiprof timechart`` for that.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..analysis import Query, run, views
+from ..errors import AiprofError
+from ..store import Profile
+from .server import advice_for, describe, dumps
+from .timeline import Timeline
+
+TOP_ROWS = 500
+#: view -> rows embedded (None = all).
+REPORT_VIEWS: dict[str, int | None] = {
+    "overview": None,
+    "steps": None,
+    "operators": TOP_ROWS,
+    "kernels": TOP_ROWS,
+    "memory": None,
+    "counters": None,
+}
+REPORT_ID = "report"
+
+
+def _asset(name: str) -> str:
+    return resources.files("aiprof.web").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _script_safe(text: str) -> str:
+    # Nothing inside a <script> may close it.
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def report_data(profile: Profile) -> dict[str, Any]:
+    """The embedded API responses, keyed by the API path the UI asks for."""
+    name = profile.paths[0].name if len(profile.paths) == 1 else f"{len(profile.paths)} profiles"
+    base = f"/profiles/{REPORT_ID}"
+    data: dict[str, Any] = {
+        "__generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "/profiles": {"profiles": [{"id": REPORT_ID, "name": name, "status": "ok"}]},
+        base: describe(profile, REPORT_ID, name, Timeline(profile)),
+    }
+    known = views()
+    for view, limit in REPORT_VIEWS.items():
+        if view not in known:
+            continue
+        try:
+            res = run(profile, view, Query(limit=limit))
+        except AiprofError as e:
+            data[f"{base}/views/{view}"] = {"view": view, "columns": [], "rows": [], "total": 0, "error": str(e)}
+            continue
+        out = res.to_json()
+        out["query"] = res.query.to_json()
+        data[f"{base}/views/{view}"] = out
+    try:
+        data[f"{base}/advice"] = advice_for(profile)
+    except Exception as e:  # noqa: BLE001 - a failing proposer must not lose the report
+        data[f"{base}/advice"] = {"available": False, "advice": [], "reason": f"the proposer failed: {e}"}
+    return data
+
+
+def render_report(profile: Profile) -> str:
+    """The report's HTML text."""
+    page = _asset("index.html")
+    css = _asset("style.css")
+    js = _asset("app.js")
+    data = dumps(report_data(profile)).decode("utf-8")
+    page = page.replace('<link rel="stylesheet" href="/static/style.css">', f"<style>\n{css}\n</style>")
+    page = page.replace(
+        '<script src="/static/app.js"></script>',
+        f"<script>window.AIPROF_EMBED = {_script_safe(data)};</script>\n<script>\n{_script_safe(js)}\n</script>",
+    )
+    page = page.replace("<title>aiprof</title>", "<title>aiprof report</title>")
+    return page
+
+
+def write_report(profile: Profile, path: str | os.PathLike[str]) -> Path:
+    """Write the self-contained HTML report of ``profile`` to ``path`` (atomically)."""
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp.write_text(render_report(profile), encoding="utf-8")
+    os.replace(tmp, out)
+    return out
