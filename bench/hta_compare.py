@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,10 @@ def run_hta(files: list[Path], no_rounding: bool) -> dict[str, dict[str, Any]]:
         env["HTA_DISABLE_NS_ROUNDING"] = "1"
     out = subprocess.run(
         [hta_python(), str(ROOT / "bench" / "hta_reference.py"), *map(str, files)],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     res = {}
     for line in out.stdout.splitlines():
@@ -153,7 +155,9 @@ def main() -> int:
     hta = run_hta(files, no_rounding=False)
     hta_exact = run_hta(files, no_rounding=True)
     print("## Correctness: device idle/compute/non-compute % and device ops in HTA's window")
-    print(f"{'file':44} {'rank':>4} {'aiprof %':>20} {'HTA %':>20} {'HTA exact %':>20} {'ops ours':>9} {'ops HTA':>8} {'time ours ns':>14} {'HTA exact ns':>14}")
+    print(
+        f"{'file':44} {'rank':>4} {'aiprof %':>20} {'HTA %':>20} {'HTA exact %':>20} {'ops ours':>9} {'ops HTA':>8} {'time ours ns':>14} {'HTA exact ns':>14}"
+    )
     perf = []
     for f in files:
         ours = run_ours(f)
@@ -161,16 +165,22 @@ def main() -> int:
         for w in ours["window"] or [{"rank": 0, "n": 0, "d": 0}]:
             r = w["rank"]
             gk = (hx.get("gpu_kernels") or {}).get(str(r)) or {}
-            print(f"{f.parent.name + '/' + f.name[:30]:44} {r:>4} {fmt_pct(ours['device'], r):>20} {hta_pct(h, r):>20} "
-                  f"{hta_pct(hx, r):>20} {w['n']:>9} {gk.get('count', '-'):>8} {w['d'] or 0:>14} {gk.get('total_dur_ns', '-'):>14}")
+            print(
+                f"{f.parent.name + '/' + f.name[:30]:44} {r:>4} {fmt_pct(ours['device'], r):>20} {hta_pct(h, r):>20} "
+                f"{hta_pct(hx, r):>20} {w['n']:>9} {gk.get('count', '-'):>8} {w['d'] or 0:>14} {gk.get('total_dur_ns', '-'):>14}"
+            )
         perf.append((f, ours, h))
     print()
     print("## Speed and memory: import (aiprof) vs load (HTA), one child process each")
-    print(f"{'file':44} {'events':>8} {'aiprof s':>9} {'HTA s':>8} {'ratio':>7} {'aiprof RSS MB':>14} {'HTA RSS MB':>11}")
+    print(
+        f"{'file':44} {'events':>8} {'aiprof s':>9} {'HTA s':>8} {'ratio':>7} {'aiprof RSS MB':>14} {'HTA RSS MB':>11}"
+    )
     for f, ours, h in perf:
         hs = h.get("load_seconds") or float("nan")
-        print(f"{f.parent.name + '/' + f.name[:30]:44} {ours['events']:>8} {ours['seconds']:>9.3f} {hs:>8.3f} {hs / ours['seconds']:>6.1f}x "
-              f"{ours['rss'] / 2**20:>14.0f} {(h.get('peak_rss_bytes') or 0) / 2**20:>11.0f}")
+        print(
+            f"{f.parent.name + '/' + f.name[:30]:44} {ours['events']:>8} {ours['seconds']:>9.3f} {hs:>8.3f} {hs / ours['seconds']:>6.1f}x "
+            f"{ours['rss'] / 2**20:>14.0f} {(h.get('peak_rss_bytes') or 0) / 2**20:>11.0f}"
+        )
     if args.big:
         with tempfile.TemporaryDirectory(prefix="aiprof-big-") as tmp:
             big = make_big(args.repeat, Path(tmp) / "big.json")
@@ -180,17 +190,28 @@ def main() -> int:
             hs = h.get("load_seconds") or float("nan")
             print()
             print(f"## Large trace: df_index_resolver x{args.repeat}, {size / 2**20:.0f} MiB of JSON")
-            print(f"{'events':>9} {'aiprof s':>9} {'HTA s':>8} {'ratio':>7} {'aiprof ev/s':>12} {'aiprof RSS MB':>14} {'RSS/JSON':>9} {'HTA RSS MB':>11} {'HTA RSS/JSON':>13}")
-            print(f"{ours['events']:>9} {ours['seconds']:>9.2f} {hs:>8.2f} {hs / ours['seconds']:>6.1f}x {ours['events'] / ours['seconds']:>12.0f} "
-                  f"{ours['rss'] / 2**20:>14.0f} {ours['rss'] / size:>9.2f} {(h.get('peak_rss_bytes') or 0) / 2**20:>11.0f} {(h.get('peak_rss_bytes') or 0) / size:>13.2f}")
+            print(
+                f"{'events':>9} {'aiprof s':>9} {'HTA s':>8} {'ratio':>7} {'aiprof ev/s':>12} {'aiprof RSS MB':>14} {'RSS/JSON':>9} {'HTA RSS MB':>11} {'HTA RSS/JSON':>13}"
+            )
+            print(
+                f"{ours['events']:>9} {ours['seconds']:>9.2f} {hs:>8.2f} {hs / ours['seconds']:>6.1f}x {ours['events'] / ours['seconds']:>12.0f} "
+                f"{ours['rss'] / 2**20:>14.0f} {ours['rss'] / size:>9.2f} {(h.get('peak_rss_bytes') or 0) / 2**20:>11.0f} {(h.get('peak_rss_bytes') or 0) / size:>13.2f}"
+            )
             print()
             print("views on the large trace (aiprof view vs HTA's nearest analysis):")
-            pairs = {"overview": "temporal_breakdown", "idle": "idle_time_breakdown", "kernels": "gpu_kernels", "steps": "temporal_breakdown"}
+            pairs = {
+                "overview": "temporal_breakdown",
+                "idle": "idle_time_breakdown",
+                "kernels": "gpu_kernels",
+                "steps": "temporal_breakdown",
+            }
             for v, s in ours["views"].items():
                 hv = pairs.get(v)
                 ht = (h.get("analysis_seconds") or {}).get(hv) if hv else None
                 ratio = f"{ht / s:.1f}x" if ht else "-"
-                print(f"  {v:10} {s:8.3f} s   HTA {hv or '-':22} {ht if ht is not None else float('nan'):8.3f} s   ratio {ratio}")
+                print(
+                    f"  {v:10} {s:8.3f} s   HTA {hv or '-':22} {ht if ht is not None else float('nan'):8.3f} s   ratio {ratio}"
+                )
     return 0
 
 

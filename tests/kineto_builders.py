@@ -16,8 +16,18 @@ def span(name: str, cat: str, ts: float, dur: float, pid: int = 100, tid: int = 
 
 
 def kernel(name: str, ts: float, dur: float, corr: int, stream: int = 7, device: int = 0) -> dict[str, Any]:
-    return span(name, "kernel", ts, dur, pid=device, tid=stream, correlation=corr, stream=stream, device=device,
-                **{"External id": corr})
+    return span(
+        name,
+        "kernel",
+        ts,
+        dur,
+        pid=device,
+        tid=stream,
+        correlation=corr,
+        stream=stream,
+        device=device,
+        **{"External id": corr},
+    )
 
 
 def launch(ts: float, dur: float, corr: int, tid: int = 100) -> dict[str, Any]:
@@ -47,8 +57,18 @@ def two_step_trace() -> list[dict[str, Any]]:
         span("aten::mm", "cpu_op", 0, 600, **{"External id": 11}),
         launch(100, 10, 1),
         kernel("sgemm_a", 200, 300, 1),
-        span("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 550, 100, pid=0, tid=7, correlation=3, bytes=4096,
-             device=0, stream=7),
+        span(
+            "Memcpy HtoD (Pageable -> Device)",
+            "gpu_memcpy",
+            550,
+            100,
+            pid=0,
+            tid=7,
+            correlation=3,
+            bytes=4096,
+            device=0,
+            stream=7,
+        ),
         span("ProfilerStep#2", "user_annotation", 1000, 1000),
         span("aten::mm", "cpu_op", 1000, 200, **{"External id": 12}),
         launch(1050, 10, 2),
@@ -57,8 +77,22 @@ def two_step_trace() -> list[dict[str, Any]]:
         {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 200, "cat": "ac2g", "name": "ac2g", "bp": "e"},
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
         {"ph": "M", "name": "thread_name", "pid": 100, "tid": 100, "args": {"name": "python main"}},
-        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 100, "tid": 100, "ts": 120,
-         "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1024, "Total Allocated": 1024,
-                  "Total Reserved": 2048}},
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 100,
+            "tid": 100,
+            "ts": 120,
+            "args": {
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 1,
+                "Bytes": 1024,
+                "Total Allocated": 1024,
+                "Total Reserved": 2048,
+            },
+        },
         {"ph": "C", "name": "gpu_util", "pid": 0, "ts": 500, "args": {"value": 55.5}},
     ]

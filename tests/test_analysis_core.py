@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kineto_builders import kernel, launch, span, two_step_trace, write_trace
 
 from aiprof.analysis import Query, run, views
 from aiprof.errors import QueryError
 from aiprof.importers import import_paths
 from aiprof.store import Profile, open_profile
+from kineto_builders import kernel, launch, span, two_step_trace, write_trace
 
 
 @pytest.fixture()
@@ -28,7 +28,14 @@ def test_breakdown_counts_each_instant_once_in_priority(two_steps: Profile) -> N
     got = {(r["step"], r["category"]): r["time_us"] for r in _rows(two_steps, "overview", "section=breakdown")}
     # Step 1: kernel [200,500); memcpy [550,650); runtime [100,110); op [0,600).
     assert [got[(1, c)] for c in ("kernel", "memcpy", "memset", "communication", "runtime", "cpu_exec", "other")] == [
-        300, 100, 0, 0, 10, 240, 350]
+        300,
+        100,
+        0,
+        0,
+        10,
+        240,
+        350,
+    ]
     # Step 2: kernel [1100,1900); runtime [1050,1060); op [1000,1200).
     assert [got[(2, c)] for c in ("kernel", "runtime", "cpu_exec", "other")] == [800, 10, 90, 100]
     assert [got[(None, c)] for c in ("kernel", "memcpy", "runtime", "cpu_exec", "other")] == [1100, 100, 20, 330, 450]
@@ -48,8 +55,10 @@ def test_device_breakdown_follows_hta_window(two_steps: Profile) -> None:
 
 def test_steps_view(two_steps: Profile) -> None:
     s = _rows(two_steps, "steps")
-    assert [(r["step"], r["duration_us"], r["device_busy_us"], r["idle_us"], r["compute_us"], r["non_compute_us"]) for r in s] == [
-        (1, 1000, 400, 600, 300, 100), (2, 1000, 800, 200, 800, 0)]
+    assert [
+        (r["step"], r["duration_us"], r["device_busy_us"], r["idle_us"], r["compute_us"], r["non_compute_us"])
+        for r in s
+    ] == [(1, 1000, 400, 600, 300, 100), (2, 1000, 800, 200, 800, 0)]
 
 
 def test_kernels_and_operators(two_steps: Profile) -> None:
@@ -57,36 +66,79 @@ def test_kernels_and_operators(two_steps: Profile) -> None:
     assert len(k) == 1
     r = k[0]
     assert (r["name"], r["count"], r["total_us"], r["mean_us"], r["median_us"], r["min_us"], r["max_us"], r["pct"]) == (
-        "sgemm_a", 2, 1100, 550, 550, 300, 800, 100)
+        "sgemm_a",
+        2,
+        1100,
+        550,
+        550,
+        300,
+        800,
+        100,
+    )
     ops = {o["name"]: o for o in _rows(two_steps, "operators")}
     mm = ops["aten::mm"]
-    assert (mm["calls"], mm["host_total_us"], mm["host_self_us"], mm["device_self_us"], mm["kernels"]) == (2, 800, 780, 1100, 2)
+    assert (mm["calls"], mm["host_total_us"], mm["host_self_us"], mm["device_self_us"], mm["kernels"]) == (
+        2,
+        800,
+        780,
+        1100,
+        2,
+    )
 
 
 def test_idle_causes(tmp_path: Path) -> None:
     evs = [
         span("ProfilerStep#0", "user_annotation", 0, 300),
-        launch(0, 5, 1), kernel("k1", 10, 10, 1),
-        launch(50, 5, 2), kernel("k2", 60, 10, 2),    # launched after k1 ended: host wait 40
-        launch(55, 5, 3), kernel("k3", 75, 5, 3),     # queued, 5 µs gap: kernel wait
-        launch(56, 5, 4), kernel("k4", 200, 10, 4),   # queued, 120 µs gap: other
+        launch(0, 5, 1),
+        kernel("k1", 10, 10, 1),
+        launch(50, 5, 2),
+        kernel("k2", 60, 10, 2),  # launched after k1 ended: host wait 40
+        launch(55, 5, 3),
+        kernel("k3", 75, 5, 3),  # queued, 5 µs gap: kernel wait
+        launch(56, 5, 4),
+        kernel("k4", 200, 10, 4),  # queued, 120 µs gap: other
     ]
     out, _ = import_paths([write_trace(tmp_path / "i.json", evs)], tmp_path / "i")
     with open_profile(out) as prof:
         (r,) = _rows(prof, "idle")
-    assert (r["stream"], r["ops"], r["host_wait_us"], r["kernel_wait_us"], r["other_us"], r["idle_us"]) == (7, 4, 40, 5, 120, 165)
+    assert (r["stream"], r["ops"], r["host_wait_us"], r["kernel_wait_us"], r["other_us"], r["idle_us"]) == (
+        7,
+        4,
+        40,
+        5,
+        120,
+        165,
+    )
     assert r["span_us"] == 200 and r["busy_us"] == 35
 
 
 def test_memory_peak_and_owners(tmp_path: Path) -> None:
     def mem(ts: float, addr: int, b: int, alloc: int) -> dict[str, Any]:
-        return {"ph": "i", "name": "[memory]", "pid": 100, "tid": 100, "ts": ts, "s": "t",
-                "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": b, "Total Allocated": alloc,
-                         "Total Reserved": 4096}}
+        return {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 100,
+            "tid": 100,
+            "ts": ts,
+            "s": "t",
+            "args": {
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": addr,
+                "Bytes": b,
+                "Total Allocated": alloc,
+                "Total Reserved": 4096,
+            },
+        }
+
     evs = [
-        span("aten::empty", "cpu_op", 0, 10), mem(1, 1, 1000, 1000),
-        span("aten::mm", "cpu_op", 20, 10), mem(21, 2, 2000, 3000),
-        span("aten::add", "cpu_op", 40, 10), mem(41, 3, 500, 3500), mem(45, 1, -1000, 2500),
+        span("aten::empty", "cpu_op", 0, 10),
+        mem(1, 1, 1000, 1000),
+        span("aten::mm", "cpu_op", 20, 10),
+        mem(21, 2, 2000, 3000),
+        span("aten::add", "cpu_op", 40, 10),
+        mem(41, 3, 500, 3500),
+        mem(45, 1, -1000, 2500),
         mem(60, 2, -2000, 500),
     ]
     out, _ = import_paths([write_trace(tmp_path / "m.json", evs)], tmp_path / "m")
@@ -110,7 +162,13 @@ def test_query_filters_sort_and_page(two_steps: Profile) -> None:
     assert [e["name"] for e in _rows(two_steps, "events", "name~SGEMM")] == ["sgemm_a", "sgemm_a"]
     assert [e["dur_us"] for e in _rows(two_steps, "events", "kind=kernel", "dur_us=300..800", sort="dur")] == [300, 800]
     assert [e["dur_us"] for e in _rows(two_steps, "events", "kind=kernel", "dur_us>300")] == [800]
-    j = Query.from_json({"filters": [{"column": "kind", "op": "in", "values": ["kernel"]}], "sort": [{"column": "ts", "desc": True}], "limit": 1})
+    j = Query.from_json(
+        {
+            "filters": [{"column": "kind", "op": "in", "values": ["kernel"]}],
+            "sort": [{"column": "ts", "desc": True}],
+            "limit": 1,
+        }
+    )
     assert run(two_steps, "events", j).rows[0]["ts_us"] == 1100
 
 

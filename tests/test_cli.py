@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from kineto_builders import two_step_trace, write_trace
 
 AIPROF = [sys.executable, "-m", "aiprof"]
@@ -32,12 +33,36 @@ def test_import_report_sql_round(tmp_path: Path) -> None:
     r = cli("report", prof, "--view", "kernels", "--format", "json")
     doc = json.loads(r.stdout)
     assert doc["total"] == 1 and doc["rows"][0]["name"] == "sgemm_a" and doc["rows"][0]["total_us"] == 1100
-    r = cli("report", prof, "--view", "overview", "--format", "json", "--filter", "section=breakdown", "--filter", "step=null")
+    r = cli(
+        "report",
+        prof,
+        "--view",
+        "overview",
+        "--format",
+        "json",
+        "--filter",
+        "section=breakdown",
+        "--filter",
+        "step=null",
+    )
     cats = {row["category"]: row for row in json.loads(r.stdout)["rows"]}
     assert isinstance(cats["kernel"]["time_us"], float) and cats["kernel"]["percent"] == 55.0
     r = cli("report", prof)
     assert r.returncode == 0 and "step time breakdown" in r.stdout and "sgemm_a" in r.stdout
-    r = cli("report", prof, "--view", "events", "--format", "csv", "--filter", "kind=kernel", "--sort", "-dur", "--limit", "1")
+    r = cli(
+        "report",
+        prof,
+        "--view",
+        "events",
+        "--format",
+        "csv",
+        "--filter",
+        "kind=kernel",
+        "--sort",
+        "-dur",
+        "--limit",
+        "1",
+    )
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert len(rows) == 1 and rows[0]["name"] == "sgemm_a" and rows[0]["dur"] == "800000"
     r = cli("sql", prof, "SELECT count(*) AS n FROM events WHERE kind = 'kernel'", "--format", "json")

@@ -8,15 +8,21 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kineto_builders import two_step_trace
 
 from aiprof.errors import AiprofError
 from aiprof.importers import import_paths
+from kineto_builders import two_step_trace
 
 BASE = json.dumps({"traceEvents": two_step_trace()}).encode()
 
-scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=8))
-value = st.recursive(scalar, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=5), c, max_size=3)), max_leaves=6)
+scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=8)
+)
+value = st.recursive(
+    scalar,
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=5), c, max_size=3)),
+    max_leaves=6,
+)
 field = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "bp", "s"])
 
 

@@ -13,7 +13,6 @@ import pytest
 
 from aiprof.importers import choose, import_paths
 from aiprof.store import open_profile
-
 from kineto_builders import two_step_trace, write_trace
 
 
@@ -58,7 +57,9 @@ def test_nothing_is_dropped(shared_data: Path, tmp_path: Path, name: str) -> Non
     assert n_memory == memory
     assert n_counters >= by_ph["C"]
     assert sum(ctx.kinds.values()) == n_events
-    steps = [e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"]
+    steps = [
+        e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"
+    ]
     assert step_rows == len(steps)
     # Every span keeps its raw category; kinds match the category mapping.
     kernels = sum(1 for e in raw if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel")
@@ -110,9 +111,14 @@ def test_multi_rank_nccl_trace(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_amd_trace_is_rocm(shared_data: Path, tmp_path: Path) -> None:
-    out, _ = import_paths([shared_data / "kineto/MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz"], tmp_path / "c")
+    out, _ = import_paths(
+        [shared_data / "kineto/MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz"], tmp_path / "c"
+    )
     with open_profile(out) as prof:
-        types = {r["device_type"] for r in prof.sql("SELECT DISTINCT device_type FROM events WHERE kind = 'kernel'").to_pylist()}
+        types = {
+            r["device_type"]
+            for r in prof.sql("SELECT DISTINCT device_type FROM events WHERE kind = 'kernel'").to_pylist()
+        }
         assert types == {"rocm"}
         assert prof.metas[0]["devices"][0]["vendor"] == "AMD"
         names = {r["name"] for r in prof.sql("SELECT DISTINCT name FROM events WHERE kind = 'runtime'").to_pylist()}
@@ -120,7 +126,9 @@ def test_amd_trace_is_rocm(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_cpu_only_trace(shared_data: Path, tmp_path: Path) -> None:
-    out, _ = import_paths([shared_data / "kineto/cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], tmp_path / "d")
+    out, _ = import_paths(
+        [shared_data / "kineto/cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], tmp_path / "d"
+    )
     with open_profile(out) as prof:
         assert prof.metas[0]["ranks"] == [34]
         assert prof.metas[0]["world_size"] == 300
@@ -178,17 +186,43 @@ def test_old_kineto_categories_and_string_streams(tmp_path: Path) -> None:
     # 2021-era traces: "Operator"/"Kernel"/"Runtime"/"Memcpy" and tid "stream 7".
     evs = [
         {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 3,
-         "args": {"correlation": 9, "external id": 4}},
-        {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": "stream 7", "ts": 6, "dur": 2,
-         "args": {"correlation": 9, "external id": 4, "device": 0, "stream": 7}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": "stream 7", "ts": 9, "dur": 1,
-         "args": {"bytes": 64}},
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 2,
+            "dur": 3,
+            "args": {"correlation": 9, "external id": 4},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "add_kernel",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 6,
+            "dur": 2,
+            "args": {"correlation": 9, "external id": 4, "device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 9,
+            "dur": 1,
+            "args": {"bytes": 64},
+        },
         {"ph": "X", "cat": "SomethingNew", "name": "mystery", "pid": 1, "tid": 1, "ts": 11, "dur": 1},
     ]
     out, _ = import_paths([write_trace(tmp_path / "old.json", evs)], tmp_path / "o")
     with open_profile(out) as prof:
-        rows = {r["name"]: r for r in prof.sql("SELECT name, kind, cat, tid, external_id, bytes FROM events").to_pylist()}
+        rows = {
+            r["name"]: r for r in prof.sql("SELECT name, kind, cat, tid, external_id, bytes FROM events").to_pylist()
+        }
     assert rows["aten::add"]["kind"] == "cpu_op"
     assert rows["add_kernel"]["kind"] == "kernel" and rows["add_kernel"]["tid"] == 7
     assert rows["add_kernel"]["external_id"] == 4
@@ -208,5 +242,8 @@ def test_begin_end_pairs_become_spans(tmp_path: Path) -> None:
     with open_profile(out) as prof:
         rows = prof.sql("SELECT name, ts, dur FROM events ORDER BY ts").to_pylist()
     assert [(r["name"], r["ts"], r["dur"]) for r in rows] == [
-        ("outer", 0, 9000), ("inner", 2000, 3000), ("never closed", 10000, 0)]
+        ("outer", 0, 9000),
+        ("inner", 2000, 3000),
+        ("never closed", 10000, 0),
+    ]
     assert any("never closed" in w or "B events" in w for w in ctx.warnings)

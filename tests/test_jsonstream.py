@@ -36,7 +36,9 @@ TRICKY = [
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
-def test_tricky_strings_and_nesting_survive_any_chunking(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tricky_strings_and_nesting_survive_any_chunking(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(js, "CHUNK", chunk)
     events = TRICKY * 50
     p = tmp_path / "t.json"

@@ -59,7 +59,8 @@ class Result:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        return self.table.to_pylist()
+        rows: list[dict[str, Any]] = self.table.to_pylist()
+        return rows
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON shape (docs/api.md): view, columns, rows, total, query."""

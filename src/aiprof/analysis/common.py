@@ -43,7 +43,9 @@ def us(ns: Any) -> Any:
 def pct(part: Any, whole: Any) -> Any:
     whole_arr = np.asarray(whole, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(whole_arr > 0, 100.0 * np.asarray(part, dtype=np.float64) / np.where(whole_arr > 0, whole_arr, 1), np.nan)
+        r = np.where(
+            whole_arr > 0, 100.0 * np.asarray(part, dtype=np.float64) / np.where(whole_arr > 0, whole_arr, 1), np.nan
+        )
     return r
 
 
@@ -74,8 +76,9 @@ def hta_device_window_sql() -> str:
 
 def is_compute(kind: np.ndarray, name: np.ndarray) -> np.ndarray:
     """Compute kernels: kind 'kernel' whose name is not a sync (HTA's COMPUTATION)."""
-    k = kind == "kernel"
+    k: np.ndarray = kind == "kernel"
     if not k.any():
         return k
     no_sync = np.array(["Sync" not in str(n) and "Memcpy" not in str(n) for n in name], dtype=bool)
-    return k & no_sync
+    res: np.ndarray = k & no_sync
+    return res

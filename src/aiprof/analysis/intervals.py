@@ -46,4 +46,5 @@ def covered(ms: np.ndarray, me: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> n
         over = np.where(i > 0, np.clip(me[last] - t, 0, None), 0)
         return full - over
 
-    return upto(np.asarray(w1, dtype=np.int64)) - upto(np.asarray(w0, dtype=np.int64))
+    res: np.ndarray = upto(np.asarray(w1, dtype=np.int64)) - upto(np.asarray(w0, dtype=np.int64))
+    return res

@@ -27,8 +27,12 @@ _SCHEMA = pa.schema(
 )
 
 
-@analyser("memory", "Memory", default_sort=("rank", "device_type", "device", "-live_bytes"),
-          units={"peak_ts_us": "µs", "pct_of_peak": "%"})
+@analyser(
+    "memory",
+    "Memory",
+    default_sort=("rank", "device_type", "device", "-live_bytes"),
+    units={"peak_ts_us": "µs", "pct_of_peak": "%"},
+)
 def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, operator) holding memory at the device's peak:
     peak_allocated_bytes and peak_reserved_bytes of the device, peak_ts_us (µs), the
@@ -43,7 +47,12 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     )
     rows: list[dict[str, Any]] = []
     for i in range(len(peaks["pts"])):
-        r, dt, d, pts = int(peaks["rank"][i]), str(peaks["device_type"][i]), int(peaks["device"][i]), int(peaks["pts"][i])
+        r, dt, d, pts = (
+            int(peaks["rank"][i]),
+            str(peaks["device_type"][i]),
+            int(peaks["device"][i]),
+            int(peaks["pts"][i]),
+        )
         live = fetch(
             profile,
             """
@@ -68,8 +77,11 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             acc[0] += int(b)
             acc[1] += 1
         base = {
-            "rank": r, "device_type": dt, "device": d,
-            "peak_allocated_bytes": int(peaks["pa_"][i]), "peak_reserved_bytes": int(peaks["pr"][i]),
+            "rank": r,
+            "device_type": dt,
+            "device": d,
+            "peak_allocated_bytes": int(peaks["pa_"][i]),
+            "peak_reserved_bytes": int(peaks["pr"][i]),
             "peak_ts_us": pts / 1000.0,
         }
         peak = int(peaks["pa_"][i])
@@ -80,8 +92,15 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
         if not by:
             rows.append(base | {"operator": None, "live_bytes": 0, "blocks": 0, "pct_of_peak": None})
         for name, (b, n) in by.items():
-            rows.append(base | {"operator": name, "live_bytes": b, "blocks": n,
-                                "pct_of_peak": 100.0 * b / peak if peak > 0 else None})
+            rows.append(
+                base
+                | {
+                    "operator": name,
+                    "live_bytes": b,
+                    "blocks": n,
+                    "pct_of_peak": 100.0 * b / peak if peak > 0 else None,
+                }
+            )
     return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
 

@@ -15,9 +15,7 @@ _HOST_KINDS = "('cpu_op', 'user_annotation', 'python', 'runtime', 'driver', 'dat
 _OP_KINDS = frozenset({"cpu_op", "dataloader"})
 
 
-def nest(
-    rank: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray
-) -> np.ndarray:
+def nest(rank: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Parent index of each host span (the innermost span on the same thread that holds
     it), -1 for roots. Spans that only overlap without nesting get no parent."""
     order = np.lexsort((-dur, ts, tid, pid, rank))
@@ -77,7 +75,10 @@ def operators(profile: Profile, params: dict[str, Any]) -> pa.Table:
     dev_total = np.zeros(n, dtype=np.int64)
     launches = np.zeros(n, dtype=np.int64)
     if len(dev["d"]):
-        lookup = {(int(r), int(c)): (int(d), int(k)) for r, c, d, k in zip(dev["rank"], dev["correlation"], dev["d"], dev["k"])}
+        lookup = {
+            (int(r), int(c)): (int(d), int(k))
+            for r, c, d, k in zip(dev["rank"], dev["correlation"], dev["d"], dev["k"])
+        }
         is_op = np.array([k in _OP_KINDS for k in h["kind"]], dtype=bool)
         launch_idx = np.flatnonzero((h["correlation"] >= 0) & np.isin(h["kind"], ["runtime", "driver"]))
         for i in launch_idx.tolist():

@@ -125,8 +125,17 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
             compute = iv.length(ts[comp], te[comp])
             idle = span - busy
             for cat, v in (("idle", idle), ("compute", compute), ("non_compute", busy - compute)):
-                rows.append({"section": "device", "rank": int(r), "device": None, "step": None, "category": cat,
-                             "time_us": v / 1000.0, "percent": float(pct(v, span))})
+                rows.append(
+                    {
+                        "section": "device",
+                        "rank": int(r),
+                        "device": None,
+                        "step": None,
+                        "category": cat,
+                        "time_us": v / 1000.0,
+                        "percent": float(pct(v, span)),
+                    }
+                )
         asel = allk["rank"] == r
         wsel = np.flatnonzero(w["rank"] == r)
         if asel.any() and len(wsel):
@@ -141,7 +150,9 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
     return rows, per
 
 
-def _compute_all(profile: Profile) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
+def _compute_all(
+    profile: Profile,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
     w = _windows(profile)
     b = _breakdown(profile, w)
     dev_rows, per = _device(profile, w)
@@ -179,14 +190,41 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
             for c in CATEGORIES:
                 v = int(b[c][idx].sum())
                 used += v
-                rows.append({"section": "breakdown", "rank": int(r), "device": None, "step": step, "category": c,
-                             "time_us": v / 1000.0, "percent": float(pct(v, win))})
+                rows.append(
+                    {
+                        "section": "breakdown",
+                        "rank": int(r),
+                        "device": None,
+                        "step": step,
+                        "category": c,
+                        "time_us": v / 1000.0,
+                        "percent": float(pct(v, win)),
+                    }
+                )
             other = max(win - used, 0)
-            rows.append({"section": "breakdown", "rank": int(r), "device": None, "step": step, "category": "other",
-                         "time_us": other / 1000.0, "percent": float(pct(other, win))})
+            rows.append(
+                {
+                    "section": "breakdown",
+                    "rank": int(r),
+                    "device": None,
+                    "step": step,
+                    "category": "other",
+                    "time_us": other / 1000.0,
+                    "percent": float(pct(other, win)),
+                }
+            )
         busy = int(per["busy"][sel].sum())
-        rows.append({"section": "utilization", "rank": int(r), "device": None, "step": None, "category": "device_busy",
-                     "time_us": busy / 1000.0, "percent": float(pct(busy, total))})
+        rows.append(
+            {
+                "section": "utilization",
+                "rank": int(r),
+                "device": None,
+                "step": None,
+                "category": "device_busy",
+                "time_us": busy / 1000.0,
+                "percent": float(pct(busy, total)),
+            }
+        )
     rows.extend(dev_rows)
     return pa.Table.from_pylist(rows, schema=_OVERVIEW_SCHEMA)
 

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as e:  # noqa: BLE001 - the user gets one line, never a traceback
+    except Exception as e:
         if os.environ.get("AIPROF_DEBUG"):
             raise
         click.echo(f"aiprof: internal error: {type(e).__name__}: {e} (set AIPROF_DEBUG=1 for details)", err=True)

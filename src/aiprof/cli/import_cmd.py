@@ -40,7 +40,13 @@ def command(files: tuple[Path, ...], output: Path | None, forced: str | None, ra
     if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty():
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err) as bar:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=err,
+        ) as bar:
             task = bar.add_task("importing (decompressed bytes)", total=None)
             path, ctx = import_paths(paths, out, forced=forced, rank=rank, progress=lambda n: bar.advance(task, n))
     else:

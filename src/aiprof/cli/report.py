@@ -18,16 +18,34 @@ VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "co
 
 @click.command("report")
 @click.argument("profile", nargs=-1, required=True)
-@click.option("--view", default="overview", show_default=True, help=f"One of: {', '.join(VIEW_NAMES)} (and any added view).")
+@click.option(
+    "--view", default="overview", show_default=True, help=f"One of: {', '.join(VIEW_NAMES)} (and any added view)."
+)
 @click.option("--filter", "filters", multiple=True, help="COL=V[,V], COL!=V, COL~TEXT, COL>=N, COL=A..B (repeatable).")
 @click.option("--sort", help="Column to sort on; -COL for descending; comma-separated for several.")
 @click.option("--limit", type=click.IntRange(min=0), help="Rows to show (default 30 in a table, all in csv/json).")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-@click.option("--group-by", type=click.Choice(["name", "shapes"]), default="name", help="operators: by name, or name + input shapes.")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
-def command(profile: tuple[str, ...], view: str, filters: tuple[str, ...], sort: str | None, limit: int | None,
-            offset: int, fmt: str, group_by: str, html_out: str | None) -> None:
+@click.option(
+    "--group-by",
+    type=click.Choice(["name", "shapes"]),
+    default="name",
+    help="operators: by name, or name + input shapes.",
+)
+@click.option(
+    "--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here."
+)
+def command(
+    profile: tuple[str, ...],
+    view: str,
+    filters: tuple[str, ...],
+    sort: str | None,
+    limit: int | None,
+    offset: int,
+    fmt: str,
+    group_by: str,
+    html_out: str | None,
+) -> None:
     """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
     if limit is None and fmt == "table":
         limit = 30
@@ -41,8 +59,14 @@ def command(profile: tuple[str, ...], view: str, filters: tuple[str, ...], sort:
             return
         res = run(prof, view, q, params)
         title = views()[view].title
-        emit_table(res.table, fmt, title=title, total=res.total, units=res.units,
-                   extra={"view": view, "offset": offset, "limit": limit})
+        emit_table(
+            res.table,
+            fmt,
+            title=title,
+            total=res.total,
+            units=res.units,
+            extra={"view": view, "offset": offset, "limit": limit},
+        )
 
 
 def _write_html(prof: Any, path: str) -> None:
@@ -66,8 +90,12 @@ def _overview_table(prof: Any) -> None:
     console.print(f"[bold]aiprof report[/bold]  {', '.join(str(p) for p in prof.paths)}")
     srcs = [s for m in metas for s in m.get("sources", [])]
     if srcs:
-        console.print("sources: " + ", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
-    console.print(f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get('name')) for d in devices})) or "-"))
+        console.print(
+            "sources: " + ", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs)
+        )
+    console.print(
+        f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get("name")) for d in devices})) or "-")
+    )
     for w in prof.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     if any(m.get("partial") for m in metas):
@@ -109,7 +137,9 @@ def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None
 
     t = Table(title=title, header_style="bold")
     for c in cols:
-        t.add_column(c, justify="left" if c == "name" else "right", overflow="fold", max_width=70 if c == "name" else None)
+        t.add_column(
+            c, justify="left" if c == "name" else "right", overflow="fold", max_width=70 if c == "name" else None
+        )
     for row in table.select(cols).to_pylist():
         t.add_row(*[format_cell(v) for v in row.values()])
     console.print(t)

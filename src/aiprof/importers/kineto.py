@@ -227,7 +227,9 @@ class ChromeTraceConverter:
         (correlation, external_id, step...). Kineto needs none: no change, no columns."""
         return {}
 
-    def device_of(self, kinds: list[str], cats: list[str | None], pids: list[int], args: list[Args]) -> tuple[list[str], list[int]]:
+    def device_of(
+        self, kinds: list[str], cats: list[str | None], pids: list[int], args: list[Args]
+    ) -> tuple[list[str], list[int]]:
         dt: list[str] = []
         dev: list[int] = []
         vendor = self.vendor
@@ -287,7 +289,7 @@ class ChromeTraceConverter:
     def _decode_args(self, raws: list[msgspec.Raw]) -> list[Args]:
         try:
             # One decoder call for the whole batch: per-call overhead dominates otherwise.
-            return _ARGS_LIST_DECODER.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")  # type: ignore[misc]
+            return _ARGS_LIST_DECODER.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")
         except (msgspec.DecodeError, TypeError):
             out = []
             for r in raws:
@@ -318,7 +320,10 @@ class ChromeTraceConverter:
         raws = [e.args for e in evs]
         args = self._decode_args(raws)
         extra = self.refine(evs, kinds, args)
-        tids = [t if type(t) is int else self.int_id(t, stream=k in DEVICE_SIDE) for t, k in zip((e.tid for e in evs), kinds)]
+        tids = [
+            t if type(t) is int else self.int_id(t, stream=k in DEVICE_SIDE)
+            for t, k in zip((e.tid for e in evs), kinds)
+        ]
         ts, _ = self._times(evs)
         dur, dok = us_to_ns([e.dur for e in evs])
         dur = np.where(dok, dur, 0)
@@ -357,7 +362,9 @@ class ChromeTraceConverter:
             "dur": dur,
             "correlation": correlation,
             "external_id": [a.external_id if a.external_id is not None else a.external_id_old for a in args],
-            "bytes": [int(a.bytes) if a.bytes is not None and k in ("memcpy", "memset") else None for a, k in zip(args, kinds)],
+            "bytes": [
+                int(a.bytes) if a.bytes is not None and k in ("memcpy", "memset") else None for a, k in zip(args, kinds)
+            ],
             "grid": [_dims(a.grid) for a in args],
             "block": [_dims(a.block) for a in args],
             "args": [bytes(r).decode("utf-8", "replace") if r else None for r in raws],
@@ -383,7 +390,9 @@ class ChromeTraceConverter:
                 done.append((e, int(t), 0))
                 continue
             start, name, cat, raw = stack.pop()
-            done.append((Ev(ph="X", cat=cat, name=name, pid=e.pid, tid=e.tid, args=msgspec.Raw(raw)), start, int(t) - start))
+            done.append(
+                (Ev(ph="X", cat=cat, name=name, pid=e.pid, tid=e.tid, args=msgspec.Raw(raw)), start, int(t) - start)
+            )
         if not done:
             return
         evs = [d[0] for d in done]
@@ -394,9 +403,17 @@ class ChromeTraceConverter:
         args = self._decode_args([e.args for e in evs])
         dt, dev = self.device_of(kinds, cats, pids, args)
         self._write_events(
-            kinds, dt, dev, pids, [self.int_id(e.tid) for e in evs], cats, names,
-            np.array([d[1] for d in done], dtype=np.int64), np.array([d[2] for d in done], dtype=np.int64),
-            [e.args for e in evs], args,
+            kinds,
+            dt,
+            dev,
+            pids,
+            [self.int_id(e.tid) for e in evs],
+            cats,
+            names,
+            np.array([d[1] for d in done], dtype=np.int64),
+            np.array([d[2] for d in done], dtype=np.int64),
+            [e.args for e in evs],
+            args,
         )
 
     def finish(self) -> None:
@@ -413,9 +430,17 @@ class ChromeTraceConverter:
         args = self._decode_args([msgspec.Raw(i[3]) for _, i in left])
         dt, dev = self.device_of(kinds, cats, pids, args)
         self._write_events(
-            kinds, dt, dev, pids, [k[1] for k, _ in left], cats, names,
-            np.array([i[0] for _, i in left], dtype=np.int64), np.zeros(len(left), dtype=np.int64),
-            [i[3] for _, i in left], args,
+            kinds,
+            dt,
+            dev,
+            pids,
+            [k[1] for k, _ in left],
+            cats,
+            names,
+            np.array([i[0] for _, i in left], dtype=np.int64),
+            np.zeros(len(left), dtype=np.int64),
+            [i[3] for _, i in left],
+            args,
         )
 
     def _flows(self, evs: list[Ev]) -> None:
@@ -432,7 +457,11 @@ class ChromeTraceConverter:
             corr.append(e.id if launch and type(e.id) is int else None)
             if not e.args and type(e.id) is int and e.bp in (None, "e") and e.ph in ("s", "f", "t"):
                 # The common flow, written without a JSON encoder call.
-                raws.append(f'{{"ph":"{e.ph}","id":{e.id}}}'.encode() if e.bp is None else f'{{"ph":"{e.ph}","id":{e.id},"bp":"e"}}'.encode())
+                raws.append(
+                    f'{{"ph":"{e.ph}","id":{e.id}}}'.encode()
+                    if e.bp is None
+                    else f'{{"ph":"{e.ph}","id":{e.id},"bp":"e"}}'.encode()
+                )
                 continue
             info: dict[str, Any] = {"ph": e.ph}
             if e.id is not None:
@@ -445,10 +474,14 @@ class ChromeTraceConverter:
                 except orjson.JSONDecodeError:
                     info["args_raw"] = bytes(e.args).decode("utf-8", "replace")
             raws.append(orjson.dumps(info))
-        dt = ["cpu" if e.ph == "s" else (self.vendor if c and c.lower() == "ac2g" else "cpu") for e, c in zip(evs, cats)]
+        dt = [
+            "cpu" if e.ph == "s" else (self.vendor if c and c.lower() == "ac2g" else "cpu") for e, c in zip(evs, cats)
+        ]
         dev = [-1 if d == "cpu" else p for d, p in zip(dt, pids)]
         args = [_EMPTY_ARGS] * len(evs)
-        self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, np.zeros(len(evs), dtype=np.int64), raws, args, corr)
+        self._write_events(
+            kinds, dt, dev, pids, tids, cats, names, ts, np.zeros(len(evs), dtype=np.int64), raws, args, corr
+        )
 
     def _instants(self, evs: list[Ev]) -> None:
         mem = [e for e in evs if e.name == "[memory]"]
@@ -460,7 +493,9 @@ class ChromeTraceConverter:
                 "memory",
                 {
                     "rank": np.full(len(mem), self.rank, dtype=np.int32),
-                    "device_type": [C10_DEVICE_TYPES.get(a.dev_type if a.dev_type is not None else 0, "cpu") for a in args],
+                    "device_type": [
+                        C10_DEVICE_TYPES.get(a.dev_type if a.dev_type is not None else 0, "cpu") for a in args
+                    ],
                     "device": [a.dev_id if a.dev_id is not None else -1 for a in args],
                     "ts": ts,
                     "bytes": [a.mbytes for a in args],
@@ -479,9 +514,17 @@ class ChromeTraceConverter:
             pids = [self.int_id(e.pid) for e in rest]
             args = self._decode_args([e.args for e in rest])
             self._write_events(
-                ["instant"] * len(rest), ["cpu"] * len(rest), [-1] * len(rest), pids,
-                [self.int_id(e.tid) for e in rest], cats, names, ts, np.zeros(len(rest), dtype=np.int64),
-                [e.args for e in rest], args,
+                ["instant"] * len(rest),
+                ["cpu"] * len(rest),
+                [-1] * len(rest),
+                pids,
+                [self.int_id(e.tid) for e in rest],
+                cats,
+                names,
+                ts,
+                np.zeros(len(rest), dtype=np.int64),
+                [e.args for e in rest],
+                args,
             )
 
     def _counter(self, e: Ev) -> None:
@@ -650,7 +693,9 @@ def _coerce(item: Any) -> Ev | None:
     )
 
 
-def load_chrome_trace(path: Path, ctx: ImportContext, converter: type[ChromeTraceConverter] = ChromeTraceConverter) -> ChromeTraceConverter:
+def load_chrome_trace(
+    path: Path, ctx: ImportContext, converter: type[ChromeTraceConverter] = ChromeTraceConverter
+) -> ChromeTraceConverter:
     """Stream a Chrome-trace file through ``converter`` into the context's writer."""
     stream = TraceStream(path)
     conv: ChromeTraceConverter | None = None

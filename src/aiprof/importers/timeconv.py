@@ -36,7 +36,7 @@ def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         if frac_big.any():
             out = _fast(np.where(frac_big, 0.0, arr))
             for i in np.flatnonzero(frac_big):
-                out[i] = _str_ns(repr(float(values[i])))
+                out[i] = _str_ns(repr(float(values[int(i)])))
             return out, valid
     return _fast(arr), valid
 
@@ -44,7 +44,8 @@ def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 def _fast(arr: np.ndarray) -> np.ndarray:
     hi = np.floor(arr)
     frac = arr - hi
-    return hi.astype(np.int64) * 1000 + np.rint(frac * 1000.0).astype(np.int64)
+    out: np.ndarray = hi.astype(np.int64) * 1000 + np.rint(frac * 1000.0).astype(np.int64)
+    return out
 
 
 def _slow(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -11,15 +11,27 @@ import orjson
 import pyarrow as pa
 
 
-def emit_table(table: pa.Table, fmt: str, *, title: str | None = None, total: int | None = None,
-               units: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
+def emit_table(
+    table: pa.Table,
+    fmt: str,
+    *,
+    title: str | None = None,
+    total: int | None = None,
+    units: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Write ``table`` to stdout as a rich table, CSV, or JSON."""
     if fmt == "json":
-        doc: dict[str, Any] = {"columns": [{"name": f.name, "type": str(f.type), "unit": (units or {}).get(f.name)} for f in table.schema],
-                               "rows": table.to_pylist(), "total": table.num_rows if total is None else total}
+        doc: dict[str, Any] = {
+            "columns": [{"name": f.name, "type": str(f.type), "unit": (units or {}).get(f.name)} for f in table.schema],
+            "rows": table.to_pylist(),
+            "total": table.num_rows if total is None else total,
+        }
         if extra:
             doc.update(extra)
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n"
+        )
         return
     if fmt == "csv":
         buf = io.StringIO()

@@ -154,7 +154,9 @@ class ProfileWriter:
             self._spool.append(b)
             self._spool_bytes += b.nbytes
             if self._spool_bytes > SPOOL_BYTES:
-                self._spill = pq.ParquetWriter(self._tmp / ".events.spill.parquet", SCHEMAS["events"], compression="lz4")
+                self._spill = pq.ParquetWriter(
+                    self._tmp / ".events.spill.parquet", SCHEMAS["events"], compression="lz4"
+                )
                 for sb in self._spool:
                     self._spill.write_batch(sb)
                 self._spool.clear()
@@ -225,7 +227,7 @@ class ProfileWriter:
         for w in self._writers.values():
             try:
                 w.close()
-            except Exception:  # noqa: BLE001 - closing a broken writer must not mask the cause
+            except Exception:
                 pass
         self._writers.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)
