@@ -36,13 +36,13 @@ def main() -> None:
     time.sleep(args.seconds)
     t1 = time.monotonic()
     c1 = sum(proc.cpu_times()[:2])
-    child.send_signal(signal.SIGINT)
+    child.send_signal(signal.SIGTERM)
     try:
         _, err = child.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         child.kill()
         _, err = child.communicate()
-    if child.returncode not in (0, 130, -2):
+    if child.returncode not in (0, 130, -15):
         sys.exit(f"monitor failed ({child.returncode}): {err.decode()[-500:]}")
     steady = (c1 - c0) / (t1 - t0)
     total = c1 / (t1 - start)

@@ -222,3 +222,22 @@ def test_cli_bad_flags_exit_2(args: list[str], message: str) -> None:
     r = run_cli("monitor", "-c", "1", *args)
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sigterm_ends_the_monitor_and_keeps_the_recording(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "term.aiprof"
+    cmd = [sys.executable, "-m", "aiprof", "monitor", "-d", "0.05", "--format", "csv", "--record", str(out)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    child.stdout.readline()  # the header
+    child.stdout.readline()  # a first sample: the loop is running
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0 and "recorded" in err  # stopping is the normal end of a monitor
+    prof = open_profile(out)
+    try:
+        assert prof.sql("select count(*) n from counters where metric = 'cpu_util'").to_pylist()[0]["n"] >= 1
+    finally:
+        prof.close()

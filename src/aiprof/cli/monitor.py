@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from typing import TextIO
 
@@ -11,6 +13,15 @@ from ..errors import AiprofError
 
 #: Backend -> the device type it reads (to open only what -i asks for).
 BACKEND_TYPES = {"nvml": "cuda", "amdsmi": "rocm", "npu-smi": "npu", "cnmon": "mlu", "hl-smi": "hpu", "cpu": "cpu"}
+
+
+def _stop_on_sigterm() -> None:
+    # `kill` and service managers send SIGTERM: end like ^C, so a --record still commits.
+    def handler(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread (embedded use): leave it
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _interval(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
@@ -112,6 +123,7 @@ def command(
         server = MetricsServer(listen[0], listen[1], devices)
         click.echo(f"aiprof: serving Prometheus metrics on http://{server.host}:{server.port}/metrics", err=True)
 
+    _stop_on_sigterm()
     out: TextIO = sys.stdout
     if filename:
         out = open(filename, "w", encoding="utf-8")
@@ -123,22 +135,23 @@ def command(
             with LiveView(metrics, names_by_key) as view:
                 mon._wait = view.wait
                 for samples in mon.run(count):
-                    view.update(samples)
                     if recorder:
                         recorder.add(samples)
                     if server:
                         server.update(samples)
+                    view.update(samples)
         else:
             renderer = LineRenderer(
                 out, metrics, fmt=fmt or "dmon", date=date, time=time_, mixed=mixed, label_width=label_width
             )
             renderer.header()
             for samples in mon.run(count):
-                renderer.write(samples)
+                # Keep before showing: what a reader has seen is in the recording too.
                 if recorder:
                     recorder.add(samples)
                 if server:
                     server.update(samples)
+                renderer.write(samples)
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
