@@ -126,10 +126,10 @@ def col(header: list[str], *names: str) -> int | None:
     return None
 
 
-def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Leaves of a nested JSON object as ('a/b/c', value)."""
+def flatten(obj: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Leaves of a nested JSON object as (('a', 'b', 'c'), value); keys may hold '/'."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield from flatten(v, f"{prefix}/{k}" if prefix else str(k))
+            yield from flatten(v, (*prefix, str(k)))
     else:
         yield prefix, obj

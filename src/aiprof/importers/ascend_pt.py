@@ -106,8 +106,10 @@ def _detect(path: Path) -> Detection:
             return no(f"a folder with no {OUTPUT_DIR} and no torch_npu summary or trace_view file")
         return yes(f"a torch_npu/MindSpore profiler output folder ({found.name})")
     k = file_kind(path)
+    if k == "trace_view":
+        return no("a single trace file: see ascend-trace")
     if k is None:
-        return no("not a torch_npu summary CSV, trace_view or communication JSON")
+        return no("not a torch_npu summary CSV or communication JSON")
     return yes(f"torch_npu {k}")
 
 
@@ -343,8 +345,7 @@ def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
             if not isinstance(ops, dict):
                 continue
             for op, info in ops.items():
-                for key, v in flatten(info):
-                    parts = key.split("/")
+                for parts, v in flatten(info):
                     metric, unit = split_unit(parts[-1])
                     if kind == "communication_matrix":
                         section, text = f"communication_matrix/{step}/{group}", parts[0]

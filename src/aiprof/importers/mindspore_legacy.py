@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import ImportFormatError
 from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
-from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter
+from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
 from .base import Detection, ImportContext, Importer, no, yes
 from .kineto import Args, Ev, load_chrome_trace
 
@@ -67,7 +67,7 @@ def file_kind(path: Path) -> str | None:
     except OSError:
         return None
     if path.suffix == ".json" or head.lstrip()[:1] in (b"[", b"{"):
-        if _TIMELINE_RE.match(head) and b'"AscendCL@' not in head and b'"Ascend Hardware"' not in head:
+        if _TIMELINE_RE.match(head) and not looks_like_ascend_trace(head):
             return "timeline"
         if b'"sampling_interval"' in head and b'"device_info"' in head:
             return "minddata_cpu_utilization"
@@ -179,14 +179,16 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
     except orjson.JSONDecodeError as e:
         raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
     out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []
-    for key, v in flatten(doc):
+    for parts, v in flatten(doc):
+        key = "/".join(parts)
         if not isinstance(v, list):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out.append((None, "minddata", "minddata_cpu_utilization", key, None, float(v), None))
             continue
         for i, x in enumerate(v):
             if isinstance(x, dict):
-                for k2, v2 in flatten(x):
+                for p2, v2 in flatten(x):
+                    k2 = "/".join(p2)
                     for j, y in enumerate(v2 if isinstance(v2, list) else [v2]):
                         if isinstance(y, (int, float)) and not isinstance(y, bool):
                             out.append(
@@ -201,12 +203,12 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
                                 )
                             )
             elif isinstance(x, (int, float)) and not isinstance(x, bool):
-                metric, unit = split_unit(key.split("/")[-1])
+                metric, unit = split_unit(parts[-1])
                 out.append(
                     (
                         i,
                         "minddata",
-                        ("minddata_cpu_utilization/" + "/".join(key.split("/")[:-1])).rstrip("/"),
+                        "/".join(["minddata_cpu_utilization", *parts[:-1]]),
                         metric,
                         "%" if "utilization" in metric else unit,
                         float(x),
