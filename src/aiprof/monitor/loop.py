@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from ..devices.base import DeviceBackend, DeviceInfo, Sample
 from ..errors import AiprofError
-from ..store.schema import DEVICE_TYPES
 
 log = logging.getLogger("aiprof.monitor")
 
@@ -34,6 +33,9 @@ def parse_selectors(text: str | None) -> list[Selector]:
     """``-i`` value: comma-separated ``0``, ``cuda``, ``cuda:0`` items (dmon takes indices)."""
     if not text:
         return []
+    # Imported here: the store package pulls in DuckDB, which a plain monitor never needs.
+    from ..store.schema import DEVICE_TYPES
+
     out = []
     for item in text.split(","):
         item = item.strip().lower()
