@@ -44,6 +44,7 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) ->
             sock.bind((host, port))
         except OSError as e:
             raise AiprofError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+        sock.listen(128)  # clients that connect before uvicorn runs wait in the backlog
         real_port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{real_port}/"

@@ -215,9 +215,14 @@ def _error(status: int, message: str) -> Response:
 async def _body(request: Request) -> dict[str, Any]:
     if request.method != "POST":
         return {}
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "request body too large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, f"request body larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
@@ -755,7 +760,6 @@ def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.
     app = Starlette(
         routes=r,
         exception_handlers={HTTPException: http_error, Exception: server_error},
-        max_body_size=MAX_BODY,
     )
 
     loopback = host in LOOPBACK
