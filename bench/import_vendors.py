@@ -33,6 +33,7 @@ PEER = "kineto"
 
 NSYS_SAMPLE = DATA / "nsys" / "nsys_2022.4_vecadd_streams_T4_report1.sqlite"
 KINETO_SAMPLE = DATA / "kineto" / "V100" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+ASCEND_SAMPLE = DATA / "ascend" / "torch_npu" / "trace_view.json"
 
 #: nsys tables whose rows become events, with the columns that must stay unique per copy.
 NSYS_EVENT_TABLES: dict[str, tuple[str, ...]] = {
@@ -54,16 +55,21 @@ class Case:
     """(temporary folder, wanted event count) -> the file to import."""
 
 
-def build_nsys(tmp: Path, events: int) -> Path:
-    """The 2022.4 vecAdd export with its event tables repeated, times and ids shifted."""
-    out = tmp / "nsys_bench.sqlite"
+def build_nsys(tmp: Path, events: int, *, cuda_only: bool = False) -> Path:
+    """The 2022.4 vecAdd export with its event tables repeated, times and ids shifted.
+    The sample is 96 % OS-runtime rows; ``cuda_only`` empties OSRT_API first, so only
+    kernels, copies, CUDA API calls and syncs are left (the rows a GPU trace is made of)."""
+    out = tmp / ("nsys_cuda_bench.sqlite" if cuda_only else "nsys_bench.sqlite")
     shutil.copy(NSYS_SAMPLE, out)
     out.chmod(0o644)
     con = sqlite3.connect(out)
+    if cuda_only:
+        con.execute("DELETE FROM OSRT_API")
     tables = {
         t: c
         for t, c in NSYS_EVENT_TABLES.items()
         if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone()
+        and con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
     }
     per_copy = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
     copies = max(1, -(-events // per_copy))
@@ -119,8 +125,43 @@ def build_kineto(tmp: Path, events: int) -> Path:
     return out
 
 
+def _shift_us_text(ts: str, ns: int) -> str:
+    """'1704161511420306.491' + ns, written back with the same three decimals (exact)."""
+    whole, _, frac = ts.partition(".")
+    t = int(whole) * 1000 + int((frac + "000")[:3]) + ns
+    return f"{t // 1000}.{t % 1000:03d}"
+
+
+def build_ascend_trace(tmp: Path, events: int) -> Path:
+    """torch_npu's trace_view.json (string µs timestamps, flows) repeated in time; flow ids
+    shifted per copy so every copy keeps its own host -> NPU links."""
+    evs = orjson.loads(ASCEND_SAMPLE.read_bytes())
+    starts = [int(e["ts"].replace(".", "")) for e in evs if isinstance(e.get("ts"), str)]
+    span_ns = max(starts) - min(starts) + 10_000_000
+    copies = max(1, -(-events // len(evs)))
+    out_evs = []
+    for i in range(copies):
+        for e in evs:
+            if len(out_evs) >= events:
+                break
+            if i and e.get("ph") == "M":
+                continue
+            e2 = dict(e)
+            if i and isinstance(e2.get("ts"), str):
+                e2["ts"] = _shift_us_text(e2["ts"], i * span_ns)
+            if i and "id" in e2:
+                fid = e2["id"]
+                e2["id"] = fid + i * span_ns if isinstance(fid, int) else f"{fid}_{i}"
+            out_evs.append(e2)
+    out = tmp / "trace_view.json"
+    out.write_bytes(orjson.dumps(out_evs))
+    return out
+
+
 CASES: list[Case] = [
     Case("nsys", "nsys 2022.4 vecAdd x N (SQLite)", build_nsys),
+    Case("nsys", "nsys vecAdd CUDA rows only x N", lambda tmp, n: build_nsys(tmp, n, cuda_only=True)),
+    Case("ascend-trace", "torch_npu trace_view.json x N", build_ascend_trace),
     Case(PEER, "Kineto V100 rank-0 x N (JSON)", build_kineto),
 ]
 
@@ -141,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in CASES:
             if only and case.importer not in only:
                 continue
-            work = tmp / case.importer
+            work = tmp / f"case{len(results)}"
             work.mkdir()
             src = case.build(work, args.events)
             best = float("inf")

@@ -566,23 +566,27 @@ class NsysImporter:
         pid, then ``select``'s expressions, then the args JSON."""
         ex = self.ex
         c = ex.cols(table)
-        pid = "((t.globalPid >> 24) & 16777215)" if "globalPid" in c else "NULL"
+        pid = "coalesce((t.globalPid >> 24) & 16777215, 0)" if "globalPid" in c else "0"
         corr = "t.correlationId" if "correlationId" in c else "NULL"
         skip = {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", *extra_skip}
         args, ajoin = ex.args_sql(table, "t", skip)
-        exprs = ["t.start", 't."end"', "t.deviceId", "t.streamId", corr, pid, *select.values(), args]
+        dev = "coalesce(t.deviceId, -1)" if "deviceId" in c else "-1"
+        # 0xFFFFFFFF is CUPTI's "no stream" (device- or context-wide waits).
+        stream = f"CASE WHEN t.streamId IS NULL OR t.streamId = {_NO_STREAM} THEN -1 ELSE t.streamId END"
+        if "streamId" not in c:
+            stream = "-1"
+        end = 'coalesce(t."end", -1)' if "end" in c else "-1"
+        exprs = ["t.start", end, dev, stream, corr, pid, *select.values(), args]
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)} t {' '.join(joins)} {ajoin}"
         for rows in self._rows(sql):
             yield rows, list(select)
 
     def _common(self, rows: list[tuple[Any, ...]], kinds: list[str], names: list[str], **extra: Any) -> dict[str, Any]:
         cols = list(zip(*rows, strict=True))
-        ts, dur = self._times(list(cols[0]), list(cols[1]))
+        ts, dur = self._times(cols[0], cols[1])
         n = len(rows)
-        dev = [d if d is not None else -1 for d in cols[2]]
-        streams = [(-1 if s == _NO_STREAM else s) if s is not None else -1 for s in cols[3]]
-        pids = [p if p is not None else 0 for p in cols[5]]
-        self.streams.update(zip(pids, dev, streams, strict=True))
+        dev, streams, pids = cols[2], cols[3], cols[5]
+        self.streams.update(set(zip(pids, dev, streams, strict=True)))
         out = {
             "rank": np.full(n, self.rank, dtype=np.int32),
             "device_type": ["cuda"] * n,
@@ -661,7 +665,7 @@ class NsysImporter:
                     "dst_kind": dst,
                     "host_memory": _host_memory(src, dst),
                 }
-                args.append(_merge_args(a, extra))
+                args.append(_with(a, extra))
             kinds = ["memcpy"] * len(rows)
             out = self._common(rows, kinds, names, bytes=list(cols[6]))
             out["args"] = args
@@ -682,7 +686,7 @@ class NsysImporter:
             for mk, a in zip(cols[7], cols[-1], strict=True):
                 mem = mem_kinds.get(mk, f"kind {mk}") if mk is not None else None
                 names.append(f"Memset ({mem})" if mem else "Memset")
-                args.append(_merge_args(a, {"mem_kind": mem}))
+                args.append(_with(a, {"mem_kind": mem}))
             kinds = ["memset"] * len(rows)
             out = self._common(rows, kinds, names, bytes=list(cols[6]))
             out["args"] = args
@@ -780,7 +784,7 @@ class NsysImporter:
             out = self._host_cols(rows, kinds, names, "cuda_api", correlation=list(cols[5]))
             if any(n != (r or "") for n, r in zip(names, cols[4], strict=True)):
                 out["args"] = [
-                    _merge_args(a, {"function": r}) if r and n != r else a
+                    _with(a, {"function": r}) if r and n != r else a
                     for a, n, r in zip(out["args"], names, cols[4], strict=True)
                 ]
             self._write(table, out, kinds)
@@ -1043,6 +1047,27 @@ def _host_memory(src: str | None, dst: str | None) -> str | None:
         if k and k.lower() in HOST_MEM_KINDS:
             return k.lower()
     return None
+
+
+_TAILS: dict[tuple[tuple[str, Any], ...], str] = {}
+
+
+def _with(base: str | None, extra: dict[str, Any]) -> str:
+    """``base`` (JSON object text) with ``extra``'s non-null members appended.
+
+    ``extra`` repeats across rows (a copy direction, a function name), so its JSON text
+    is made once and spliced in, instead of parsing and re-writing every row's object."""
+    key = tuple(extra.items())
+    tail = _TAILS.get(key)
+    if tail is None:
+        tail = json.dumps({k: v for k, v in extra.items() if v is not None}, separators=(",", ":"))[1:-1]
+        if len(_TAILS) < 65536:
+            _TAILS[key] = tail
+    if not tail:
+        return base or "{}"
+    if not base or base == "{}":
+        return "{" + tail + "}"
+    return base[:-1] + "," + tail + "}"
 
 
 def _merge_args(base: str | None, extra: dict[str, Any]) -> str:
