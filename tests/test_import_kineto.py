@@ -247,3 +247,34 @@ def test_begin_end_pairs_become_spans(tmp_path: Path) -> None:
         ("never closed", 10000, 0),
     ]
     assert any("never closed" in w or "B events" in w for w in ctx.warnings)
+
+
+def test_mtia_trace_kinds(tmp_path: Path) -> None:
+    evs = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {
+            "ph": "X",
+            "cat": "mtia_runtime",
+            "name": "runFunction",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 2,
+            "args": {"correlation": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "mtia_ccp_events",
+            "name": "mm_kernel",
+            "pid": 0,
+            "tid": 3,
+            "ts": 4,
+            "dur": 3,
+            "args": {"correlation": 5, "stream": 3, "device": 0},
+        },
+    ]
+    out, _ = import_paths([write_trace(tmp_path / "mtia.json", evs)], tmp_path / "m")
+    with open_profile(out) as prof:
+        rows = {r["name"]: r for r in prof.sql("SELECT name, kind, device_type FROM events").to_pylist()}
+    assert rows["runFunction"] == {"name": "runFunction", "kind": "runtime", "device_type": "cpu"}
+    assert rows["mm_kernel"] == {"name": "mm_kernel", "kind": "kernel", "device_type": "mtia"}

@@ -98,6 +98,7 @@ CATEGORY_KINDS: dict[str, str] = {
     "gc": "gc",
     "dataloader": "dataloader",
     "cpu_instant_event": "instant",
+    "mtia_ccp_events": "kernel",
 }
 
 #: Kinds whose events run on a device queue (stream), not a host thread.
@@ -167,6 +168,10 @@ class ChromeTraceConverter:
             names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
             if re.search(r"AMD|Radeon|Instinct|MI\d{3}", names):
                 self.vendor, self._vendor_known = "rocm", True
+            elif re.search(r"HPU|Gaudi", names):
+                self.vendor, self._vendor_known = "hpu", True
+            elif re.search(r"MTIA", names):
+                self.vendor, self._vendor_known = "mtia", True
             elif names:
                 self._vendor_known = True
             known = {(d.get("rank"), d.get("index")) for d in meta["devices"]}
@@ -313,7 +318,10 @@ class ChromeTraceConverter:
         names = [n if isinstance(n, str) else ("" if n is None else str(n)) for n in (e.name for e in evs)]
         cats = [e.cat for e in evs]
         if not self._vendor_known:
-            self._infer_vendor([n for n, c in zip(names, cats) if c and "runtime" in c.lower()])
+            if any(c and c.lower().startswith("mtia") for c in cats):
+                self.vendor, self._vendor_known = "mtia", True
+            else:
+                self._infer_vendor([n for n, c in zip(names, cats) if c and "runtime" in c.lower()])
         pids_raw = [e.pid for e in evs]
         pids = [p if type(p) is int else self.int_id(p) for p in pids_raw]
         kinds = self.classify(cats, names, pids_raw)

@@ -33,7 +33,8 @@ KINDS: tuple[str, ...] = (
     "other",
 )
 
-DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "rocm", "npu", "mlu", "hpu", "ipu", "xpu")
+#: ``mtia`` (Meta's accelerator, in Kineto traces) is an addition to DESIGN.md's list.
+DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "rocm", "npu", "mlu", "hpu", "ipu", "xpu", "mtia")
 
 #: Kinds that run on a device (a stream or queue) rather than on a host thread.
 DEVICE_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "collective"})
