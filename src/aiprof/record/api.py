@@ -135,7 +135,7 @@ class Profiler:
             else:
                 from .collectors.torch_ops import TorchOpsCollector
 
-                out.append(TorchOpsCollector(raw_location(self.path), self.schedule, **self.torch_options))
+                out.append(TorchOpsCollector(raw_location(self.path, self.rank), self.schedule, **self.torch_options))
         if self.device:
             from .collectors.device import DeviceCollector
 

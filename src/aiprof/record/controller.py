@@ -69,9 +69,16 @@ def profile_location(output: str | os.PathLike[str] | None, rank: int | None) ->
     return out / f"rank{rank or 0}.aiprof"
 
 
-def raw_location(profile: Path) -> Path:
-    """The raw folder of ``profile`` (hidden, beside it)."""
-    return profile.with_name(f".{profile.name}{RAW_SUFFIX}")
+MAIN_RAW_SUFFIX = ".main" + RAW_SUFFIX
+
+
+def raw_location(profile: Path, rank: int | None) -> Path:
+    """The raw folder of ``profile`` (hidden, beside it).
+
+    A process without a rank gets its own name: if it turns out to be a launcher whose
+    ranks record too, ``aiprof record`` drops it instead of letting it clash with rank 0.
+    """
+    return profile.with_name(f".{profile.name}{RAW_SUFFIX if rank is not None else MAIN_RAW_SUFFIX}")
 
 
 @dataclass
@@ -99,7 +106,7 @@ class Controller:
     ) -> None:
         self.profile = profile
         """Final location of the profile folder."""
-        self.raw_dir = raw_location(profile)
+        self.raw_dir = raw_location(profile, rank)
         self.collectors = list(collectors)
         self.schedule = schedule
         self.rank = rank

@@ -78,8 +78,7 @@ class RecordSummary:
 def find_raw(folder: Path) -> list[Path]:
     """Raw folders (complete or not) of recordings under ``folder`` or beside a profile."""
     if folder.name.endswith(".aiprof"):
-        cand = folder.with_name(f".{folder.name}{RAW_SUFFIX}")
-        return [cand] if cand.is_dir() else []
+        return sorted(p for p in folder.parent.glob(f".{folder.name}*{RAW_SUFFIX}") if p.is_dir())
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(".") and p.name.endswith(RAW_SUFFIX))
@@ -111,16 +110,15 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
 
         def load(name: str) -> dict[str, Any] | None:
             entry = collectors.get(name)
-            if entry is None:
-                return None
-            if entry.get("failed"):
-                summary.failed[name] = entry["failed"]
-                w.warn(f"collector {name} stopped early: {entry['failed']}")
-            if not entry.get("file"):
+            if entry is None or not entry.get("file"):
                 return None
             data: dict[str, Any] = msgspec.msgpack.decode((raw_dir / entry["file"]).read_bytes())
             return data
 
+        for name, entry in collectors.items():
+            if entry.get("failed"):
+                summary.failed[name] = entry["failed"]
+                w.warn(f"collector {name} stopped early: {entry['failed']}")
         marks = msgspec.msgpack.decode((raw_dir / "marks.msgpack").read_bytes())
         _write_marks(w, marks, rank, pid, mono0, summary)
         thread_names: dict[int, str] = {}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, SITE_DIR
+from .controller import MAIN_RAW_SUFFIX
 from .finalize import RecordSummary, finalize, find_raw
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -106,7 +107,13 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     elif rc != 0:
         reason = f"exit code {rc}"
     t1 = time.perf_counter()
-    for raw in find_raw(output):
+    raws = find_raw(output)
+    ranked = [r for r in raws if not r.name.endswith(MAIN_RAW_SUFFIX)]
+    for raw in raws:
+        if ranked and raw.name.endswith(MAIN_RAW_SUFFIX):
+            # The process without a rank launched the ranks: keep only theirs.
+            shutil.rmtree(raw, ignore_errors=True)
+            continue
         try:
             result.summaries.append(finalize(raw, partial_reason=reason))
         except Exception as e:

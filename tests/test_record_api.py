@@ -1,0 +1,281 @@
+"""The recording API: schedule, sampler, Profiler life cycle, failures, torch ops."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.errors import AiprofError
+from aiprof.record import Profiler, ProfilerAction, active, annotate, mark_step, schedule
+from aiprof.record.collectors.base import Collector, PollingThread, fail
+from aiprof.record.collectors.python_stacks import PythonSampler
+from aiprof.record.schedule import parse_schedule
+from aiprof.store import open_profile
+
+
+@pytest.fixture(autouse=True)
+def no_profiler_left_running() -> Iterator[None]:
+    assert active() is None, "a profiler was left running before this test"
+    yield
+    assert active() is None, "this test left a profiler running"
+
+
+def rows(path: Path, query: str) -> list[tuple[Any, ...]]:
+    with open_profile(path) as p:
+        return p.con.execute(query).fetchall()
+
+
+def meta(path: Path) -> dict[str, Any]:
+    return json.loads((path / "profile.json").read_text())
+
+
+# -- schedule -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wait,warmup,active_,repeat,skip_first", [(1, 1, 2, 0, 0), (0, 1, 3, 2, 1), (2, 0, 1, 1, 3), (1, 2, 2, 3, 0)]
+)
+def test_schedule_matches_torch(wait: int, warmup: int, active_: int, repeat: int, skip_first: int) -> None:
+    tp = pytest.importorskip("torch.profiler")
+    ours = schedule(wait=wait, warmup=warmup, active=active_, repeat=repeat, skip_first=skip_first)
+    theirs = tp.schedule(wait=wait, warmup=warmup, active=active_, repeat=repeat, skip_first=skip_first)
+    assert [ours(i).name for i in range(40)] == [theirs(i).name for i in range(40)]
+
+
+def test_schedule_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="active"):
+        schedule(wait=1, warmup=1, active=0)
+    with pytest.raises(ValueError, match="wait"):
+        schedule(wait=-1, warmup=1, active=1)
+    with pytest.raises(ValueError, match="3 to 5"):
+        parse_schedule("1,2")
+    assert parse_schedule("1,1,2,1")(2) is ProfilerAction.RECORD
+    assert parse_schedule("1,1,2,1")(4) is ProfilerAction.NONE
+
+
+# -- the Python sampler, on a fake clock ----------------------------------------------
+
+
+def parked_here(ready: threading.Event, release: threading.Event) -> None:
+    ready.set()
+    release.wait()
+
+
+def test_sampler_interns_every_thread_stack() -> None:
+    ready, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=parked_here, args=(ready, release), name="parked")
+    t.start()
+    ready.wait()
+    try:
+        s = PythonSampler(rate_hz=100)
+        s.sample(sys._current_frames(), 1000)
+        s.sample(sys._current_frames(), 2000)
+    finally:
+        release.set()
+        t.join()
+    dump = s.dump(Path("."))
+    assert dump["ts"].count(1000) >= 2  # this thread and the parked one, at least
+    frames = {f[0]: f for f in dump["frames"]}
+    parked = [sid for sid, tid in zip(dump["stack"], dump["tid"]) if tid == t.native_id]
+    assert len(parked) == 2 and parked[0] == parked[1], "the same stack must intern to the same node"
+    chain = []
+    node = parked[0]
+    while node >= 0:
+        chain.append(frames[node][2])
+        node = frames[node][1]
+    assert "parked_here" in chain and chain[0] != "parked_here"  # leaf is inside Event.wait
+    assert dump["thread_names"][str(t.native_id)] == "parked"
+
+
+def test_sampler_skips_its_own_threads_and_respects_recording() -> None:
+    s = PythonSampler()
+    s.own_threads.add(threading.get_ident())
+    s.sample({threading.get_ident(): sys._getframe()}, 5)
+    assert s.ts == []
+    s.set_recording(False)
+    s._tick()
+    assert s.ts == []
+    with pytest.raises(ValueError):
+        PythonSampler(rate_hz=0)
+
+
+# -- the Profiler -------------------------------------------------------------------------
+
+
+def busy(n: int) -> int:
+    return sum(i * i for i in range(n))
+
+
+def test_profiler_writes_steps_annotations_samples_and_counters(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with Profiler(output=out, host=["python", "system"], device=True) as prof:
+        sampler = next(c for c in prof._controller.collectors if isinstance(c, PythonSampler))  # type: ignore[union-attr]
+        for _ in range(3):
+            with annotate("work"):
+                busy(1000)
+                sampler.sample(sys._current_frames(), time.monotonic_ns())
+            prof.step()
+
+        @annotate("decorated")
+        def f() -> int:
+            return busy(10)
+
+        f()
+    path = out / "rank0.aiprof"
+    assert prof.path == path
+    m = meta(path)
+    assert m["partial"] is False and m["ranks"] == [0] and m["world_size"] == 1 and m["clock"] == "unix"
+    assert abs(m["time_origin_ns"] - time.time_ns()) < 3600 * 10**9
+    steps = rows(path, "select name, step, ts, dur from events where kind = 'step' order by ts")
+    assert [(n, s) for n, s, _, _ in steps] == [("ProfilerStep#0", 0), ("ProfilerStep#1", 1), ("ProfilerStep#2", 2)]
+    assert all(ts >= 0 and dur >= 0 for _, _, ts, dur in steps)
+    ann = rows(path, "select name, step from events where kind = 'user_annotation' order by ts")
+    assert ann == [("work", 0), ("work", 1), ("work", 2), ("decorated", None)]
+    (n_samples,) = rows(path, "select count(*) from samples")[0]
+    assert n_samples >= 3
+    funcs = {r[0] for r in rows(path, "select function from frames")}
+    assert "test_profiler_writes_steps_annotations_samples_and_counters" in funcs
+    assert any(d["type"] == "cpu" for d in m["devices"])
+    assert str(prof.analyse()).startswith(f"wrote {path}")
+
+
+def test_gc_pauses_become_events_and_counters(tmp_path: Path) -> None:
+    import gc
+
+    with Profiler(output=tmp_path / "g.aiprof", host=["system"], device=False):
+        gc.collect()
+    path = tmp_path / "g.aiprof"
+    names = [r[0] for r in rows(path, "select name from events where kind = 'gc'")]
+    assert "gc gen2" in names
+    assert rows(path, "select count(*) from counters where metric = 'gc_pause'")[0][0] == len(names)
+
+
+def test_exception_in_block_writes_partial_profile(tmp_path: Path) -> None:
+    with (
+        pytest.raises(ZeroDivisionError),
+        Profiler(output=tmp_path / "p.aiprof", host=["python"], device=False) as prof,
+    ):
+        prof.step()
+        _ = 1 / 0
+    m = meta(tmp_path / "p.aiprof")
+    assert m["partial"] is True and "ZeroDivisionError" in m["partial_reason"]
+
+
+def test_only_one_profiler_at_a_time(tmp_path: Path) -> None:
+    with Profiler(output=tmp_path / "a.aiprof", host=[], device=False):
+        with pytest.raises(AiprofError, match="already running"):
+            Profiler(output=tmp_path / "b.aiprof", host=[], device=False).start()
+    with pytest.raises(AiprofError, match="unknown host"):
+        Profiler(host=["nope"])
+
+
+def test_mindspore_style_start_at_10_stop_at_20(tmp_path: Path) -> None:
+    prof = Profiler(output=tmp_path / "ms.aiprof", start_profile=False, host=["system"], device=False)
+    with prof:
+        assert not prof.running
+        for i in range(30):
+            if i == 10:
+                prof.start()
+            if i == 20:
+                prof.stop()
+            busy(100)
+            mark_step()
+    summary = prof.analyse()
+    assert summary.steps == 10 and not summary.partial
+    assert rows(tmp_path / "ms.aiprof", "select count(*) from events where kind = 'step'")[0][0] == 10
+
+
+def test_rank_and_world_size_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with Profiler(output=tmp_path / "job", host=[], device=False) as prof:
+        prof.step()
+    m = meta(tmp_path / "job" / "rank3.aiprof")
+    assert m["ranks"] == [3] and m["world_size"] == 4
+
+
+# -- failures ----------------------------------------------------------------------------
+
+
+class BrokenOnStep(Collector):
+    name = "broken"
+
+    def on_step(self, step: int) -> None:
+        raise RuntimeError("disk on fire")
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        return {}
+
+
+class BrokenThread(Collector):
+    name = "broken_thread"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_event = threading.Event()
+
+    def start(self) -> None:
+        def on_error(e: BaseException) -> None:
+            fail(self, e, "polling")
+            self.failed_event.set()
+
+        self.poller = PollingThread("broken", 0.001, self.tick, on_error, self.own_threads)
+        self.poller.start()
+
+    def tick(self) -> None:
+        raise OSError("device vanished")
+
+    def stop(self) -> None:
+        self.poller.stop()
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        return {}
+
+
+def test_a_failing_collector_warns_once_and_the_job_runs_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    broken, thread = BrokenOnStep(), BrokenThread()
+    with caplog.at_level(logging.WARNING, logger="aiprof.record"):
+        with Profiler(output=tmp_path / "f.aiprof", host=["system"], device=False, collectors=[broken, thread]) as prof:
+            assert thread.failed_event.wait(30)
+            for _ in range(5):
+                prof.step()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("broken failed" in w for w in warnings) == 1
+    assert sum("broken_thread failed" in w for w in warnings) == 1
+    m = meta(tmp_path / "f.aiprof")
+    assert m["partial"] is False
+    assert any("disk on fire" in w for w in m["warnings"]) and any("device vanished" in w for w in m["warnings"])
+    assert rows(tmp_path / "f.aiprof", "select count(*) from events where kind = 'step'")[0][0] == 5
+
+
+# -- torch operators ------------------------------------------------------------------------
+
+
+def test_ops_follow_the_schedule_and_share_the_time_origin(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    x = torch.ones(32, 32)
+    out = tmp_path / "ops.aiprof"
+    with Profiler(output=out, host=["ops"], device=False, schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as p:
+        for _ in range(5):
+            with annotate("mm"):
+                x = torch.tanh(x @ x)
+            p.step()
+    steps = {s: (ts, ts + d) for s, ts, d in rows(out, "select step, ts, dur from events where kind = 'step'")}
+    assert sorted(steps) == [0, 1, 2, 3, 4], "torch's own ProfilerStep# events must not double ours"
+    ops = rows(out, "select step, ts, dur from events where kind = 'cpu_op' and name = 'aten::mm'")
+    assert sorted({s for s, _, _ in ops}) == [2, 3]
+    for s, ts, dur in ops:
+        lo, hi = steps[s]
+        assert lo <= ts and ts + dur <= hi, "torch's clock must map into the step that ran the op"
+    ann = rows(out, "select cat, step from events where kind = 'user_annotation' and name = 'mm' order by ts")
+    assert ann == [("aiprof", i) for i in range(5)], "annotate's record_function twin must not be doubled"
+    assert not rows(out, "select name from events where name like 'aiprof::%'")

@@ -1,0 +1,177 @@
+"""``aiprof record`` on real scripts in real subprocesses: outcomes, signals, ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.record import active
+from aiprof.record.launch import wrap_python
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "train_cpu.py"
+PY = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def no_profiler_left_running() -> Iterator[None]:
+    assert active() is None
+    yield
+    assert active() is None
+
+
+def aiprof(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "aiprof", *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+def meta(path: Path) -> dict[str, Any]:
+    return json.loads((path / "profile.json").read_text())
+
+
+def script(tmp_path: Path, body: str) -> str:
+    p = tmp_path / "job.py"
+    p.write_text(body)
+    return str(p)
+
+
+def test_wrap_python_keeps_interpreter_and_options() -> None:
+    assert wrap_python(["python3", "-u", "-W", "ignore", "x.py", "-v"]) == [
+        "python3",
+        "-u",
+        "-W",
+        "ignore",
+        "-m",
+        "aiprof.record.bootstrap",
+        "x.py",
+        "-v",
+    ]
+    assert wrap_python(["/venv/bin/python", "-m", "pkg", "a"])[1:4] == ["-m", "aiprof.record.bootstrap", "-m"]
+    assert wrap_python(["torchrun", "--nproc-per-node", "2", "x.py"]) == ["torchrun", "--nproc-per-node", "2", "x.py"]
+
+
+def test_example_checksum_is_the_same_with_and_without_aiprof(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    plain = subprocess.run([PY, str(EXAMPLE), "--steps", "6"], capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "rec"
+    rec = aiprof("record", "-o", str(out), "--", PY, str(EXAMPLE), "--steps", "6")
+    assert rec.returncode == 0, rec.stderr
+    checksum = [ln for ln in plain.stdout.splitlines() if ln.startswith("checksum")]
+    assert checksum and checksum == [ln for ln in rec.stdout.splitlines() if ln.startswith("checksum")]
+    assert f"aiprof report {out}" in rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is False and m["record"]["collectors"]["python"]["failed"] is None
+    from aiprof.store import open_profile
+
+    with open_profile(out / "rank0.aiprof") as p:
+        steps = p.con.execute("select count(*) from events where kind = 'step'").fetchone()
+        names = {
+            r[0] for r in p.con.execute("select distinct name from events where kind = 'user_annotation'").fetchall()
+        }
+    assert steps == (6,), "explicit mark_step() calls, not doubled by the optimizer hook"
+    assert names == {"forward", "backward", "optimizer"}
+
+
+def test_ops_mode_and_optimizer_steps_on_an_unmodified_script(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    body = (
+        "import torch\ntorch.set_num_threads(1)\n"
+        "m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n    opt.zero_grad(); m(torch.ones(4, 8)).sum().backward(); opt.step()\n"
+    )
+    out = tmp_path / "ops"
+    rec = aiprof("record", "-o", str(out), "--ops", "--no-python", "--", PY, script(tmp_path, body))
+    assert rec.returncode == 0, rec.stderr
+    from aiprof.store import open_profile
+
+    with open_profile(out / "rank0.aiprof") as p:
+        steps = p.con.execute("select count(*) from events where kind = 'step'").fetchone()
+        ops = p.con.execute("select count(*) from events where kind = 'cpu_op' and name = 'aten::addmm'").fetchone()
+        samples = p.con.execute("select count(*) from samples").fetchone()
+    assert steps == (4,) and ops is not None and ops[0] >= 4 and samples == (0,)
+
+
+@pytest.mark.parametrize(
+    "body,code,reason",
+    [
+        ("import sys\nsys.exit(3)\n", 3, "exit code 3"),
+        ("raise ValueError('boom')\n", 1, "ValueError: boom"),
+    ],
+)
+def test_a_failing_script_keeps_its_exit_code_and_a_partial_profile(
+    tmp_path: Path, body: str, code: int, reason: str
+) -> None:
+    out = tmp_path / "fail"
+    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, body))
+    assert rec.returncode == code, rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True and reason in m["partial_reason"]
+
+
+WAIT_FOR_SIGNAL = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+
+
+def test_sigterm_writes_a_partial_profile_and_exits_like_the_script(tmp_path: Path) -> None:
+    out = tmp_path / "term"
+    proc = subprocess.Popen(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--", PY, script(tmp_path, WAIT_FOR_SIGNAL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True and "SIGTERM" in m["partial_reason"]
+
+
+def test_ctrl_c_writes_a_partial_profile(tmp_path: Path) -> None:
+    out = tmp_path / "int"
+    # A new session stands for the terminal's foreground group: Ctrl-C reaches all of it.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aiprof", "record", "-o", str(out), "--", PY, script(tmp_path, WAIT_FOR_SIGNAL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True and "SIGINT" in m["partial_reason"]
+
+
+LAUNCHER = """
+import os, subprocess, sys
+child = "import sys; sum(i * i for i in range(20000)); sys.exit(0)"
+procs = [subprocess.Popen([sys.executable, "-c", child], env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2"})
+         for r in range(2)]
+sys.exit(max(p.wait() for p in procs))
+"""
+
+
+def test_each_rank_of_a_launcher_gets_its_own_profile(tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, LAUNCHER))
+    assert rec.returncode == 0, rec.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.aiprof", "rank1.aiprof"]
+    for r in range(2):
+        m = meta(out / f"rank{r}.aiprof")
+        assert m["ranks"] == [r] and m["world_size"] == 2 and m["partial"] is False
+
+
+def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
+    rec = aiprof("record", "--schedule", "1,x", "--", PY, "-c", "pass")
+    assert rec.returncode == 2 and rec.stderr.strip().startswith("aiprof: error:") and len(rec.stderr.splitlines()) == 1
