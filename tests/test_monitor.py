@@ -146,7 +146,8 @@ def test_prometheus_over_http() -> None:
     srv = MetricsServer("127.0.0.1", 0, [DeviceInfo("cuda", 0, "NVIDIA H100", "NVIDIA")])
     try:
         srv.update(gpu_samples())
-        srv.update([Sample("cpu", 0, 0, {"cpu_util": 25.0, "cpu_util.core1": 50.0, "cpu_freq": 2600.0})])
+        cpu = {"cpu_util": 25.0, "cpu_util.core1": 50.0, "cpu_freq": 2600.0, "mem_total": 1024.0}
+        srv.update([Sample("cpu", 0, 0, cpu)])
         with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metrics", timeout=10) as resp:
             assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             body = resp.read().decode()
@@ -163,6 +164,7 @@ def test_prometheus_over_http() -> None:
     assert 'hw_temperature_celsius{device_type="cuda",device="1",sensor="memory"} 70' in lines
     assert 'system_cpu_utilization_ratio{device_type="cpu",device="0",cpu="1"} 0.5' in lines
     assert 'system_cpu_frequency_hertz{device_type="cpu",device="0"} 2.6e+09' in lines
+    assert 'system_memory_limit_bytes{device_type="cpu",device="0"} 1073741824' in lines
     assert lines.count("# TYPE hw_power_watts gauge") == 1
     assert "mem_temp" not in exposition([Sample("cuda", 0, 0, {"mem_temp": None})])
     assert parse_listen("9400") == ("127.0.0.1", 9400) and parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)

@@ -5,6 +5,12 @@ library or CLI (NVML, amdsmi, npu-smi, cnmon, hl-smi, psutil) and turns its read
 into :class:`Sample` rows with the metric names of :data:`METRICS`, so every vendor
 fills the same counters table columns.
 
+Conventions shared by every vendor: ``gpu_temp`` is the accelerator chip's temperature
+and ``sm_util`` its main compute utilization (NVIDIA SM, Ascend AI Core, MLU, Gaudi
+AIP); ``fb_used``/``mem_total`` are device memory used/size; memory is in MiB labelled
+``MB`` as dmon prints it; ``None`` is a value the device cannot give (dmon's ``-``).
+Names ``base.detail`` (``cpu_util.core3``) take the unit of ``base`` (:func:`metric_unit`).
+
 Backends must be cheap to sample at 10 Hz; anything slow (process lists, PCIe
 throughput, a CLI call) is read at most once a second and cached.
 """

@@ -68,6 +68,8 @@ def exposition(samples: Sequence[Sample], names: dict[tuple[str, int], str] | No
             if v is None:
                 continue
             name, scale, extra = prometheus_name(metric)
+            if s.device_type == "cpu" and name.startswith("hw_gpu_memory_"):
+                name = name.replace("hw_gpu_memory_", "system_memory_")  # host RAM is not GPU memory
             labels = {"device_type": s.device_type, "device": str(s.device)}
             dname = (names or {}).get((s.device_type, s.device))
             if dname:
