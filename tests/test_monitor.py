@@ -163,7 +163,7 @@ def test_prometheus_over_http() -> None:
     assert 'hw_gpu_memory_usage_bytes{device_type="cuda",device="1"} 1048576' in lines
     assert 'hw_temperature_celsius{device_type="cuda",device="1",sensor="memory"} 70' in lines
     assert 'system_cpu_utilization_ratio{device_type="cpu",device="0",cpu="1"} 0.5' in lines
-    assert 'system_cpu_frequency_hertz{device_type="cpu",device="0"} 2.6e+09' in lines
+    assert 'system_cpu_frequency_hertz{device_type="cpu",device="0"} 2600000000' in lines
     assert 'system_memory_limit_bytes{device_type="cpu",device="0"} 1073741824' in lines
     assert lines.count("# TYPE hw_power_watts gauge") == 1
     assert "mem_temp" not in exposition([Sample("cuda", 0, 0, {"mem_temp": None})])

@@ -39,6 +39,12 @@ OTEL: dict[str, tuple[str, float, dict[str, str], str]] = {
 _UNIT_SUFFIX = {"%": "percent", "MHz": "mhz", "W": "watts", "C": "celsius", "MB": "mebibytes", "MB/s": "mb_per_second"}
 
 
+def _number(x: float) -> str:
+    """Shortest text of ``x`` after dropping float noise from scaling (97 * 0.01)."""
+    x = float(f"{x:.12g}")
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
 def _escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -76,7 +82,7 @@ def exposition(samples: Sequence[Sample], names: dict[tuple[str, int], str] | No
                 labels["name"] = dname
             labels.update(extra)
             lab = ",".join(f'{k}="{_escape(val)}"' for k, val in labels.items())
-            series.setdefault(name, []).append(f"{name}{{{lab}}} {v * scale:.9g}")
+            series.setdefault(name, []).append(f"{name}{{{lab}}} {_number(v * scale)}")
     lines: list[str] = []
     for name, rows in series.items():
         helps = [h for n, _, _, h in OTEL.values() if n == name and h]
