@@ -68,7 +68,7 @@ def underused(ctx: Context) -> Outcome:
     got = _peaks(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    d, pa_, _, cap = max(got, key=lambda x: x[1] / x[3])
+    _, pa_, _, cap = max(got, key=lambda x: x[1] / x[3])
     s = pa_ / cap
     if s >= PEAK_LOW:
         return None
@@ -95,7 +95,7 @@ def fragmentation(ctx: Context) -> Outcome:
     got = _peaks(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    d, pa_, pr, cap = max(got, key=lambda x: x[2] / max(x[1], 1.0))
+    _, pa_, pr, cap = max(got, key=lambda x: x[2] / max(x[1], 1.0))
     if pa_ <= 0 or pr / pa_ <= FRAGMENTATION_RATIO:
         return None
     return make(

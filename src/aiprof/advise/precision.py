@@ -138,7 +138,7 @@ def tf32(ctx: Context) -> Outcome:
     got = _eligible(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    on, off, total = got
+    _, off, total = got
     s = off / total if total else 0.0
     if cc < MIN_TF32_CC or s < FP32_ELIGIBLE_SHARE:
         return None

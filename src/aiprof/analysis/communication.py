@@ -69,7 +69,7 @@ def message_bytes(name: str, args: str | None) -> int | None:
     dims, types = a.get("Input Dims"), a.get("Input type")
     if name.startswith(("nccl:", "gloo:", "hccl:")) and isinstance(dims, list) and isinstance(types, list):
         total = 0
-        for d, t in zip(dims, types):
+        for d, t in zip(dims, types, strict=False):
             if not isinstance(d, list) or not isinstance(t, str) or t.lower() not in DTYPE_BYTES:
                 return None
             total += int(np.prod(d)) * DTYPE_BYTES[t.lower()] if d else 0
@@ -100,7 +100,9 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
         """,
     )
     hosts: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
-    for r, p, t, ts, te, n, a in zip(h["rank"], h["pid"], h["tid"], h["ts"], h["te"], h["name"], h["args"]):
+    for r, p, t, ts, te, n, a in zip(
+        h["rank"], h["pid"], h["tid"], h["ts"], h["te"], h["name"], h["args"], strict=True
+    ):
         b = message_bytes(str(n), a)
         if b is not None:
             hosts.setdefault((int(r), int(p), int(t)), []).append((int(ts), int(te), b))

@@ -253,7 +253,7 @@ def gaps(profile: Profile, params: dict[str, Any]) -> pa.Table:
         f"SELECT rank, device, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' AND kind IN ({_BUSY_IN})",
     )
     rows: list[dict[str, Any]] = []
-    pairs = sorted({(int(r), int(dv)) for r, dv in zip(d["rank"], d["device"])})
+    pairs = sorted({(int(r), int(dv)) for r, dv in zip(d["rank"], d["device"], strict=True)})
     for r, dv in pairs:
         sel = (d["rank"] == r) & (d["device"] == dv)
         ms, me = iv.merge(d["ts"][sel], d["te"][sel])

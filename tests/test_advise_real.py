@@ -1,0 +1,142 @@
+"""Rules on the real Kineto traces: which fire, which do not, with evidence checked
+against figures worked out from the events with SQL here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.advise import evaluate
+from aiprof.importers import import_paths
+from aiprof.store import Profile, open_profile
+
+
+def _open(shared: Path, rel: str, tmp_path: Path) -> Profile:
+    out, _ = import_paths([shared / "kineto" / rel], tmp_path / "p.aiprof")
+    return open_profile(out)
+
+
+def _one(prof: Profile, sql: str) -> Any:
+    return prof.sql(sql).to_pylist()[0]
+
+
+def _v(prof: Profile) -> dict[str, Any]:
+    return {v.rule: v for v in evaluate(prof)}
+
+
+def test_v100_single_rank(shared_data: Path, tmp_path: Path) -> None:
+    with _open(shared_data, "V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", tmp_path) as prof:
+        v = _v(prof)
+        # FP32 sgemm / scudnn kernels on a compute capability 7.0 GPU, no HMMA kernel at all.
+        a = v["precision.amp"].advice
+        assert a is not None and a.evidence["compute_capability"] == 7.0
+        assert a.evidence["tensor_core_kernel_us"] == 0.0
+        k = _one(prof, "SELECT sum(dur) / 1000.0 AS us FROM events WHERE kind = 'kernel'")
+        assert a.evidence["kernel_us"] == pytest.approx(k["us"], abs=0.01)
+        assert _one(prof, "SELECT count(*) AS n FROM events WHERE kind = 'kernel' AND name ILIKE '%884%'")["n"] == 0
+        # The only cudaDeviceSynchronize (89 ms) runs after the last step: no step time lost.
+        s = _one(
+            prof,
+            """SELECT count(*) AS n FROM events e WHERE e.name = 'cudaDeviceSynchronize' AND EXISTS
+                          (SELECT 1 FROM events s WHERE s.kind = 'step' AND e.ts >= s.ts AND e.ts < s.ts + s.dur)""",
+        )
+        assert s["n"] == 0
+        assert v["sync.sync_api"].status == "silent"
+        # The device is busy 97% of the steps.
+        assert v["kernels.low_utilization"].status == "silent"
+        for rid in ("comm.share", "comm.low_overlap", "comm.small_packets"):
+            assert v[rid].status == "no_data"
+        assert v["memory.peak_high"].status == "no_data"  # profiled without profile_memory
+        assert v["input.dataloader_share"].status == "no_data"
+
+
+def test_v100_ddp_rank1(shared_data: Path, tmp_path: Path) -> None:
+    with _open(shared_data, "V100/df_index_resolver.json.gz", tmp_path) as prof:
+        v = _v(prof)
+        # NCCL kernels (stream 14) never overlap a compute kernel (stream 7).
+        ov = _one(
+            prof,
+            """SELECT count(*) AS n FROM events c JOIN events k ON k.kind = 'kernel'
+                           AND k.ts < c.ts + c.dur AND c.ts < k.ts + k.dur WHERE c.kind = 'collective'""",
+        )
+        assert ov["n"] == 0
+        o = v["comm.low_overlap"].advice
+        assert o is not None and o.evidence["overlap_pct"] == 0.0
+        c = _one(prof, "SELECT sum(dur) / 1000.0 AS us FROM events WHERE kind = 'collective'")
+        assert o.evidence["comm_us"] == pytest.approx(c["us"])
+        assert v["comm.share"].status == "fired"
+        # Peak allocated 6.63 GB of a 34.09 GB V100: memory mostly unused.
+        m = _one(prof, "SELECT max(allocated) AS a, max(reserved) AS r FROM memory WHERE device_type = 'cuda'")
+        u = v["memory.underused"].advice
+        assert u is not None and u.evidence["peak_allocated_bytes"] == m["a"] == 6629508096
+        assert u.evidence["memory_bytes"] == 34089730048
+        assert v["memory.peak_high"].status == "silent"
+        f = v["memory.fragmentation"].advice
+        assert f is not None and f.evidence["ratio"] == pytest.approx(m["r"] / m["a"], abs=1e-3)
+        # No record_param_comms sizes in this old trace: no guess about packet sizes.
+        assert v["comm.small_packets"].status == "no_data"
+        assert v["comm.backend"].status == "silent"
+
+
+def test_sampled_rank_pageable_copies(shared_data: Path, tmp_path: Path) -> None:
+    with _open(shared_data, "sampled-128-ranks/sampled_rank-0.json.gz", tmp_path) as prof:
+        v = _v(prof)
+        p = v["data.pageable_memcpy"].advice
+        n = _one(
+            prof,
+            """SELECT count(*) AS n, sum(bytes) AS b FROM events WHERE kind = 'memcpy'
+                          AND name ILIKE '%pageable%'""",
+        )
+        assert p is not None and p.evidence["copies"] == n["n"] == 24
+        assert p.evidence["bytes"] == n["b"]
+        assert p.severity == "low"
+        # SendRecv messages are ~120 MB each (record_param_comms sizes): not small packets.
+        assert v["comm.small_packets"].status == "silent"
+        assert v["comm.share"].status == "fired"
+
+
+def test_two_sampled_ranks(shared_data: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    for r in (0, 1):
+        import_paths(
+            [shared_data / "kineto" / "sampled-128-ranks" / f"sampled_rank-{r}.json.gz"], folder / f"r{r}.aiprof"
+        )
+    with open_profile(folder) as prof:
+        v = _v(prof)
+        steps = prof.sql("""SELECT rank, avg(dur) / 1000.0 AS m FROM events WHERE kind = 'step'
+                            AND device_type = 'cpu' GROUP BY rank""").to_pylist()
+        means = [r["m"] for r in steps]
+        spread = (max(means) - min(means)) / (sum(means) / 2)
+        # Ranks 0 and 1 differ by under 1% per step: no slow rank.
+        assert spread < 0.05
+        assert v["cluster.slow_rank"].status == "silent"
+
+
+def test_cpu_only_has_nothing_to_say_about_devices(shared_data: Path, tmp_path: Path) -> None:
+    with _open(shared_data, "cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", tmp_path) as prof:
+        v = _v(prof)
+        assert not [r for r, x in v.items() if x.status == "fired"]
+        # gloo, but no GPU to run NCCL on.
+        assert v["comm.backend"].status == "silent"
+        assert v["precision.amp"].status == "no_data"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        "V100/df_index_resolver.json.gz",
+        "A100-nccl-parser/nccl_data.json.gz",
+        "MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "cuda-event-sync/event_sync_trace.json.gz",
+        "triton/triton_example.json.gz",
+    ],
+)
+def test_gains_within_step_time(shared_data: Path, tmp_path: Path, rel: str) -> None:
+    with _open(shared_data, rel, tmp_path) as prof:
+        adv = [x.advice for x in evaluate(prof) if x.advice is not None]
+        assert sum(a.gain for a in adv) <= 1.0 + 1e-9
+        for a in adv:
+            assert a.evidence and a.fix and "pytorch" in a.snippets
