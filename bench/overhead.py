@@ -1,0 +1,189 @@
+"""Recording overhead: wall-time ratios against the plain run and against peers.
+
+Workloads: (a) the bundled training example (examples/train_cpu.py, more steps),
+(b) a pure-Python call-heavy program (recursion and many small calls).
+Modes, each a fresh process, interleaved, repeated, median taken (noisy machines):
+
+- plain: ``python script``
+- aiprof default: ``aiprof record -- python script`` (Python sampling 100 Hz, system
+  and device telemetry, step markers)
+- aiprof ops: the same with ``--ops`` (torch.profiler, CPU activity)
+- torch.profiler alone: the script run inside ``torch.profiler.profile`` (CPU activity,
+  no schedule, as aiprof --ops), stepped on optimizer.step(), trace exported
+- py-spy: ``py-spy record -r 100`` (installed into the venv if missing)
+
+For aiprof two times are shown: "job" (the command's wall time up to the job's exit,
+what the workload pays) and "total" (plus writing the profile after the job). Peak
+memory is the maximum RSS of the process tree (wait4), minus the plain run's.
+
+Usage: python bench/overhead.py [--repeat 3] [--steps 300] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+CALL_HEAVY = """
+import sys
+sys.setrecursionlimit(10000)
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+class Vec:
+    __slots__ = ("x", "y")
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def add(self, o):
+        return Vec(self.x + o.x, self.y + o.y)
+
+def small(i):
+    return (i * 7) % 13
+
+def deep(n):
+    return 0 if n == 0 else 1 + deep(n - 1)
+
+total = 0
+for rep in range(int(sys.argv[1]) if len(sys.argv) > 1 else 6):
+    total += fib(24)
+    v = Vec(0, 0)
+    for i in range(200_000):
+        v = v.add(Vec(small(i), 1))
+    total += v.x + sum(deep(500) for _ in range(200))
+print("checksum", total)
+"""
+
+TORCH_ALONE = """
+import runpy, sys, torch
+from torch.profiler import ProfilerActivity, profile
+from torch.optim.optimizer import register_optimizer_step_post_hook
+out, script = sys.argv[1], sys.argv[2]
+sys.argv = sys.argv[2:]
+prof = profile(activities=[ProfilerActivity.CPU])
+register_optimizer_step_post_hook(lambda *a: prof.step())
+prof.start()
+try:
+    runpy.run_path(script, run_name="__main__")
+finally:
+    prof.stop()
+    prof.export_chrome_trace(out)
+"""
+
+
+def run(cmd: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS KiB of the process tree, stderr)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd} failed ({p.returncode}): {err[-2000:]}")
+    return wall, ru.ru_maxrss, err
+
+
+_JOB_RE = re.compile(r"job ([0-9.]+) s, profile written in ([0-9.]+) s")
+
+
+def ensure_py_spy() -> str | None:
+    exe = shutil.which("py-spy", path=str(Path(PY).parent)) or shutil.which("py-spy")
+    if exe:
+        return exe
+    r = subprocess.run([PY, "-m", "pip", "install", "-q", "py-spy"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"py-spy: not installed ({r.stderr.strip().splitlines()[-1:]})")
+        return None
+    return shutil.which("py-spy", path=str(Path(PY).parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=300, help="training steps of workload (a)")
+    ap.add_argument("--reps", type=int, default=6, help="repetitions inside workload (b)")
+    ap.add_argument("--quick", action="store_true", help="one repeat, small workloads (a smoke test)")
+    args = ap.parse_args()
+    if args.quick:
+        args.repeat, args.steps, args.reps = 1, 20, 1
+    tmp = Path(tempfile.mkdtemp(prefix="aiprof-bench-"))
+    heavy = tmp / "call_heavy.py"
+    heavy.write_text(CALL_HEAVY)
+    alone = tmp / "torch_alone.py"
+    alone.write_text(TORCH_ALONE)
+    spy = ensure_py_spy()
+    workloads = {
+        "a: train_cpu.py": [str(ROOT / "examples" / "train_cpu.py"), "--steps", str(args.steps)],
+        "b: call-heavy Python": [str(heavy), str(args.reps)],
+    }
+    aiprof = [PY, "-m", "aiprof", "-q", "record", "-o", str(tmp / "rec")]
+    for wname, target in workloads.items():
+        modes: dict[str, list[str]] = {
+            "plain": [PY, *target],
+            "aiprof default": [*aiprof, "--", PY, *target],
+            "aiprof ops": [*aiprof, "--ops", "--", PY, *target],
+            "torch.profiler alone": [PY, str(alone), str(tmp / "t.json"), *target],
+        }
+        if spy:
+            modes["py-spy 100 Hz"] = [
+                spy,
+                "record",
+                "-r",
+                "100",
+                "-f",
+                "raw",
+                "-o",
+                str(tmp / "spy.txt"),
+                "--",
+                PY,
+                *target,
+            ]
+        walls: dict[str, list[float]] = {m: [] for m in modes}
+        jobs: dict[str, list[float]] = {m: [] for m in modes}
+        rss: dict[str, list[int]] = {m: [] for m in modes}
+        broken: dict[str, str] = {}
+        for _ in range(args.repeat):
+            for m, cmd in modes.items():
+                if m in broken:
+                    continue
+                try:
+                    wall, peak, err = run(cmd)
+                except RuntimeError as e:
+                    broken[m] = str(e).splitlines()[-1][:120]
+                    continue
+                walls[m].append(wall)
+                rss[m].append(peak)
+                got = _JOB_RE.search(err)
+                jobs[m].append(float(got.group(1)) if got else wall)
+        print(f"\n== workload {wname}  (median of {args.repeat}, wall s; ratio vs plain)")
+        base = statistics.median(walls["plain"])
+        base_rss = statistics.median(rss["plain"])
+        t_alone = statistics.median(walls["torch.profiler alone"]) if walls["torch.profiler alone"] else None
+        print(f"{'mode':24} {'job s':>8} {'job x':>7} {'total s':>8} {'total x':>8} {'vs torch':>9} {'extra MiB':>10}")
+        for m in modes:
+            if m in broken or not walls[m]:
+                print(f"{m:24} n/a: {broken.get(m, 'no run')}")
+                continue
+            job, tot = statistics.median(jobs[m]), statistics.median(walls[m])
+            vs = f"{job / t_alone:9.3f}" if t_alone and m in ("aiprof ops", "torch.profiler alone") else f"{'':9}"
+            extra = (statistics.median(rss[m]) - base_rss) / 1024
+            print(f"{m:24} {job:8.3f} {job / base:7.3f} {tot:8.3f} {tot / base:8.3f} {vs} {extra:10.1f}")
+    print("\ngoals: aiprof default job x <= 1.03 on both workloads; aiprof ops job <= torch.profiler alone x 1.02")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
