@@ -217,3 +217,27 @@ def test_idle_breakdown_agrees_with_hta(shared_data: Path, tmp_path: Path) -> No
         got = {r["stream"]: (r["host_wait_us"], r["kernel_wait_us"], r["other_us"]) for r in _rows(prof, "idle")}
     # HTA 0.5.0 get_idle_time_breakdown on this file (µs).
     assert got == {7: (791330, 16727, 73829), 14: (933139, 5568, 4444)}
+
+
+def test_views_run_on_a_counters_only_profile(tmp_path: Path) -> None:
+    from aiprof.store import ProfileWriter
+
+    with ProfileWriter(tmp_path / "c") as w:
+        w.append(
+            "counters",
+            {
+                "rank": [0, 0],
+                "device_type": ["cuda"] * 2,
+                "device": [0, 0],
+                "ts": [0, 10],
+                "metric": ["sm_util"] * 2,
+                "value": [10.0, 30.0],
+                "unit": ["%"] * 2,
+            },
+        )
+    with open_profile(tmp_path / "c.aiprof") as prof:
+        for name in views():
+            run(prof, name)
+        (r,) = _rows(prof, "counters")
+        assert (r["mean"], r["last"]) == (20.0, 30.0)
+        assert _rows(prof, "operators", sort="-host_self_us") == []

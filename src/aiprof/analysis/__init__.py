@@ -1,6 +1,6 @@
 """Analysers: pure functions over a profile, all run through one query (filter, sort, page)."""
 
-from .base import Analyser, Result, analyser, run, views
+from .base import Analyser, Result, SqlView, analyser, full_table, run, views
 from .query import Filter, Query
 
-__all__ = ["Analyser", "Filter", "Query", "Result", "analyser", "run", "views"]
+__all__ = ["Analyser", "Filter", "Query", "Result", "SqlView", "analyser", "full_table", "run", "views"]

@@ -18,7 +18,16 @@ from ..errors import QueryError
 from ..store import Profile
 from .query import Query
 
-AnalyserFn = Callable[[Profile, dict[str, Any]], pa.Table]
+
+@dataclass(frozen=True)
+class SqlView:
+    """An analyser result left as SQL over the profile's views: the common query runs
+    inside DuckDB, so only the requested page is ever materialised."""
+
+    sql: str
+
+
+AnalyserFn = Callable[[Profile, dict[str, Any]], "pa.Table | SqlView"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,11 @@ class Analyser:
 
 
 _REGISTRY: dict[str, Analyser] = {}
+
+
+def full_table(profile: Profile, view: str, params: dict[str, Any] | None = None) -> pa.Table:
+    """All rows of a view, unpaged (for code that combines views)."""
+    return run(profile, view, Query(), params).table
 
 
 def analyser(
@@ -95,5 +109,8 @@ def run(profile: Profile, view: str, query: Query | None = None, params: dict[st
     if not q.sort and a.default_sort:
         q = Query(q.filters, [(s.lstrip("-"), s.startswith("-")) for s in a.default_sort], q.limit, q.offset)
     table = a.fn(profile, params or {})
-    page, total = q.apply(table)
+    if isinstance(table, SqlView):
+        page, total = q.apply_sql(profile.con, table.sql)
+    else:
+        page, total = q.apply(table)
     return Result(view, page, total, q, a.units)

@@ -7,14 +7,14 @@ from typing import Any
 import pyarrow as pa
 
 from ..store import Profile
-from .base import analyser
+from .base import SqlView, analyser
 
 
 @analyser("counters", "Counters", default_sort=("rank", "device_type", "device", "metric"))
-def counters(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def counters(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per (rank, device_type, device, metric, unit): samples, min, mean, max,
     last (in the metric's unit), first_ts_us and last_ts_us (µs)."""
-    return profile.sql(
+    return SqlView(
         """
         SELECT rank, device_type, device, metric, unit, count(*) AS samples,
                min(value) AS min, avg(value) AS mean, max(value) AS max,

@@ -7,15 +7,15 @@ from typing import Any
 import pyarrow as pa
 
 from ..store import Profile
-from .base import analyser
+from .base import SqlView, analyser
 
 
 @analyser("events", "Events", default_sort=("ts",), units={"ts_us": "µs", "dur_us": "µs"})
-def events(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def events(profile: Profile, params: dict[str, Any]) -> SqlView:
     """Every event: the events table's columns (ts, dur in ns) plus ts_us and dur_us (µs).
     Pass params {"kinds": [...]} to keep only some kinds before the query runs."""
     kinds = params.get("kinds")
     where = ""
     if kinds:
         where = "WHERE kind IN (" + ", ".join("'" + str(k).replace("'", "''") + "'" for k in kinds) + ")"
-    return profile.sql(f"SELECT *, ts / 1000.0 AS ts_us, dur / 1000.0 AS dur_us FROM events {where}")
+    return SqlView(f"SELECT *, ts / 1000.0 AS ts_us, dur / 1000.0 AS dur_us FROM events {where}")

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..store import Profile
-from .base import analyser
+from .base import SqlView, analyser
 from .common import hta_device_window_sql
 
 KERNEL_WAIT_NS = 30_000
@@ -31,12 +31,12 @@ KERNEL_WAIT_NS = 30_000
     units={k: "µs" for k in ("idle_us", "host_wait_us", "kernel_wait_us", "other_us", "busy_us", "span_us")}
     | {"idle_pct": "%"},
 )
-def idle(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def idle(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per (rank, device, stream): ops, span_us (first start to last end),
     busy_us, idle_us (sum of gaps), host_wait_us, kernel_wait_us, other_us (µs),
     idle_pct (% of span)."""
     window = hta_device_window_sql()
-    return profile.sql(
+    return SqlView(
         f"""
         WITH d AS ({window}),
         o AS (SELECT * FROM d WHERE kind IN ('kernel', 'collective', 'memcpy', 'memset')),

@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..store import Profile
-from .base import analyser
+from .base import SqlView, analyser
 
 
 @analyser(
@@ -16,11 +16,11 @@ from .base import analyser
     default_sort=("-total_us",),
     units={k: "µs" for k in ("total_us", "mean_us", "median_us", "min_us", "max_us")} | {"pct": "%"},
 )
-def kernels(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def kernels(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per kernel name (device kinds kernel and collective):
     name, kind, count, total_us, mean_us, median_us, min_us, max_us (µs),
     pct (% of all kernel time), devices and streams (comma-separated), ranks."""
-    return profile.sql(
+    return SqlView(
         """
         WITH k AS (
             SELECT * FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective'))

@@ -58,7 +58,14 @@ def operators(profile: Profile, params: dict[str, Any]) -> pa.Table:
     )
     n = len(h["ts"])
     if n == 0:
-        return pa.table({"name": pa.array([], pa.string()), "calls": pa.array([], pa.int64())})
+        empty: dict[str, Any] = {"name": pa.array([], pa.string())}
+        if by_shapes:
+            empty["input_shapes"] = pa.array([], pa.string())
+        empty["calls"] = pa.array([], pa.int64())
+        for c in ("host_total_us", "host_self_us", "host_mean_us", "device_self_us", "device_total_us"):
+            empty[c] = pa.array([], pa.float64())
+        empty["kernels"] = pa.array([], pa.int64())
+        return pa.table(empty)
     parent = nest(h["rank"], h["pid"], h["tid"], h["ts"], h["dur"])
     child_sum = np.zeros(n, dtype=np.int64)
     has_parent = parent >= 0

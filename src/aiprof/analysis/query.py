@@ -136,8 +136,28 @@ class Query:
 
     def apply(self, table: pa.Table) -> tuple[pa.Table, int]:
         """Filter, sort and page ``table``; returns (page, rows matching before paging)."""
-        names = table.column_names
-        types = {f.name: f.type for f in table.schema}
+        con = duckdb.connect(":memory:")
+        try:
+            con.register("t", table)
+            page, total = self._run(con, "t", table.schema)
+        finally:
+            con.close()
+        return page.cast(table.schema), total
+
+    def apply_sql(self, con: duckdb.DuckDBPyConnection, sql: str) -> tuple[pa.Table, int]:
+        """Same as :meth:`apply` for the rows of a SQL query on ``con``, so DuckDB filters
+        and pages without materialising the whole result (the events view of a
+        multi-million-event profile)."""
+        src = f"({sql}) AS t"
+        try:
+            schema = con.sql(f"SELECT * FROM {src} LIMIT 0").to_arrow_table().schema
+        except duckdb.Error as e:
+            raise QueryError(f"query failed: {str(e).splitlines()[0]}") from None
+        return self._run(con, src, schema)
+
+    def _run(self, con: duckdb.DuckDBPyConnection, src: str, schema: pa.Schema) -> tuple[pa.Table, int]:
+        names = schema.names
+        types = {f.name: f.type for f in schema}
         where: list[str] = []
         params: list[Any] = []
         for f in self.filters:
@@ -174,24 +194,20 @@ class Query:
             if c not in types:
                 raise QueryError(f"no column {c!r} to sort on; columns: {', '.join(names)}")
             order.append(f"{_ident(c)} {'DESC' if desc else 'ASC'} NULLS LAST")
-        con = duckdb.connect(":memory:")
+        w = (" WHERE " + " AND ".join(where)) if where else ""
+        sql = f"SELECT * FROM {src}{w}"
+        if order:
+            sql += " ORDER BY " + ", ".join(order)
+        if self.limit is not None:
+            sql += f" LIMIT {int(self.limit)}"
+        if self.offset:
+            sql += f" OFFSET {int(self.offset)}"
         try:
-            con.register("t", table)
-            w = (" WHERE " + " AND ".join(where)) if where else ""
-            total = con.execute(f"SELECT count(*) FROM t{w}", params).fetchall()[0]
-            sql = f"SELECT * FROM t{w}"
-            if order:
-                sql += " ORDER BY " + ", ".join(order)
-            if self.limit is not None:
-                sql += f" LIMIT {int(self.limit)}"
-            if self.offset:
-                sql += f" OFFSET {int(self.offset)}"
+            total = con.execute(f"SELECT count(*) FROM {src}{w}", params).fetchall()[0]
             page = con.sql(sql, params=params).to_arrow_table() if params else con.sql(sql).to_arrow_table()
         except duckdb.Error as e:
             raise QueryError(f"query failed: {str(e).splitlines()[0]}") from None
-        finally:
-            con.close()
-        return page.cast(table.schema), int(total[0]) if total else 0
+        return page, int(total[0]) if total else 0
 
 
 def _ident(name: str) -> str:

@@ -151,15 +151,12 @@ def _top_advice(console: Any, prof: Any) -> None:
         from .. import advise as adv  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return
-    fn = getattr(adv, "top_advice", None)
-    if fn is None:
-        return
-    items = fn(prof, 3)
+    items = adv.advise(prof)[:3]
     if not items:
         return
     console.print("[bold]top advice[/bold] (aiprof advise PROFILE for all)")
     for a in items:
-        console.print(f"  - {a}")
+        console.print(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)")
 
 
 def dump_json(obj: Any) -> None:
