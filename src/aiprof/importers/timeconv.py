@@ -20,7 +20,12 @@ _EXACT_LIMIT = float(1 << 43)
 
 def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Convert µs values to int64 ns. Returns (ns, valid mask); invalid entries are 0."""
-    if any(isinstance(v, str) for v in values):
+    n_str = sum(1 for v in values if isinstance(v, str))
+    if n_str == len(values) and n_str:
+        got = _strings(values)
+        if got is not None:
+            return got, np.ones(len(values), dtype=bool)
+    if n_str:
         return _slow(values)
     try:
         arr = np.array(values, dtype=np.float64)
@@ -39,6 +44,25 @@ def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
                 out[i] = _str_ns(repr(float(values[int(i)])))
             return out, valid
     return _fast(arr), valid
+
+
+def _strings(values: Sequence[Any]) -> np.ndarray | None:
+    """All-string µs values through Arrow's exact decimal cast (rounding half up at the
+    ns, like :func:`_str_ns`); None when a value is not a plain decimal number."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        a = pc.utf8_trim_whitespace(pa.array(values, pa.string()))
+        d = pc.round(pc.cast(a, pa.decimal128(28, 6)), ndigits=3, round_mode="half_up")
+        d = pc.cast(d, pa.decimal128(25, 3))
+        ns = pc.cast(pc.multiply(d, pa.scalar(1000, pa.decimal128(4, 0))), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if ns.null_count:
+        return None
+    out: np.ndarray = ns.to_numpy(zero_copy_only=False)
+    return out
 
 
 def _fast(arr: np.ndarray) -> np.ndarray:
