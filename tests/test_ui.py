@@ -1,0 +1,241 @@
+"""The web UI in real headless Chromium (Debian's /usr/bin/chromium, driven by
+Playwright), against a real ``aiprof serve`` on real Kineto profiles."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_serve_support import running_server
+
+from aiprof.importers import import_paths
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+if not CHROMIUM.exists():
+    pytest.skip("UI tests need Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="UI tests need Playwright for Python (pip install playwright)")
+
+
+@pytest.fixture(scope="module")
+def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ui")
+    import_paths([shared_data / "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"], root / "r0.aiprof")
+    import_paths([shared_data / "kineto/V100/df_index_resolver.json.gz"], root / "mem.aiprof")
+    return root
+
+
+@pytest.fixture(scope="module")
+def base(served: Path) -> Iterator[str]:
+    with running_server(served) as (url, _token):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    outside: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith((base, "data:")) else None)
+    yield pg
+    ctx.close()
+    assert not errors, errors
+    assert not outside, f"the UI fetched from outside the server: {outside}"
+
+
+def _open(page: Any, base: str, pid: str, view: str) -> None:
+    page.goto(f"{base}#/{pid}/{view}")
+    page.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
+
+
+def test_overview(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "mem.aiprof", "overview")
+    assert page.locator("nav a.active").inner_text() == "Overview"
+    page.wait_for_selector("#steps-chart")
+    assert "Tesla V100-SXM2-32GB" in page.locator(".cards").inner_text()
+    util = page.locator("#util-table").inner_text()
+    assert "device_busy" in util and "idle" in util
+    assert "communication" in page.locator("#breakdown-table").inner_text()
+    page.wait_for_selector("#advice")
+    page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+    # The step chart drew stacked bars (non-white pixels in the plot area).
+    painted = page.evaluate(
+        """() => { const c = document.getElementById('steps-chart'); const d = c.getContext('2d')
+              .getImageData(0, 0, c.width, c.height).data; let n = 0;
+              for (let i = 0; i < d.length; i += 4) if (d[i+3] > 0 && (d[i] < 200 || d[i+2] < 200)) n++; return n; }"""
+    )
+    assert painted > 1000
+
+
+def test_kernels_table_sort_filter_page(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "r0.aiprof", "kernels")
+    info = page.locator(".pageinfo")
+    page.wait_for_function("document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total")
+    total = int(info.get_attribute("data-total"))
+    assert total > 50
+    # Default: sorted by total_us descending, as the server says.
+    assert "sorted-desc" in (page.locator("th[data-col=total_us]").get_attribute("class") or "")
+    # Sort by count (server side): click once for descending.
+    with page.expect_response(re.compile(r"/views/kernels\?.*sort=-count")):
+        page.click("th[data-col=count]")
+    page.wait_for_selector("th[data-col=count].sorted-desc")
+    counts = _column(page, "count")
+    assert counts == sorted(counts, reverse=True) and len(counts) == 50
+    # Filter with the CLI's syntax.
+    page.fill(".tablebar input", "name~gemm; count>=2")
+    with page.expect_response(re.compile(r"/views/kernels\?.*filter=name")):
+        page.keyboard.press("Enter")
+    page.wait_for_function(f"document.querySelector('.pageinfo').dataset.total < {total}")
+    names = _column(page, "name", numeric=False)
+    assert names and all("gemm" in n.lower() for n in names)
+    assert all(c >= 2 for c in _column(page, "count"))
+    page.screenshot(path=str(tmp_path / "kernels.png"))
+    # Next page.
+    page.fill(".tablebar input", "")
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"document.querySelector('.pageinfo').dataset.total == {total}")
+    page.click("text=next ›")
+    page.wait_for_function("document.querySelector('.pageinfo').textContent.startsWith('rows 51')")
+
+
+def _column(page: Any, col: str, numeric: bool = True) -> list[Any]:
+    idx = page.evaluate(f"[...document.querySelectorAll('table.data th')].findIndex(th => th.dataset.col === '{col}')")
+    cells = page.evaluate(
+        f"[...document.querySelectorAll('table.data tbody tr')].map(tr => tr.children[{idx}].getAttribute('title'))"
+    )
+    return [float(c) for c in cells] if numeric else cells
+
+
+def test_tables_open(page: Any, base: str) -> None:
+    for view in ("operators", "steps", "memory", "counters"):
+        _open(page, base, "mem.aiprof", view)
+        if view == "memory":
+            page.wait_for_selector("#mem-chart")
+            assert "Operators live at the peak" in page.locator("#live-at-peak").inner_text()
+        page.wait_for_function("document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total")
+        if view != "counters":  # Kineto files carry no counter samples
+            assert int(page.locator(".pageinfo").get_attribute("data-total")) > 0
+
+
+def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "r0.aiprof", "timeline")
+    page.wait_for_function("window.__aiprof.painted >= 1", timeout=60000)
+    page.screenshot(path=str(tmp_path / "timeline.png"))
+    tl = "window.__aiprof.timeline"
+    w0 = page.evaluate(f"{tl}.view.t1 - {tl}.view.t0")
+    labels = page.evaluate(f"{tl}.tracks.map(t => t.name)")
+    assert any("stream 7" in n for n in labels) and any("pt_main_thread" in n for n in labels)
+    # Zoom with the keyboard (W), as in Perfetto; then pan (D).
+    page.click("#tl-canvas", position={"x": 5, "y": 5})
+    painted = page.evaluate("window.__aiprof.painted")
+    for _ in range(12):
+        page.keyboard.press("w")
+    page.keyboard.press("d")
+    page.wait_for_function(f"window.__aiprof.painted > {painted}")
+    w1 = page.evaluate(f"{tl}.view.t1 - {tl}.view.t0")
+    assert w1 < w0 * 0.1
+    # Zoom onto a single kernel and click it.
+    target = page.evaluate(
+        """async () => {
+            const r = await fetch('/api/v1/profiles/r0.aiprof/tracks').then(r => r.json());
+            const dev = r.tracks.find(t => t.is_device);
+            const mid = Math.floor((r.span_ns[0] + r.span_ns[1]) / 2);
+            const w = await fetch(`/api/v1/profiles/r0.aiprof/timeline?t0=${mid}&t1=${mid + 20000000}&width=2000&tracks=${dev.track}`).then(r => r.json());
+            const i = w.items.kind.findIndex((k, j) => k === 'kernel' && w.items.n[j] === 1 && w.items.dur[j] > 2000);
+            return {track: dev.track, ts: w.items.ts[i], dur: w.items.dur[i], depth: w.items.depth[i], name: w.names[w.items.name[i]]};
+        }"""
+    )
+    page.evaluate(
+        f"""() => {{ const tl = window.__aiprof.timeline; const v = tl.view;
+             v.t0 = {target["ts"]} - {target["dur"]} * 2; v.t1 = {target["ts"]} + {target["dur"]} * 3; tl.draw(); }}"""
+    )
+    painted = page.evaluate("window.__aiprof.painted")
+    page.keyboard.press("a")
+    page.keyboard.press("d")  # back where it was; fetches the new window
+    page.wait_for_function(f"window.__aiprof.painted > {painted}")
+    box = page.evaluate(
+        f"""() => {{ const tl = window.__aiprof.timeline; const L = tl.layout.get({target["track"]});
+             return {{x: tl.xOf({target["ts"]} + {target["dur"]} / 2),
+                     y: L.y + {target["depth"]} * 18 + 9 - tl.view.scrollY}}; }}"""
+    )
+    page.click("#tl-canvas", position={"x": box["x"], "y": box["y"]})
+    page.wait_for_selector("#tl-details .ev-name")
+    details = page.locator("#tl-details").inner_text()
+    assert target["name"] in details and "kernel" in details
+    assert "Linked by correlation" in details and "runtime" in details
+    # Flow arrows were part of that window.
+    assert page.evaluate("window.__aiprof.timeline && window.__aiprof.items") > 0
+    page.screenshot(path=str(tmp_path / "timeline-zoomed.png"))
+    # A selection shows the totals of what it covers.
+    page.evaluate(
+        f"() => window.__aiprof.timeline.selectRange({target['ts']} - 1000000, {target['ts']} + 1000000)"
+    )
+    page.wait_for_selector("#sel-kinds")
+    text = page.locator("#tl-summary").inner_text()
+    assert "kernel" in text and "events" in text
+    # Mouse: shift+drag selects too.
+    page.mouse.move(600, 300)
+    page.keyboard.down("Shift")
+    page.mouse.down()
+    page.mouse.move(900, 300)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_function("(document.querySelector('#tl-summary b') || {textContent: ''}).textContent.includes('Selection')")
+    page.screenshot(path=str(tmp_path / "timeline-selection.png"))
+
+
+def test_compare(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "r0.aiprof", "compare")
+    page.wait_for_selector("#cmp-steps")
+    assert "duration" in page.locator("#cmp-steps").inner_text()
+    assert page.locator("#cmp-kernels tr").count() > 5
+    assert page.locator("#cmp-ops tr").count() > 5
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+
+def test_html_report_opens_without_server(browser: Any, served: Path, tmp_path: Path) -> None:
+    from aiprof.store import open_profile
+    from aiprof.web.html_report import write_report
+
+    out = tmp_path / "report.html"
+    with open_profile(served / "mem.aiprof") as p:
+        write_report(p, out)
+    html = out.read_text()
+    assert "<script src=" not in html and "<link rel=\"stylesheet\"" not in html
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    requests: list[str] = []
+    pg.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    pg.goto(out.as_uri())
+    pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true")
+    assert "Tesla V100-SXM2-32GB" in pg.locator(".cards").inner_text()
+    pg.wait_for_selector("#advice")
+    pg.goto(out.as_uri() + "#/report/kernels")
+    pg.wait_for_selector("table.data td")
+    pg.click("th[data-col=count]")
+    pg.wait_for_selector("th[data-col=count].sorted-desc")
+    pg.screenshot(path=str(tmp_path / "report-kernels.png"))
+    assert not requests
+    ctx.close()
