@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from test_serve_support import running_server
 
 from aiprof.analysis import Query, run
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
+from test_serve_support import running_server
 
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 V100_MEM = "kineto/V100/df_index_resolver.json.gz"
@@ -80,8 +80,15 @@ def test_openapi_document(client: httpx.Client) -> None:
     doc = _ok(client.get("/openapi.json"))
     assert doc["openapi"].startswith("3.")
     paths = doc["paths"]
-    for p in ("/profiles", "/profiles/{pid}", "/profiles/{pid}/views/{view}", "/profiles/{pid}/timeline",
-              "/profiles/{pid}/counters/series", "/profiles/{pid}/memory/series", "/profiles/{pid}/advice"):
+    for p in (
+        "/profiles",
+        "/profiles/{pid}",
+        "/profiles/{pid}/views/{view}",
+        "/profiles/{pid}/timeline",
+        "/profiles/{pid}/counters/series",
+        "/profiles/{pid}/memory/series",
+        "/profiles/{pid}/advice",
+    ):
         assert "/api/v1" + p in paths
     assert set(paths["/api/v1/profiles/{pid}/views/{view}"]) == {"get", "post"}
 
@@ -183,9 +190,13 @@ def test_timeline_window_merges_but_keeps_every_event(client: httpx.Client, serv
     items = w["items"]
     assert 0 < len(items["ts"]) <= 5000
     with open_profile(served / "r0.aiprof") as p:
-        n_events = p.sql(
-            "SELECT count(*) AS n FROM events WHERE NOT (kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
-        ).column("n")[0].as_py()
+        n_events = (
+            p.sql(
+                "SELECT count(*) AS n FROM events WHERE NOT (kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
+            )
+            .column("n")[0]
+            .as_py()
+        )
     assert sum(items["n"]) == n_events  # merged, none lost
     # A narrow window: single events, each overlapping it, with launch -> kernel arrows.
     k = next(i for i, kind in enumerate(items["kind"]) if kind == "kernel" and items["n"][i] == 1)

@@ -17,7 +17,9 @@ URL_RE = re.compile(r"(http://\S+?:\d+/)(\?token=(\S+))?")
 
 
 @contextmanager
-def running_server(*paths: Path, host: str = "127.0.0.1", extra: tuple[str, ...] = ()) -> Iterator[tuple[str, str | None]]:
+def running_server(
+    *paths: Path, host: str = "127.0.0.1", extra: tuple[str, ...] = ()
+) -> Iterator[tuple[str, str | None]]:
     """Start ``python -m aiprof serve PATHS --port 0``; yield (base URL, token or None)."""
     cmd = [sys.executable, "-m", "aiprof", "serve", *map(str, paths), "--host", host, "--port", "0", *extra]
     env = dict(os.environ, PYTHONUNBUFFERED="1")

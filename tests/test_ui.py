@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_serve_support import running_server
 
 from aiprof.importers import import_paths
+from test_serve_support import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -26,7 +26,9 @@ ARGS = [
 
 if not CHROMIUM.exists():
     pytest.skip("UI tests need Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="UI tests need Playwright for Python (pip install playwright)")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="UI tests need Playwright for Python (pip install playwright)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +136,9 @@ def test_tables_open(page: Any, base: str) -> None:
         if view == "memory":
             page.wait_for_selector("#mem-chart")
             assert "Operators live at the peak" in page.locator("#live-at-peak").inner_text()
-        page.wait_for_function("document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total")
+        page.wait_for_function(
+            "document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total"
+        )
         if view != "counters":  # Kineto files carry no counter samples
             assert int(page.locator(".pageinfo").get_attribute("data-total")) > 0
 
@@ -189,9 +193,7 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
     assert page.evaluate("window.__aiprof.timeline && window.__aiprof.items") > 0
     page.screenshot(path=str(tmp_path / "timeline-zoomed.png"))
     # A selection shows the totals of what it covers.
-    page.evaluate(
-        f"() => window.__aiprof.timeline.selectRange({target['ts']} - 1000000, {target['ts']} + 1000000)"
-    )
+    page.evaluate(f"() => window.__aiprof.timeline.selectRange({target['ts']} - 1000000, {target['ts']} + 1000000)")
     page.wait_for_selector("#sel-kinds")
     text = page.locator("#tl-summary").inner_text()
     assert "kernel" in text and "events" in text
@@ -202,7 +204,9 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
     page.mouse.move(900, 300)
     page.mouse.up()
     page.keyboard.up("Shift")
-    page.wait_for_function("(document.querySelector('#tl-summary b') || {textContent: ''}).textContent.includes('Selection')")
+    page.wait_for_function(
+        "(document.querySelector('#tl-summary b') || {textContent: ''}).textContent.includes('Selection')"
+    )
     page.screenshot(path=str(tmp_path / "timeline-selection.png"))
 
 
@@ -223,7 +227,7 @@ def test_html_report_opens_without_server(browser: Any, served: Path, tmp_path: 
     with open_profile(served / "mem.aiprof") as p:
         write_report(p, out)
     html = out.read_text()
-    assert "<script src=" not in html and "<link rel=\"stylesheet\"" not in html
+    assert "<script src=" not in html and '<link rel="stylesheet"' not in html
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = ctx.new_page()
     requests: list[str] = []

@@ -14,7 +14,9 @@ from ..store import find_profiles
 
 @click.command("serve")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind; others than loopback need a token."
+)
 @click.option("--port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
 @click.option("--token", envvar="AIPROF_TOKEN", help="Token to require (default: a new one when not on loopback).")
 def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) -> None:
@@ -48,7 +50,11 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) ->
         real_port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{real_port}/"
-        click.echo(f"aiprof: serving {len(app.state.library.scan())} profile(s) at {url}" + (f"?token={token}" if token else ""), nl=True)
+        click.echo(
+            f"aiprof: serving {len(app.state.library.scan())} profile(s) at {url}"
+            + (f"?token={token}" if token else ""),
+            nl=True,
+        )
         if token:
             click.echo(f"aiprof: API token: {token} (header 'Authorization: Bearer TOKEN')")
         click.echo("aiprof: press Ctrl+C to stop", err=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
 
@@ -56,7 +56,7 @@ def write_chrome_trace(profile: Profile, path: str | os.PathLike[str], *, batch_
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     counts = {"events": 0, "flows": 0, "synthetic_flows": 0, "counters": 0, "memory": 0, "metadata": 0}
     try:
-        raw: IO[bytes] = gzip.open(tmp, "wb", compresslevel=6) if out.name.endswith(".gz") else open(tmp, "wb")
+        raw = cast(IO[bytes], gzip.open(tmp, "wb", compresslevel=6)) if out.name.endswith(".gz") else open(tmp, "wb")
         with raw as f:
             _write(profile, f, counts, batch_rows)
         os.replace(tmp, out)
@@ -159,19 +159,19 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
         f"""SELECT ts, 0 AS k, '{{"ph":"i","s":"t"' || {common} || ',"args":' || {ev_args} || '}}' AS j
             FROM events WHERE kind = 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Spans.
-        f"""SELECT ts, 0 AS k, '{{"ph":"X"' || {common} || ',"dur":' || {_us('dur')} || ',"args":' || {ev_args}
+        f"""SELECT ts, 0 AS k, '{{"ph":"X"' || {common} || ',"dur":' || {_us("dur")} || ',"args":' || {ev_args}
                || '}}' AS j
             FROM events WHERE kind <> 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Counters.
         f"""SELECT ts, 2 AS k, '{{"ph":"C","name":' || to_json(metric)::VARCHAR || ',"pid":'
                || {pid_of("coalesce(device, 0)")} || ',"tid":0,"ts":'
-               || {_us('ts')} || ',"args":{{' || to_json(metric)::VARCHAR || ':'
+               || {_us("ts")} || ',"args":{{' || to_json(metric)::VARCHAR || ':'
                || CASE WHEN isfinite(value) THEN value::VARCHAR ELSE '0' END || '}}}}' AS j
             FROM counters""",
         # Allocator events, as Kineto writes them.
         f"""SELECT ts, 3 AS k, '{{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":'
                || {pid_of("coalesce(pid, 0)")}
-               || ',"tid":' || coalesce(tid, 0) || ',"ts":' || {_us('ts')} || ',"args":{{"Device Type":'
+               || ',"tid":' || coalesce(tid, 0) || ',"ts":' || {_us("ts")} || ',"args":{{"Device Type":'
                || CASE device_type WHEN 'cpu' THEN 0 WHEN 'cuda' THEN 1 WHEN 'rocm' THEN 6 WHEN 'xpu' THEN 12
                   WHEN 'hpu' THEN 14 WHEN 'npu' THEN 20 ELSE 0 END
                || ',"Device Id":' || coalesce(device, -1) || ',"Addr":' || coalesce(addr, 0)
@@ -187,10 +187,10 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
                      h AS (SELECT * FROM events WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
                 SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","id":' || h.correlation
                        || ',"pid":' || {pid_of("h.pid", "h.")}
-                       || ',"tid":' || h.tid || ',"ts":' || {_us('h.ts')} || '}},' ||
+                       || ',"tid":' || h.tid || ',"ts":' || {_us("h.ts")} || '}},' ||
                        '{{"ph":"f","cat":"ac2g","name":"ac2g","id":' || h.correlation || ',"bp":"e"'
                        || ',"pid":' || {pid_of("d.pid", "d.")}
-                       || ',"tid":' || d.tid || ',"ts":' || {_us('d.ts')} || '}}' AS j
+                       || ',"tid":' || d.tid || ',"ts":' || {_us("d.ts")} || '}}' AS j
                 FROM d JOIN h ON h.correlation = d.correlation AND h.rank = d.rank"""
         )
     kinds_seen = {0: "events", 1: "flows", 2: "counters", 3: "memory", 4: "synthetic_flows"}

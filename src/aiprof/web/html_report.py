@@ -36,7 +36,7 @@ REPORT_ID = "report"
 
 
 def _asset(name: str) -> str:
-    return resources.files("aiprof.web").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("aiprof.web").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def _script_safe(text: str) -> str:
@@ -67,7 +67,7 @@ def report_data(profile: Profile) -> dict[str, Any]:
         data[f"{base}/views/{view}"] = out
     try:
         data[f"{base}/advice"] = advice_for(profile)
-    except Exception as e:  # noqa: BLE001 - a failing proposer must not lose the report
+    except Exception as e:
         data[f"{base}/advice"] = {"available": False, "advice": [], "reason": f"the proposer failed: {e}"}
     return data
 

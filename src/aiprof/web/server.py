@@ -167,7 +167,7 @@ class Library:
                     e.profile.con.execute("SELECT count(*) FROM events").fetchall()
                     e.timeline = Timeline(e.profile)
                     e.timeline.lock = e.lock
-                except Exception as ex:  # noqa: BLE001 - a broken profile must not stop the others
+                except Exception as ex:
                     msg = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
                     e.error = "cannot open: " + _scrub(msg, e.path)
                     if e.profile is not None:
@@ -304,8 +304,11 @@ def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[
         "world_size": meta.get("world_size"),
         "hosts": meta.get("hosts", []),
         "devices": profile.devices,
-        "sources": [{k: v for k, v in src.items() if k != "path"} | {"file": Path(str(src.get("path", ""))).name}
-                    for m in profile.metas for src in m.get("sources", [])],
+        "sources": [
+            {k: v for k, v in src.items() if k != "path"} | {"file": Path(str(src.get("path", ""))).name}
+            for m in profile.metas
+            for src in m.get("sources", [])
+        ],
         "tables": profile.tables,
         "warnings": profile.warnings,
         "steps": steps,
@@ -367,8 +370,13 @@ class Api:
     async def list_views(self, request: Request) -> Response:
         return json_response(
             [
-                {"name": a.name, "title": a.title, "description": a.description, "default_sort": list(a.default_sort),
-                 "units": a.units}
+                {
+                    "name": a.name,
+                    "title": a.title,
+                    "description": a.description,
+                    "default_sort": list(a.default_sort),
+                    "units": a.units,
+                }
                 for a in views().values()
             ]
         )
@@ -464,9 +472,7 @@ class Api:
         sq = SeriesQuery(e.profile, e.lock)
         rank = _int_param(src.get("rank"), "rank")
         device = _int_param(src.get("device"), "device")
-        return json_response(
-            await _threaded(lambda: sq.counter(_window(request, body, tl), str(metric), rank, device))
-        )
+        return json_response(await _threaded(lambda: sq.counter(_window(request, body, tl), str(metric), rank, device)))
 
     async def memory_series(self, request: Request) -> Response:
         e = self._entry(request)
@@ -538,8 +544,20 @@ _QUERY_BODY = {
                                     "type": "object",
                                     "properties": {
                                         "column": {"type": "string"},
-                                        "op": {"type": "string", "enum": ["in", "not_in", "contains", "not_contains",
-                                                                          "range", "ge", "gt", "le", "lt"]},
+                                        "op": {
+                                            "type": "string",
+                                            "enum": [
+                                                "in",
+                                                "not_in",
+                                                "contains",
+                                                "not_contains",
+                                                "range",
+                                                "ge",
+                                                "gt",
+                                                "le",
+                                                "lt",
+                                            ],
+                                        },
                                         "values": {"type": "array", "items": {}},
                                     },
                                     "required": ["column"],
@@ -581,8 +599,14 @@ def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 description of every route under /api/v1."""
     paths: dict[str, Any] = {}
 
-    def op(path: str, method: str, summary: str, params: list[dict[str, Any]] | None = None,
-           body: dict[str, Any] | None = None, schema: str | None = None) -> None:
+    def op(
+        path: str,
+        method: str,
+        summary: str,
+        params: list[dict[str, Any]] | None = None,
+        body: dict[str, Any] | None = None,
+        schema: str | None = None,
+    ) -> None:
         o: dict[str, Any] = {
             "summary": summary,
             "operationId": f"{method}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '')}",
@@ -590,10 +614,16 @@ def openapi_document() -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "OK",
-                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}
-                                                     if schema else {"type": "object"}}},
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{schema}"} if schema else {"type": "object"}
+                        }
+                    },
                 },
-                "400": _ERR, "401": _ERR, "404": _ERR, "409": _ERR,
+                "400": _ERR,
+                "401": _ERR,
+                "404": _ERR,
+                "409": _ERR,
             },
         }
         if body is not None:
@@ -604,24 +634,61 @@ def openapi_document() -> dict[str, Any]:
     op("/views", "get", "The analysers: name, title, description (the columns), default sort")
     op("/profiles/{pid}", "get", "One profile's metadata: devices, ranks, steps, sources, tables, span", [_PID])
     vp = [_PID, {"name": "view", "in": "path", "required": True, "schema": {"type": "string"}}]
-    op("/profiles/{pid}/views/{view}", "get", "Run an analyser with the common query", vp + _QUERY_PARAMS,
-       schema="Result")
-    op("/profiles/{pid}/views/{view}", "post", "Run an analyser with the common query as JSON", vp, _QUERY_BODY,
-       schema="Result")
+    op(
+        "/profiles/{pid}/views/{view}",
+        "get",
+        "Run an analyser with the common query",
+        vp + _QUERY_PARAMS,
+        schema="Result",
+    )
+    op(
+        "/profiles/{pid}/views/{view}",
+        "post",
+        "Run an analyser with the common query as JSON",
+        vp,
+        _QUERY_BODY,
+        schema="Result",
+    )
     op("/profiles/{pid}/tracks", "get", "Timeline tracks: host threads first, then device streams", [_PID])
-    op("/profiles/{pid}/timeline", "get", "Events of [t0, t1] on tracks, merged to the pixel width",
-       [_PID, *_WINDOW_PARAMS], schema="Window")
+    op(
+        "/profiles/{pid}/timeline",
+        "get",
+        "Events of [t0, t1] on tracks, merged to the pixel width",
+        [_PID, *_WINDOW_PARAMS],
+        schema="Window",
+    )
     op("/profiles/{pid}/timeline", "post", "Same, with a JSON body", [_PID], _WINDOW_BODY, schema="Window")
-    op("/profiles/{pid}/timeline/summary", "get", "Totals per kind and top names of what [t0, t1] covers",
-       [_PID, *_WINDOW_PARAMS])
-    op("/profiles/{pid}/timeline/event", "get", "The events on a track starting at ts, with linked events",
-       [_PID, _qp("track", "track id", "integer", True), _qp("ts", "start, ns", "integer", True)])
+    op(
+        "/profiles/{pid}/timeline/summary",
+        "get",
+        "Totals per kind and top names of what [t0, t1] covers",
+        [_PID, *_WINDOW_PARAMS],
+    )
+    op(
+        "/profiles/{pid}/timeline/event",
+        "get",
+        "The events on a track starting at ts, with linked events",
+        [_PID, _qp("track", "track id", "integer", True), _qp("ts", "start, ns", "integer", True)],
+    )
     op("/profiles/{pid}/counters", "get", "Counter metrics available", [_PID])
-    op("/profiles/{pid}/counters/series", "get", "One counter over [t0, t1], merged per pixel",
-       [_PID, _qp("metric", "metric name", required=True), _qp("rank", "rank", "integer"),
-        _qp("device", "device", "integer"), *_WINDOW_PARAMS])
-    op("/profiles/{pid}/memory/series", "get", "Allocated and reserved bytes over [t0, t1] per device, and peaks",
-       [_PID, _qp("rank", "rank", "integer"), _qp("device", "device", "integer"), *_WINDOW_PARAMS])
+    op(
+        "/profiles/{pid}/counters/series",
+        "get",
+        "One counter over [t0, t1], merged per pixel",
+        [
+            _PID,
+            _qp("metric", "metric name", required=True),
+            _qp("rank", "rank", "integer"),
+            _qp("device", "device", "integer"),
+            *_WINDOW_PARAMS,
+        ],
+    )
+    op(
+        "/profiles/{pid}/memory/series",
+        "get",
+        "Allocated and reserved bytes over [t0, t1] per device, and peaks",
+        [_PID, _qp("rank", "rank", "integer"), _qp("device", "device", "integer"), *_WINDOW_PARAMS],
+    )
     op("/profiles/{pid}/advice", "get", "Optimization advice (when the proposer is installed)", [_PID])
     return {
         "openapi": "3.1.0",
@@ -640,9 +707,17 @@ def openapi_document() -> dict[str, Any]:
                     "type": "object",
                     "properties": {
                         "view": {"type": "string"},
-                        "columns": {"type": "array", "items": {"type": "object", "properties": {
-                            "name": {"type": "string"}, "type": {"type": "string"},
-                            "unit": {"type": ["string", "null"]}}}},
+                        "columns": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "type": {"type": "string"},
+                                    "unit": {"type": ["string", "null"]},
+                                },
+                            },
+                        },
                         "rows": {"type": "array", "items": {"type": "object"}},
                         "total": {"type": "integer"},
                         "offset": {"type": "integer"},
@@ -654,9 +729,13 @@ def openapi_document() -> dict[str, Any]:
                     "description": "items: columnar track, depth, ts, dur, name (index into names), kind, n (events "
                     "merged; 1 = a single event); flows: launch -> device arrows",
                     "properties": {
-                        "t0": {"type": "integer"}, "t1": {"type": "integer"}, "bucket_ns": {"type": "integer"},
-                        "items": {"type": "object"}, "names": {"type": "array", "items": {"type": "string"}},
-                        "flows": {"type": "object"}, "flows_truncated": {"type": "boolean"},
+                        "t0": {"type": "integer"},
+                        "t1": {"type": "integer"},
+                        "bucket_ns": {"type": "integer"},
+                        "items": {"type": "object"},
+                        "names": {"type": "array", "items": {"type": "string"}},
+                        "flows": {"type": "object"},
+                        "flows_truncated": {"type": "boolean"},
                     },
                 },
             },
@@ -720,8 +799,9 @@ def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.
             r = RedirectResponse("/", status_code=303)
             r.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
             return r
-        return Response(assets.get("index.html", b""), media_type=_TYPES[".html"],
-                        headers={"Cache-Control": "no-cache"})
+        return Response(
+            assets.get("index.html", b""), media_type=_TYPES[".html"], headers={"Cache-Control": "no-cache"}
+        )
 
     async def static(request: Request) -> Response:
         name = str(request.path_params["name"])
@@ -789,8 +869,11 @@ def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.
                 if auth.lower().startswith("bearer "):
                     given = auth[7:].strip()
                 if not given or not secrets.compare_digest(given, token):
-                    return _error(401, "a token is required (Authorization: Bearer TOKEN, X-Aiprof-Token or the "
-                                  "cookie set by /?token=TOKEN)")
+                    return _error(
+                        401,
+                        "a token is required (Authorization: Bearer TOKEN, X-Aiprof-Token or the "
+                        "cookie set by /?token=TOKEN)",
+                    )
             return None
 
     app.state.library = lib

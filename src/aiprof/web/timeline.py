@@ -50,9 +50,7 @@ class Window:
     max_items: int = MAX_ITEMS
 
     @classmethod
-    def parse(
-        cls, t0: Any, t1: Any, width: Any = 1000, tracks: Any = None, max_items: Any = MAX_ITEMS
-    ) -> Window:
+    def parse(cls, t0: Any, t1: Any, width: Any = 1000, tracks: Any = None, max_items: Any = MAX_ITEMS) -> Window:
         """From request values (strings or numbers); raises QueryError on bad input."""
         try:
             a, b = int(t0), int(t1)
@@ -367,9 +365,7 @@ class SeriesQuery:
             )
         return list(tab.to_pylist())
 
-    def counter(
-        self, w: Window, metric: str, rank: int | None = None, device: int | None = None
-    ) -> dict[str, Any]:
+    def counter(self, w: Window, metric: str, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
         """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
         cond = ["metric = ?", f"ts >= {w.t0}", f"ts <= {w.t1}"]
@@ -417,8 +413,14 @@ class SeriesQuery:
             key = f"{r['rank']}:{r['device_type']}:{r['device']}"
             s = series.setdefault(
                 key,
-                {"rank": r["rank"], "device_type": r["device_type"], "device": r["device"],
-                 "ts": [], "allocated": [], "reserved": []},
+                {
+                    "rank": r["rank"],
+                    "device_type": r["device_type"],
+                    "device": r["device"],
+                    "ts": [],
+                    "allocated": [],
+                    "reserved": [],
+                },
             )
             s["ts"].append(r["ts"])
             s["allocated"].append(r["allocated"])
