@@ -11,6 +11,7 @@ from ..store import Profile
 
 #: Device-side kinds that keep a device busy (Holistic Trace Analysis counts these).
 DEVICE_BUSY_KINDS = ("kernel", "collective", "memcpy", "memset", "sync")
+DEVICE_BUSY_SQL = "(" + ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS) + ")"
 #: Host-side names of communication calls (c10d, NCCL/Gloo/HCCL wrappers).
 COMM_NAME_SQL = (
     "(regexp_matches(name, '^(nccl|gloo|hccl|mpi|ucc):') OR name LIKE 'c10d::%' "
@@ -18,13 +19,26 @@ COMM_NAME_SQL = (
 )
 
 
-def fetch(profile: Profile, sql: str, params: list[Any] | None = None) -> dict[str, np.ndarray]:
-    """Run ``sql`` and return its columns as numpy arrays (nulls become -1 for ints)."""
+def fetch(
+    profile: Profile, sql: str, params: list[Any] | None = None, codes: tuple[str, ...] = ()
+) -> dict[str, np.ndarray]:
+    """Run ``sql`` and return its columns as numpy arrays (nulls become -1 for ints).
+
+    String columns named in ``codes`` come back dictionary-encoded, which is far cheaper
+    than Python strings on millions of rows: ``out[c]`` holds int codes and
+    ``out[c + "__dict"]`` the distinct values they index.
+    """
     t = profile.sql(sql, params)
     out: dict[str, np.ndarray] = {}
     for name, col in zip(t.column_names, t.columns):
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if pa.types.is_integer(arr.type):
+        if name in codes:
+            enc = arr.dictionary_encode() if not pa.types.is_dictionary(arr.type) else arr
+            out[name] = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            out[name + "__dict"] = np.array(enc.dictionary.to_pylist(), dtype=object)
+        elif pa.types.is_boolean(arr.type):
+            out[name] = arr.fill_null(False).to_numpy(zero_copy_only=False)
+        elif pa.types.is_integer(arr.type):
             out[name] = arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         elif pa.types.is_floating(arr.type):
             out[name] = arr.fill_null(np.nan).to_numpy(zero_copy_only=False)
@@ -72,6 +86,23 @@ def hta_device_window_sql() -> str:
         WHERE d.device_type <> 'cpu' AND d.kind IN ({kinds})
           AND (coalesce(st.n, 0) < 2 OR (l.lts IS NOT NULL AND l.lts < st.last_start))
     """
+
+
+#: SQL for HTA's COMPUTATION kernels (not NCCL, copies, sets or syncs).
+COMPUTE_SQL = "(kind = 'kernel' AND name NOT LIKE '%Sync%' AND name NOT LIKE '%Memcpy%')"
+
+
+def hta_window(profile: Profile) -> str:
+    """Name of a temporary table holding :func:`hta_device_window_sql` plus a boolean
+    ``compute`` column, built once per opened profile."""
+
+    def build() -> str:
+        profile.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _hta_window AS SELECT *, {COMPUTE_SQL} AS compute FROM ({hta_device_window_sql()})"
+        )
+        return "_hta_window"
+
+    return profile.memo("hta_window", build)
 
 
 def is_compute(kind: np.ndarray, name: np.ndarray) -> np.ndarray:

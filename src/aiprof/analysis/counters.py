@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from ..store import Profile
 from .base import SqlView, analyser
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from ..store import Profile
 from .base import SqlView, analyser
-from .common import hta_device_window_sql
+from .common import hta_window
 
 KERNEL_WAIT_NS = 30_000
 
@@ -35,11 +33,10 @@ def idle(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per (rank, device, stream): ops, span_us (first start to last end),
     busy_us, idle_us (sum of gaps), host_wait_us, kernel_wait_us, other_us (µs),
     idle_pct (% of span)."""
-    window = hta_device_window_sql()
+    window = hta_window(profile)
     return SqlView(
         f"""
-        WITH d AS ({window}),
-        o AS (SELECT * FROM d WHERE kind IN ('kernel', 'collective', 'memcpy', 'memset')),
+        WITH o AS (SELECT * FROM {window} WHERE kind IN ('kernel', 'collective', 'memcpy', 'memset')),
         g AS (
             SELECT rank, device, tid, ts, dur, launch_ts,
                    lag(ts + dur) OVER (PARTITION BY rank, device, tid ORDER BY ts, dur) AS prev_end

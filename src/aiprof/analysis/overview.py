@@ -35,7 +35,7 @@ import pyarrow as pa
 from ..store import Profile
 from . import intervals as iv
 from .base import analyser
-from .common import COMM_NAME_SQL, fetch, hta_device_window_sql, is_compute, pct, us
+from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, fetch, hta_window, pct, us
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 
@@ -105,23 +105,23 @@ def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarr
 
 def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """HTA's temporal breakdown per rank (overall), and per step window."""
-    d = fetch(profile, hta_device_window_sql())
+    d = fetch(profile, f"SELECT rank, ts, ts + dur AS te, compute FROM {hta_window(profile)}")
     rows: list[dict[str, Any]] = []
     n = len(w["rank"])
     per = {k: np.zeros(n, dtype=np.int64) for k in ("busy", "compute")}
     allk = fetch(
         profile,
-        "SELECT rank, kind, name, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' "
-        "AND kind IN ('kernel', 'collective', 'memcpy', 'memset', 'sync')",
+        f"SELECT rank, ts, ts + dur AS te, {COMPUTE_SQL} AS compute FROM events WHERE device_type <> 'cpu' "
+        f"AND kind IN {DEVICE_BUSY_SQL}",
     )
     for r in np.unique(np.concatenate([d["rank"], allk["rank"]])):
         sel = d["rank"] == r
         if sel.any():
-            ts, te = d["ts"][sel], d["ts"][sel] + d["dur"][sel]
+            ts, te = d["ts"][sel], d["te"][sel]
             ms, me = iv.merge(ts, te)
             span = int(me.max() - ms.min())
             busy = int((me - ms).sum())
-            comp = is_compute(d["kind"][sel], d["name"][sel])
+            comp = d["compute"][sel]
             compute = iv.length(ts[comp], te[comp])
             idle = span - busy
             for cat, v in (("idle", idle), ("compute", compute), ("non_compute", busy - compute)):
@@ -144,7 +144,7 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
             w1 = w0 + w["dur"][wsel]
             ms, me = iv.merge(ts, te)
             per["busy"][wsel] = iv.covered(ms, me, w0, w1)
-            comp = is_compute(allk["kind"][asel], allk["name"][asel])
+            comp = allk["compute"][asel]
             cs, ce = iv.merge(ts[comp], te[comp])
             per["compute"][wsel] = iv.covered(cs, ce, w0, w1)
     return rows, per
@@ -153,10 +153,13 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
 def _compute_all(
     profile: Profile,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
-    w = _windows(profile)
-    b = _breakdown(profile, w)
-    dev_rows, per = _device(profile, w)
-    return w, b, dev_rows, per
+    def compute() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
+        w = _windows(profile)
+        b = _breakdown(profile, w)
+        dev_rows, per = _device(profile, w)
+        return w, b, dev_rows, per
+
+    return profile.memo("overview", compute)
 
 
 _OVERVIEW_SCHEMA = pa.schema(

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -21,6 +22,8 @@ import pyarrow as pa
 from ..errors import AiprofError
 from .schema import SCHEMA_VERSION, SCHEMAS, TABLES
 from .writer import META_FILE, PROFILE_SUFFIX
+
+T = TypeVar("T")
 
 _TIMED = {"events", "counters", "memory", "samples"}
 
@@ -37,6 +40,15 @@ class Profile:
     """Connection holding the views ``events``, ``counters``, ``memory`` and the others."""
     tables: dict[str, int] = field(default_factory=dict)
     """Row count of each table, over all the profiles."""
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """Compute once per opened profile (profiles are read-only while open), so views
+        that share an expensive intermediate (overview and steps) pay for it once."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        value: T = self._memo[key]
+        return value
 
     @property
     def time_origin_ns(self) -> int:
