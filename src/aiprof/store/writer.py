@@ -31,7 +31,7 @@ META_FILE = "profile.json"
 
 #: Events are held back until commit (steps are only known once all are seen); past
 #: this many bytes of Arrow data they spill to a temporary Parquet file.
-SPOOL_BYTES = 256 << 20
+SPOOL_BYTES = 64 << 20
 
 _KINDS = frozenset(KINDS)
 _DEVICE_TYPES = frozenset(DEVICE_TYPES)
