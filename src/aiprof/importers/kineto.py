@@ -145,6 +145,7 @@ class ChromeTraceConverter:
         self.vendor = "cuda"
         self._vendor_known = False
         self._str_ids: dict[str, int] = {}
+        self._kind_cache: dict[tuple[str | None, str], str] = {}
         self.track_names: dict[tuple[int, int | None], dict[str, Any]] = {}
         self._open: dict[tuple[int, int], list[tuple[int, str, str | None, bytes]]] = {}
         self.counts_ph: dict[str, int] = {}
@@ -224,7 +225,17 @@ class ChromeTraceConverter:
 
     def classify(self, cats: list[str | None], names: list[str], pids: list[Any]) -> list[str]:
         """Kind of each span. Subclasses for other producers override this."""
-        return [kind_for(c, n) for c, n in zip(cats, names)]
+        cache = self._kind_cache
+        out: list[str] = []
+        for c, n in zip(cats, names):
+            key = (c, n)
+            k = cache.get(key)
+            if k is None:
+                k = kind_for(c, n)
+                if len(cache) < 200_000:  # names repeat; a trace with unbounded names just misses
+                    cache[key] = k
+            out.append(k)
+        return out
 
     def refine(self, evs: list[Ev], kinds: list[str], args: list[Args]) -> dict[str, Any]:
         """Hook for other producers, after ``classify``: may rewrite ``kinds`` in place
@@ -373,8 +384,8 @@ class ChromeTraceConverter:
             "bytes": [
                 int(a.bytes) if a.bytes is not None and k in ("memcpy", "memset") else None for a, k in zip(args, kinds)
             ],
-            "grid": [_dims(a.grid) for a in args],
-            "block": [_dims(a.block) for a in args],
+            "grid": [_dims(a.grid) if a.grid else None for a in args],
+            "block": [_dims(a.block) if a.block else None for a in args],
             "args": [bytes(r).decode("utf-8", "replace") if r else None for r in raws],
         }
         if extra:

@@ -20,12 +20,12 @@ _EXACT_LIMIT = float(1 << 43)
 
 def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Convert µs values to int64 ns. Returns (ns, valid mask); invalid entries are 0."""
-    n_str = sum(1 for v in values if isinstance(v, str))
-    if n_str == len(values) and n_str:
-        got = _strings(values)
-        if got is not None:
-            return got, np.ones(len(values), dtype=bool)
-    if n_str:
+    types = set(map(type, values))
+    if str in types:
+        if types == {str}:
+            got = _strings(values)
+            if got is not None:
+                return got, np.ones(len(values), dtype=bool)
         return _slow(values)
     try:
         arr = np.array(values, dtype=np.float64)
