@@ -92,9 +92,8 @@ class Result:
 
 def views() -> dict[str, Analyser]:
     """All registered analysers by name."""
-    # The submodule shares its name with this function once the package re-exports
-    # it, so import it by its full name; importing it registers every view.
-    importlib.import_module(f"{__package__}.views")
+    # Importing the catalogue registers every view.
+    importlib.import_module(f"{__package__}.catalog")
 
     return dict(_REGISTRY)
 

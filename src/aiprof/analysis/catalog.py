@@ -1,7 +1,8 @@
 """The list of analyser modules; importing one registers its views.
 
 Adding a view: a new module under aiprof/analysis/ using the ``@analyser`` decorator,
-and one line here.
+and one line here. (Named catalog, not views, so that importing it never
+shadows the package-level function ``aiprof.analysis.views``.)
 """
 
 from __future__ import annotations
