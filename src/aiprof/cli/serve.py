@@ -19,7 +19,10 @@ from ..store import find_profiles
 )
 @click.option("--port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
 @click.option("--token", envvar="AIPROF_TOKEN", help="Token to require (default: a new one when not on loopback).")
-def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) -> None:
+@click.option(
+    "--warm/--no-warm", default=True, show_default=True, help="Prepare timelines and common views in the background."
+)
+def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, warm: bool) -> None:
     """Serve profiles (or folders of profiles, or trace files) over REST and a web UI."""
     import uvicorn
 
@@ -38,7 +41,7 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None) ->
                 roots.append(out)
             elif find_profiles(p) or p.is_dir():
                 roots.append(p)
-        app = create_app(roots, token=token, host=host)
+        app = create_app(roots, token=token, host=host, warm=warm)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -25,6 +25,7 @@ import importlib.util
 import logging
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -39,7 +40,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..analysis import Query, run, views
+from ..analysis import Query, Result, run, views
 from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, find_profiles, open_profile
 from ..store.reader import _read_meta
@@ -49,6 +50,12 @@ from .timeline import SeriesQuery, Timeline, Window
 log = logging.getLogger("aiprof.serve")
 
 API = "/api/v1"
+#: Analyser results kept per profile (the full table of a view, before the query),
+#: and the largest table worth keeping.
+CACHE_VIEWS = 32
+CACHE_ROWS = 200_000
+#: Views computed in the background when the server starts, after the timeline.
+WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
 #: Rows a view returns when the request gives no limit, and the most it may ask for.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10000
@@ -80,6 +87,8 @@ class Entry:
     profile: Profile | None = None
     timeline: Timeline | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
+    cache: OrderedDict[str, Result] = field(default_factory=OrderedDict)
+    """Full analyser results by (view, params): pages, sorts and filters reuse them."""
 
     def summary(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "name": self.path.name, "status": "broken" if self.error else "ok"}
@@ -405,9 +414,8 @@ class Api:
         q, params = _query_from_request(request, body)
 
         def work() -> dict[str, Any]:
-            assert e.profile is not None
             with e.lock:
-                res = run(e.profile, name, q, params)
+                res = query_view(e, name, q, params)
             out = res.to_json()
             out["query"] = res.query.to_json()
             out["profile"] = e.id
@@ -494,6 +502,47 @@ class Api:
                 return advice_for(e.profile)
 
         return json_response(await _threaded(work))
+
+
+def query_view(e: Entry, view: str, q: Query, params: dict[str, Any]) -> Result:
+    """``run(view)`` once per (view, params) for all rows, then the query on that table.
+
+    The analyser runs through :func:`run` exactly as the CLI runs it; the page, sort and
+    filters of later requests are applied by the same :meth:`Query.apply` to the kept
+    table, so paging through a view does not recompute it. Call with ``e.lock`` held.
+    """
+    assert e.profile is not None
+    key = view + "\x00" + dumps(params).decode()
+    full = e.cache.get(key)
+    if full is None:
+        full = run(e.profile, view, Query(), params)
+        if full.table.num_rows <= CACHE_ROWS:
+            e.cache[key] = full
+            while len(e.cache) > CACHE_VIEWS:
+                e.cache.popitem(last=False)
+    else:
+        e.cache.move_to_end(key)
+    eff = q if q.sort else Query(q.filters, list(full.query.sort), q.limit, q.offset)
+    page, total = eff.apply(full.table)
+    return Result(view, page, total, eff, full.units)
+
+
+def warm_up(lib: Library) -> None:
+    """Build each profile's timeline tables, then its common views, so that the first
+    page a user opens is fast. Runs in a daemon thread; failures only log."""
+    for e in lib.scan():
+        if e.error is not None:
+            continue
+        try:
+            entry = lib.get(e.id)
+            assert entry.timeline is not None
+            entry.timeline.build()
+            for view in WARM_VIEWS:
+                if view in views():
+                    with entry.lock:
+                        query_view(entry, view, Query(limit=0), {})
+        except Exception:
+            log.debug("warm-up of %s failed", e.id, exc_info=True)
 
 
 async def _threaded(fn: Callable[[], Any]) -> Any:
@@ -770,11 +819,14 @@ def load_assets() -> dict[str, bytes]:
 # -- the app -------------------------------------------------------------------------------
 
 
-def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.0.0.1") -> Starlette:
+def create_app(
+    paths: list[Path], *, token: str | None = None, host: str = "127.0.0.1", warm: bool = False
+) -> Starlette:
     """The Starlette app serving ``paths`` (profiles or folders of profiles).
 
     ``token``: when set, every API request must carry it. ``host``: the bound address;
-    on a loopback address, requests naming another host are refused.
+    on a loopback address, requests naming another host are refused. ``warm``: build
+    the timelines and common views in a background thread at once.
     """
     lib = Library(paths)
     api = Api(lib)
@@ -877,6 +929,8 @@ def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.
             return None
 
     app.state.library = lib
+    if warm:
+        threading.Thread(target=warm_up, args=(lib,), name="aiprof-warm-up", daemon=True).start()
     app.add_middleware(_GuardMiddleware, guard=Guard)
     return app
 

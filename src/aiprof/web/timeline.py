@@ -32,6 +32,10 @@ from ..store import DEVICE_KINDS, Profile
 
 #: A window never returns more merged items than this (the bucket widens instead).
 MAX_ITEMS = 5000
+#: Profiles with more drawable events than this get a pre-merged level of detail
+#: (LOD_BUCKETS buckets over the whole span) that wide windows read instead.
+LOD_MIN_EVENTS = 200_000
+LOD_BUCKETS = 40_000
 #: At most this many launch -> kernel arrows per window.
 MAX_FLOWS = 2000
 
@@ -88,6 +92,7 @@ class Timeline:
         self.lock = threading.RLock()
         self._built = False
         self._long_ns = 0
+        self._lod_ns = 0
         self.span: tuple[int, int] = (0, 0)
 
     # -- building -------------------------------------------------------------------
@@ -98,6 +103,7 @@ class Timeline:
             if self._built:
                 return
             con = self.profile.con
+            con.execute("SET enable_progress_bar = false")
             con.execute(
                 f"""
                 CREATE OR REPLACE TEMP TABLE tl_tracks AS
@@ -162,9 +168,28 @@ class Timeline:
             # "Long" events are few and always scanned; the others are found by a ts
             # range that DuckDB prunes with the table's min/max statistics.
             q = max(0.0, 1.0 - 20000.0 / n) if n else 1.0
-            lr = con.execute(f"SELECT coalesce(quantile_disc(dur, {q}), 0) FROM tl").fetchone()
+            lr = next(iter(con.execute(f"SELECT coalesce(quantile_disc(dur, {q}), 0) FROM tl").fetchall()), None)
             self._long_ns = max(int(lr[0]) if lr else 0, 1)
             con.execute(f"CREATE OR REPLACE TEMP TABLE tl_long AS SELECT * FROM tl WHERE dur > {self._long_ns}")
+            # A level of detail for wide windows: small events pre-merged per
+            # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
+            # that table instead of every event.
+            self._lod_ns = 0
+            if n > LOD_MIN_EVENTS:
+                lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
+                con.execute(
+                    f"""
+                    CREATE OR REPLACE TEMP TABLE tl_lod AS
+                    SELECT * FROM (
+                      SELECT track, depth, ts, dur, name_id, kind, 1::BIGINT AS n, dur AS wdur FROM tl WHERE dur >= {lb}
+                      UNION ALL
+                      SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, dur),
+                             arg_max(kind, dur), count(*) AS n, max(dur) AS wdur
+                      FROM tl WHERE dur < {lb} GROUP BY track, depth, (ts - {self.span[0]}) // {lb}
+                    ) ORDER BY ts
+                    """
+                )
+                self._lod_ns = lb
             self._built = True
 
     # -- queries --------------------------------------------------------------------
@@ -281,6 +306,21 @@ class Timeline:
 
     def _merged(self, w: Window, bucket: int) -> dict[str, list[Any]]:
         src, params = self._source(w)
+        if self._lod_ns and bucket >= 4 * self._lod_ns:
+            tr = ""
+            if w.tracks is not None:
+                tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
+            sql = f"""
+                WITH w AS (SELECT * FROM tl_lod WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr})
+                SELECT track, depth, ts, dur, name_id AS name, kind, n FROM w WHERE n = 1 AND dur >= {bucket}
+                UNION ALL
+                SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, wdur) AS name,
+                       arg_max(kind, wdur) AS kind, sum(n)::BIGINT AS n
+                FROM w WHERE NOT (n = 1 AND dur >= {bucket})
+                GROUP BY track, depth, floor((ts - {w.t0}) / {bucket})
+            """
+            tab = _arrow(self.profile, sql)
+            return {c: tab.column(c).to_pylist() for c in ("track", "depth", "ts", "dur", "name", "kind", "n")}
         sql = f"""
             WITH w AS ({src})
             SELECT track, depth, ts, dur, name_id AS name, kind, 1 AS n FROM w WHERE dur >= {bucket}
@@ -298,6 +338,12 @@ class Timeline:
         if w.tracks is not None:
             ids = ",".join(str(int(t)) for t in w.tracks) or "NULL"
             tr = f" AND (d.track IN ({ids}) OR h.track IN ({ids}))"
+        # Arrows only for windows narrow enough to show them: count (stopping early) first.
+        dev_in = f"""SELECT 1 FROM tl WHERE ts >= {w.t0} AND ts <= {w.t1} AND correlation IS NOT NULL
+                      AND kind IN ({_DEVICE_KINDS_SQL})"""
+        cnt = self.profile.con.execute(f"SELECT count(*) FROM ({dev_in} LIMIT {4 * MAX_FLOWS})").fetchall()
+        if cnt and int(cnt[0][0]) >= 4 * MAX_FLOWS:
+            return [], True
         sql = f"""
             WITH d AS (SELECT * FROM tl WHERE ts >= {w.t0} AND ts <= {w.t1} AND correlation IS NOT NULL
                        AND kind IN ({_DEVICE_KINDS_SQL}))

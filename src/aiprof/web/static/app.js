@@ -579,6 +579,7 @@
       window.__aiprof.items = win.items.ts.length;
       draw();
       window.__aiprof.painted = (window.__aiprof.painted || 0) + 1;
+      if (!window.__aiprof.firstPaintAt) window.__aiprof.firstPaintAt = performance.now();
       canvas.dataset.painted = String(window.__aiprof.painted);
     }
     function zoom(f, atX) {

@@ -1,0 +1,192 @@
+"""Web UI and API speed on a large profile, measured in headless Chromium.
+
+Builds a profile of about 2M events by repeating the real Kineto trace
+``kineto/V100/df_index_resolver.json.gz`` N times one after the other in time
+(correlation, flow and external ids shifted per copy so they stay unique), imports
+it, starts ``aiprof serve`` on it and measures, printing every figure:
+
+- the timeline's first paint after navigation (cold: the first request to a fresh
+  server, which builds the timeline tables; warm: a second navigation), read from
+  ``performance.now()`` in the page when the first window of data is drawn;
+- zoom and pan frames (W/S/A/D pressed through Playwright): the time the canvas
+  redraw takes in the page (script time of the frame), and the time until the
+  refined window fetched from the server is drawn;
+- analyser queries through the API (GET /views/...): p50 / p95 / max over a mix of
+  views, sorts, filters and pages.
+
+Usage: .venv/bin/python bench/ui.py [--copies 11] [--keep DIR]
+Needs /usr/bin/chromium, Playwright for Python and ../shared/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+SRC = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ID_SHIFT = 10**9
+
+
+def build_trace(copies: int, out: Path) -> int:
+    """Write ``copies`` back-to-back copies of the source trace; return the event count."""
+    doc = orjson.loads(gzip.open(SRC, "rb").read())
+    events = doc["traceEvents"]
+    spans = [e for e in events if isinstance(e.get("ts"), (int, float))]
+    t0 = min(e["ts"] for e in spans)
+    t1 = max(e["ts"] + (e.get("dur") or 0) for e in spans)
+    period = int(t1 - t0) + 1000
+    out_events: list[Any] = []
+    for k in range(copies):
+        shift = k * period
+        for e in events:
+            if e.get("ph") == "M":
+                if k == 0:
+                    out_events.append(e)
+                continue
+            c = dict(e)
+            if isinstance(c.get("ts"), (int, float)):
+                c["ts"] = c["ts"] + shift
+            if k and "id" in c and isinstance(c["id"], int):
+                c["id"] = c["id"] + k * ID_SHIFT
+            args = c.get("args")
+            if k and isinstance(args, dict):
+                a = dict(args)
+                for key in ("correlation", "External id", "external id"):
+                    if isinstance(a.get(key), int):
+                        a[key] = a[key] + k * ID_SHIFT
+                c["args"] = a
+            out_events.append(c)
+    doc["traceEvents"] = out_events
+    with gzip.open(out, "wb", compresslevel=1) as f:
+        f.write(orjson.dumps(doc))
+    return len(out_events)
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--copies", type=int, default=11)
+    ap.add_argument("--keep", type=Path, help="keep the built trace and profile here")
+    ns = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+    from test_serve_support import running_server
+
+    from aiprof.importers import import_paths
+    from aiprof.store import open_profile
+
+    work = ns.keep or Path(tempfile.mkdtemp(prefix="aiprof-bench-ui-"))
+    work.mkdir(parents=True, exist_ok=True)
+    trace = work / "big.json.gz"
+    t = time.perf_counter()
+    n_in = build_trace(ns.copies, trace)
+    print(f"trace: {ns.copies} copies of {SRC.name}, {n_in:,} trace events, built in {time.perf_counter() - t:.1f} s")
+    served = work / "served"
+    served.mkdir(exist_ok=True)
+    t = time.perf_counter()
+    import_paths([trace], served / "big.aiprof")
+    print(f"import: {time.perf_counter() - t:.1f} s")
+    with open_profile(served / "big.aiprof") as p:
+        n_events = p.tables.get("events", 0)
+    print(f"profile: {n_events:,} events")
+
+    with running_server(served) as (base, _token), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        paints: list[tuple[str, float]] = []
+        for label in ("cold", "warm", "warm"):
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{base}#/big.aiprof/timeline")
+            page.wait_for_function("window.__aiprof && window.__aiprof.firstPaintAt", timeout=120000)
+            paints.append((label, float(page.evaluate("window.__aiprof.firstPaintAt"))))
+            if label == "cold" or len(paints) < 3:
+                page.close()
+        for label, ms in paints:
+            print(f"timeline first paint after navigation ({label}): {ms:.0f} ms (target < 2000 ms)")
+        items = page.evaluate("window.__aiprof.items")
+        print(f"items in the first window: {items:,} (of {n_events:,} events)")
+
+        # Zoom and pan with the keyboard, as a user does.
+        page.click("#tl-canvas", position={"x": 5, "y": 5})
+        redraw: list[float] = []
+        refined: list[float] = []
+        keys = ["w"] * 12 + ["d", "d", "a", "d"] * 3 + ["s"] * 6 + ["a"] * 4
+        for key in keys:
+            painted = page.evaluate("window.__aiprof.painted")
+            before = page.evaluate("window.__aiprof.frames.length")
+            t0 = page.evaluate("performance.now()")
+            page.keyboard.press(key)
+            page.wait_for_function(f"window.__aiprof.frames.length > {before}")
+            redraw.append(float(page.evaluate("window.__aiprof.frames[window.__aiprof.frames.length - 1]")))
+            page.wait_for_function(f"window.__aiprof.painted > {painted}", timeout=60000)
+            refined.append(float(page.evaluate("performance.now()")) - float(t0))
+        print(
+            f"zoom/pan frame, canvas redraw in the page over {len(redraw)} key presses: "
+            f"p50 {statistics.median(redraw):.1f} ms, p95 {pct(redraw, 95):.1f} ms, max {max(redraw):.1f} ms "
+            "(target < 50 ms)"
+        )
+        print(
+            f"zoom/pan, key press to the refined window drawn (debounce 60 ms + API + draw): "
+            f"p50 {statistics.median(refined):.0f} ms, p95 {pct(refined, 95):.0f} ms"
+        )
+        fetch_ms = float(page.evaluate("window.__aiprof.lastFetchMs"))
+        print(f"last timeline window fetch: {fetch_ms:.0f} ms")
+        browser.close()
+
+        # Analyser queries through the API.
+        queries = [
+            ("kernels", {"sort": "-total_us", "limit": 50}),
+            ("kernels", {"filter": "name~gemm", "sort": "-count", "limit": 50}),
+            ("kernels", {"limit": 50, "offset": 50}),
+            ("operators", {"limit": 50}),
+            ("operators", {"filter": "name~aten::", "sort": "name", "limit": 50}),
+            ("steps", {"limit": 100}),
+            ("memory", {"limit": 50}),
+            ("overview", {"limit": 100}),
+        ]
+        with httpx.Client(base_url=base + "api/v1/profiles/big.aiprof", timeout=300) as c:
+            first: dict[str, float] = {}
+            per: dict[str, list[float]] = {}
+            for rnd in range(6):
+                for view, params in queries:
+                    t = time.perf_counter()
+                    r = c.get(f"/views/{view}", params=params)
+                    ms = (time.perf_counter() - t) * 1000
+                    assert r.status_code == 200, r.text
+                    if rnd == 0:
+                        first.setdefault(view, ms)
+                    else:
+                        per.setdefault(view, []).append(ms)
+        allq = [v for vs in per.values() for v in vs]
+        print(
+            f"analyser queries through the API, {len(allq)} repeated requests: p50 {statistics.median(allq):.0f} ms, "
+            f"p95 {pct(allq, 95):.0f} ms, max {max(allq):.0f} ms (target p95 < 50 ms)"
+        )
+        for view, vs in per.items():
+            print(f"  {view:10s} first {first[view]:6.0f} ms, then p50 {statistics.median(vs):5.0f} ms, max {max(vs):5.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
