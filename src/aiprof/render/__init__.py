@@ -44,13 +44,31 @@ def emit_table(
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=title, show_lines=False, header_style="bold")
+    rows = [[format_cell(v) for v in row.values()] for row in table.to_pylist()]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
-    for f, num in zip(table.schema, numeric):
-        t.add_column(f.name, justify="right" if num else "left", overflow="fold", max_width=None if num else 60)
-    for row in table.to_pylist():
-        t.add_row(*[format_cell(v) for v in row.values()])
-    console = Console()
+    widths = [
+        max([len(f.name)] + [len(r[i]) for r in rows])
+        if num
+        else min(60, max([len(f.name)] + [len(r[i]) for r in rows]))
+        for i, (f, num) in enumerate(zip(table.schema, numeric))
+    ]
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for f, num, w in zip(table.schema, numeric, widths):
+        # Numbers and headers never wrap: a wide table scrolls rather than turning
+        # every cell into a column of single characters.
+        t.add_column(
+            f.name,
+            justify="right" if num else "left",
+            no_wrap=num,
+            min_width=min(w, len(f.name)) if not num else w,
+            max_width=None if num else 60,
+            overflow="fold",
+        )
+    for r in rows:
+        t.add_row(*r)
+    base = Console()
+    need = sum(min(w, 60) for w in widths) + 3 * len(widths) + 1
+    console = Console(width=max(base.width, need)) if need > base.width else base
     console.print(t)
     if total is not None and total > table.num_rows:
         console.print(f"[dim]{table.num_rows} of {total} rows; use --limit/--offset to page[/dim]")
