@@ -45,6 +45,9 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, wa
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Answers go out at once (no Nagle wait on kept-alive connections); accepted
+        # sockets inherit it.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((host, port))
         except OSError as e:

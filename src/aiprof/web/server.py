@@ -19,6 +19,7 @@ Safety, by construction rather than by checks on paths:
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import importlib
 import importlib.util
@@ -89,6 +90,7 @@ class Entry:
     lock: threading.RLock = field(default_factory=threading.RLock)
     cache: OrderedDict[str, Result] = field(default_factory=OrderedDict)
     """Full analyser results by (view, params): pages, sorts and filters reuse them."""
+    cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def summary(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "name": self.path.name, "status": "broken" if self.error else "ok"}
@@ -354,9 +356,7 @@ def advice_for(profile: Profile) -> dict[str, Any]:
     for a in items:
         if hasattr(a, "to_json"):
             a = a.to_json()
-        elif hasattr(a, "__dataclass_fields__"):
-            import dataclasses
-
+        elif dataclasses.is_dataclass(a) and not isinstance(a, type):
             a = dataclasses.asdict(a)
         norm.append(a)
     return {"available": True, "advice": norm}
@@ -504,43 +504,52 @@ class Api:
         return json_response(await _threaded(work))
 
 
-def query_view(e: Entry, view: str, q: Query, params: dict[str, Any]) -> Result:
+def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: Profile | None = None) -> Result:
     """``run(view)`` once per (view, params) for all rows, then the query on that table.
 
     The analyser runs through :func:`run` exactly as the CLI runs it; the page, sort and
     filters of later requests are applied by the same :meth:`Query.apply` to the kept
-    table, so paging through a view does not recompute it. Call with ``e.lock`` held.
+    table, so paging through a view does not recompute it. ``profile``: the profile
+    (connection) to use, ``e.profile`` by default, which needs ``e.lock`` held.
     """
-    assert e.profile is not None
+    prof = profile or e.profile
+    assert prof is not None
     key = view + "\x00" + dumps(params).decode()
-    full = e.cache.get(key)
+    with e.cache_lock:
+        full = e.cache.get(key)
+        if full is not None:
+            e.cache.move_to_end(key)
     if full is None:
-        full = run(e.profile, view, Query(), params)
+        full = run(prof, view, Query(), params)
         if full.table.num_rows <= CACHE_ROWS:
-            e.cache[key] = full
-            while len(e.cache) > CACHE_VIEWS:
-                e.cache.popitem(last=False)
-    else:
-        e.cache.move_to_end(key)
+            with e.cache_lock:
+                e.cache[key] = full
+                while len(e.cache) > CACHE_VIEWS:
+                    e.cache.popitem(last=False)
     eff = q if q.sort else Query(q.filters, list(full.query.sort), q.limit, q.offset)
     page, total = eff.apply(full.table)
     return Result(view, page, total, eff, full.units)
 
 
 def warm_up(lib: Library) -> None:
-    """Build each profile's timeline tables, then its common views, so that the first
-    page a user opens is fast. Runs in a daemon thread; failures only log."""
+    """Build each profile's timeline tables, then compute its common views on a
+    connection of its own (so requests are not held up), so that the first pages a
+    user opens are fast. Runs in a daemon thread; failures only log."""
     for e in lib.scan():
         if e.error is not None:
             continue
         try:
             entry = lib.get(e.id)
-            assert entry.timeline is not None
+            assert entry.timeline is not None and entry.profile is not None
             entry.timeline.build()
-            for view in WARM_VIEWS:
-                if view in views():
-                    with entry.lock:
-                        query_view(entry, view, Query(limit=0), {})
+            with entry.lock:
+                own = dataclasses.replace(entry.profile, con=entry.profile.con.cursor())
+            try:
+                for view in WARM_VIEWS:
+                    if view in views():
+                        query_view(entry, view, Query(limit=0), {}, profile=own)
+            finally:
+                own.con.close()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
 

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import QueryError
@@ -133,35 +134,29 @@ class Timeline:
                 FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
                 """
             )
-            # Depth: a running count of open spans per track; at equal times ends come
-            # before starts (so touching siblings share a level) and longer spans start
-            # first (so a parent sits above its children). Zero-length events close last.
-            con.execute(
+            base = _arrow(
+                self.profile,
                 f"""
-                CREATE OR REPLACE TEMP TABLE tl AS
-                WITH e AS (
-                  SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation,
-                         row_number() OVER () AS rid
-                  FROM events ev
-                  JOIN tl_tracks t USING (rank, pid, tid)
-                  JOIN tl_names n ON n.name = coalesce(ev.name, '')
-                  WHERE NOT coalesce({_FLOW_SQL}, FALSE)
-                ), pts AS (
-                  SELECT track, rid, ts AS t, 1 AS ord, dur AS d, 1 AS delta FROM e
-                  UNION ALL
-                  SELECT track, rid, ts + dur AS t, CASE WHEN dur = 0 THEN 2 ELSE 0 END AS ord, 0 AS d, -1 AS delta
-                  FROM e
-                ), run AS (
-                  SELECT rid, sum(delta) OVER (PARTITION BY track ORDER BY t, ord, d DESC, rid
-                                                ROWS UNBOUNDED PRECEDING) - delta AS depth, delta
-                  FROM pts
-                )
-                SELECT e.track, greatest(run.depth, 0)::SMALLINT AS depth, e.ts, e.dur, e.name_id, e.kind,
-                       e.correlation
-                FROM e JOIN run ON run.rid = e.rid AND run.delta = 1
-                ORDER BY e.ts
-                """
+                SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation
+                FROM events ev
+                JOIN tl_tracks t USING (rank, pid, tid)
+                JOIN tl_names n ON n.name = coalesce(ev.name, '')
+                WHERE NOT coalesce({_FLOW_SQL}, FALSE)
+                """,
             )
+            depth = nesting_depth(
+                base.column("track").to_numpy(zero_copy_only=False),
+                base.column("ts").to_numpy(zero_copy_only=False),
+                base.column("dur").to_numpy(zero_copy_only=False),
+            )
+            tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
+            con.register("tl_src", tl_src)
+            con.execute(
+                """CREATE OR REPLACE TEMP TABLE tl AS
+                   SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"""
+            )
+            con.unregister("tl_src")
+            del base, tl_src
             row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
             n = int(row[0]) if row else 0
             self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
@@ -370,6 +365,38 @@ class Timeline:
     def _rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         tab = _arrow(self.profile, sql, params)
         return list(tab.to_pylist())
+
+
+def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Nesting level of each span on its track (0 = outermost), vectorised.
+
+    For properly nested spans, the depth of a span is the number of spans of its
+    track that started before it (longer first at equal times) minus the number that
+    ended at or before its start. Zero-length events end just after their start, so
+    they sit inside what covers them. Overlapping, non-nested spans get the number of
+    spans open at their start.
+    """
+    n = len(ts)
+    if n == 0:
+        return np.zeros(0, dtype=np.int16)
+    track = track.astype(np.int64)
+    ts = ts.astype(np.int64)
+    dur = np.maximum(dur.astype(np.int64), 0)
+    t0 = int(ts.min())
+    rel = ts - t0
+    order = np.lexsort((-dur, rel, track))  # by track, then ts, then longer first
+    first_of_track = np.searchsorted(track[order], track, side="left")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    started_before = rank - first_of_track
+    # Ends as one sorted key per track: 2 * time (+1 for zero-length events).
+    shift = 2 * int((rel + dur).max()) + 2
+    end_key = track * shift + 2 * (rel + dur) + (dur == 0)
+    end_key.sort()
+    start_key = track * shift + 2 * rel
+    ended = np.searchsorted(end_key, start_key, side="right") - np.searchsorted(end_key, track * shift, side="left")
+    out: np.ndarray = np.clip(started_before - ended, 0, np.iinfo(np.int16).max).astype(np.int16)
+    return out
 
 
 def _arrow(profile: Profile, sql: str, params: list[Any] | None = None) -> pa.Table:
