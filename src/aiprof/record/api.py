@@ -151,7 +151,14 @@ class Profiler:
                 raise AiprofError("a profiler is already running in this process; stop it first")
             _active = self
         try:
-            options = {"host": self.host, "device": self.device, "rate": self.rate, **self.torch_options}
+            options = {
+                "host": self.host,
+                "device": self.device,
+                "rate": self.rate,
+                # Deferred profilers are the whole-process ones that `aiprof record` starts.
+                "whole_process": self.defer,
+                **self.torch_options,
+            }
             ctl = Controller(
                 self.path,
                 self._build(),

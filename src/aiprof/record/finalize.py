@@ -120,7 +120,8 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
                 summary.failed[name] = entry["failed"]
                 w.warn(f"collector {name} stopped early: {entry['failed']}")
         marks = msgspec.msgpack.decode((raw_dir / "marks.msgpack").read_bytes())
-        _write_marks(w, marks, rank, pid, mono0, summary)
+        whole = bool((manifest.get("options") or {}).get("whole_process"))
+        _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole)
         thread_names: dict[int, str] = {}
         py = load("python")
         if py is not None:
@@ -176,9 +177,27 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
     return summary
 
 
-def _write_marks(w: Any, marks: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
-    steps = marks.get("steps", [])
-    ann = marks.get("annotations", [])
+#: Name of the span that replaces step 0 when recording began with the process.
+BEFORE_FIRST_STEP = "aiprof: before the first step"
+
+
+def _write_marks(
+    w: Any,
+    marks: dict[str, Any],
+    rank: int,
+    pid: int,
+    mono0: int,
+    summary: RecordSummary,
+    *,
+    whole_process: bool = False,
+) -> None:
+    steps = list(marks.get("steps", []))
+    ann = list(marks.get("annotations", []))
+    if whole_process and len(steps) > 1:
+        # Recording began with the process, so "step 0" would hold interpreter start,
+        # imports and setup; keep that time as a named span, not as a training step.
+        start, end, _num, tid = steps.pop(0)
+        ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
     rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step")}
     for start, end, num, tid in steps:
         rows["kind"].append("step")
