@@ -326,3 +326,15 @@ def test_token_required_off_loopback(served: Path) -> None:
             assert c.get(api).status_code == 200
         _err(httpx.get(base + "?token=nope"), 401)
         assert httpx.get(base + "api/v1/openapi.json").status_code == 401
+
+
+def test_server_errors_are_json_without_traceback(client: httpx.Client) -> None:
+    # A view parameter of the wrong type reaches the analyser unchecked; whatever it
+    # raises, the client gets one JSON line and no traceback (the server log has it).
+    r = client.post("/profiles/r0.aiprof/views/events", json={"params": {"kinds": 5}, "limit": 1})
+    assert r.status_code in (400, 500)
+    body = r.json()
+    assert set(body) == {"error", "status"} and body["status"] == r.status_code
+    assert "Traceback" not in r.text and ".py" not in r.text
+    # The server keeps serving.
+    assert client.get("/profiles").status_code == 200
