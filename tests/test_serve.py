@@ -328,9 +328,10 @@ def test_token_required_off_loopback(served: Path) -> None:
         assert httpx.get(base + "api/v1/openapi.json").status_code == 401
 
 
-def test_server_errors_are_json_without_traceback(client: httpx.Client) -> None:
+def test_server_errors_are_json_without_traceback(server: str) -> None:
     # A view parameter of the wrong type reaches the analyser unchecked; whatever it
     # raises, the client gets one JSON line and no traceback (the server log has it).
+    client = httpx.Client(base_url=server + "api/v1", timeout=60)
     r = client.post("/profiles/r0.aiprof/views/events", json={"params": {"kinds": 5}, "limit": 1})
     assert r.status_code in (400, 500)
     body = r.json()
@@ -338,3 +339,4 @@ def test_server_errors_are_json_without_traceback(client: httpx.Client) -> None:
     assert "Traceback" not in r.text and ".py" not in r.text
     # The server keeps serving.
     assert client.get("/profiles").status_code == 200
+    client.close()

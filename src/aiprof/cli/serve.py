@@ -64,7 +64,7 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, wa
         if token:
             click.echo(f"aiprof: API token: {token} (header 'Authorization: Bearer TOKEN')")
         click.echo("aiprof: press Ctrl+C to stop", err=True)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30)
         server = uvicorn.Server(config)
         try:
             server.run(sockets=[sock])
