@@ -160,6 +160,17 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
     page.wait_for_function(f"window.__aiprof.painted > {painted}")
     w1 = page.evaluate(f"{tl}.view.t1 - {tl}.view.t0")
     assert w1 < w0 * 0.1
+    # Ctrl+wheel zooms out at the mouse; Shift+wheel pans.
+    page.mouse.move(700, 200)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, 300)
+    page.keyboard.up("Control")
+    page.wait_for_function(f"{tl}.view.t1 - {tl}.view.t0 > {w1}")
+    t0 = page.evaluate(f"{tl}.view.t0")
+    page.keyboard.down("Shift")
+    page.mouse.wheel(0, 300)
+    page.keyboard.up("Shift")
+    page.wait_for_function(f"{tl}.view.t0 > {t0}")
     # Zoom onto a single kernel and click it.
     target = page.evaluate(
         """async () => {
@@ -208,6 +219,15 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
         "(document.querySelector('#tl-summary b') || {textContent: ''}).textContent.includes('Selection')"
     )
     page.screenshot(path=str(tmp_path / "timeline-selection.png"))
+
+
+def test_timeline_counter_track(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "mem.aiprof", "timeline")
+    page.wait_for_function("window.__aiprof.painted >= 1", timeout=60000)
+    labels = page.evaluate("window.__aiprof.timeline.counterTracks.map(c => c.label)")
+    assert any(lab.startswith("memory allocated (cuda 1)") for lab in labels)
+    assert page.evaluate("window.__aiprof.timeline.counterSamples()") > 10
+    page.screenshot(path=str(tmp_path / "timeline-memory.png"))
 
 
 def test_compare(page: Any, base: str, tmp_path: Path) -> None:

@@ -201,8 +201,9 @@ class Timeline:
                 ORDER BY track
                 """
             )
+        many = len({r["rank"] for r in rows}) > 1
         for r in rows:
-            r["name"] = track_name(r)
+            r["name"] = (f"rank {r['rank']} " if many else "") + track_name(r)
         return rows
 
     def window(self, w: Window) -> dict[str, Any]:

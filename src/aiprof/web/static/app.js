@@ -669,7 +669,8 @@
       for (const k of s.top.slice(0, 10)) t2.append(h("tr", {}, h("td", { title: k.name }, k.name.slice(0, 60)), h("td", {}, k.kind), h("td", { class: "num" }, fmtNum(k.events)), h("td", { class: "num" }, fmtNs(k.time_ns))));
       summary.append(t, h("div", { class: "muted" }, "Top names"), t2);
     }
-    window.__aiprof.timeline = { zoom, pan, view: V, draw: () => { draw(); return window.__aiprof.lastFrameMs; }, layout, tracks, hit,
+    window.__aiprof.timeline = { zoom, pan, view: V, draw: () => { draw(); return window.__aiprof.lastFrameMs; }, layout, tracks, hit, counterTracks,
+      counterSamples: () => [...cseries.values()].reduce((s, c) => s + c.ts.length, 0),
       clickAt: (x, y) => pick(x, y), xOf, selectRange: async (a, b) => { sel = { t0: a, t1: b }; draw(); await showSummary(); } };
     resize(); draw();
     await fetchData();
