@@ -14,4 +14,4 @@ echo "== ruff"
 echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== pytest"
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest "$@"

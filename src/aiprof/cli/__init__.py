@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     "record": "aiprof.cli.record:command",
     "report": "aiprof.cli.report:command",
     "sql": "aiprof.cli.sql:command",
+    "diff": "aiprof.cli.diff:command",
     "advise": "aiprof.cli.advise:command",
     "serve": "aiprof.cli.serve:command",
     "timechart": "aiprof.cli.timechart:command",

@@ -44,7 +44,7 @@ def emit_table(
     from rich.console import Console
     from rich.table import Table
 
-    rows = [[format_cell(v) for v in row.values()] for row in table.to_pylist()]
+    rows = [[_shorten(format_cell(v)) for v in row.values()] for row in table.to_pylist()]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
     widths = [
         max([len(f.name)] + [len(r[i]) for r in rows])
@@ -53,14 +53,14 @@ def emit_table(
         for i, (f, num) in enumerate(zip(table.schema, numeric))
     ]
     t = Table(title=title, show_lines=False, header_style="bold")
-    for f, num, w in zip(table.schema, numeric, widths):
+    for f, num, width in zip(table.schema, numeric, widths):
         # Numbers and headers never wrap: a wide table scrolls rather than turning
         # every cell into a column of single characters.
         t.add_column(
             f.name,
             justify="right" if num else "left",
             no_wrap=num,
-            min_width=min(w, len(f.name)) if not num else w,
+            min_width=min(width, len(f.name)) if not num else width,
             max_width=None if num else 60,
             overflow="fold",
         )
@@ -72,6 +72,18 @@ def emit_table(
     console.print(t)
     if total is not None and total > table.num_rows:
         console.print(f"[dim]{table.num_rows} of {total} rows; use --limit/--offset to page[/dim]")
+
+
+#: Longest text shown in a terminal cell; CSV and JSON always carry the full text.
+MAX_CELL = 100
+
+
+def _shorten(text: str) -> str:
+    # C++ kernel names run to hundreds of characters; keep the head and the tail.
+    if len(text) <= MAX_CELL:
+        return text
+    half = (MAX_CELL - 1) // 2
+    return text[:half] + "…" + text[-half:]
 
 
 def format_cell(v: Any) -> str:

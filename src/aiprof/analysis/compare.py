@@ -1,0 +1,92 @@
+"""What changed between two runs: step time and the largest differences by name.
+
+Pure functions over two opened profiles, returning tables the common query pages
+(``aiprof diff``, the web UI's compare page).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..store import Profile
+from .base import full_table
+
+#: view -> (key column, value column, count column) compared by :func:`compare`.
+COMPARABLE: dict[str, tuple[str, str, str]] = {
+    "kernels": ("name", "total_us", "count"),
+    "operators": ("name", "host_total_us", "calls"),
+    "steps": ("step", "duration_us", "rank"),
+}
+
+
+def step_summary(profile: Profile) -> dict[str, Any]:
+    """steps, mean_step_us, median_step_us, total_us over all ranks' marked steps."""
+    t = full_table(profile, "steps").to_pylist()
+    durs = sorted(r["duration_us"] for r in t if r["step"] is not None) or sorted(r["duration_us"] for r in t)
+    if not durs:
+        return {"steps": 0, "mean_step_us": None, "median_step_us": None, "total_us": 0.0}
+    return {
+        "steps": len(durs),
+        "mean_step_us": sum(durs) / len(durs),
+        "median_step_us": durs[len(durs) // 2],
+        "total_us": float(sum(durs)),
+    }
+
+
+def compare(a: Profile, b: Profile, view: str = "kernels") -> pa.Table:
+    """One row per name found in either profile's ``view`` (kernels or operators):
+    name, a_us, b_us (µs), delta_us = b - a, delta_pct (% of a; null when a is 0),
+    a_count, b_count, and status: same, slower, faster, added (only in B), removed
+    (only in A)."""
+    if view not in ("kernels", "operators"):
+        raise ValueError(f"compare works on kernels or operators, not {view!r}")
+    key, value, count = COMPARABLE[view]
+
+    def index(p: Profile) -> dict[str, tuple[float, int]]:
+        out: dict[str, tuple[float, int]] = {}
+        for r in full_table(p, view).to_pylist():
+            v, c = out.get(r[key], (0.0, 0))
+            out[r[key]] = (v + float(r[value] or 0.0), c + int(r[count] or 0))
+        return out
+
+    ia, ib = index(a), index(b)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(set(ia) | set(ib)):
+        av, ac = ia.get(name, (0.0, 0))
+        bv, bc = ib.get(name, (0.0, 0))
+        delta = bv - av
+        if name not in ia:
+            status = "added"
+        elif name not in ib:
+            status = "removed"
+        elif abs(delta) <= 1e-9 * max(abs(av), 1.0):
+            status = "same"
+        else:
+            status = "slower" if delta > 0 else "faster"
+        rows.append(
+            {
+                "name": name,
+                "a_us": av,
+                "b_us": bv,
+                "delta_us": delta,
+                "delta_pct": 100.0 * delta / av if av else None,
+                "a_count": ac,
+                "b_count": bc,
+                "status": status,
+            }
+        )
+    schema = pa.schema(
+        [
+            ("name", pa.string()),
+            ("a_us", pa.float64()),
+            ("b_us", pa.float64()),
+            ("delta_us", pa.float64()),
+            ("delta_pct", pa.float64()),
+            ("a_count", pa.int64()),
+            ("b_count", pa.int64()),
+            ("status", pa.string()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
