@@ -35,6 +35,7 @@ REGISTRY: list[str] = [
     "smi_cnmon",
     "smi_hlsmi",
     "smi_npu",
+    "popvision",
     "kineto",
 ]
 
