@@ -241,3 +241,10 @@ def test_views_run_on_a_counters_only_profile(tmp_path: Path) -> None:
         (r,) = _rows(prof, "counters")
         assert (r["mean"], r["last"]) == (20.0, 30.0)
         assert _rows(prof, "operators", sort="-host_self_us") == []
+
+
+def test_events_view_params(two_steps: Profile) -> None:
+    assert {r["kind"] for r in run(two_steps, "events", Query(), {"kinds": ["kernel"]}).rows} == {"kernel"}
+    assert run(two_steps, "events", Query(), {"kinds": "kernel,memcpy"}).total == 3
+    with pytest.raises(QueryError, match="params.kinds"):
+        run(two_steps, "events", Query(), {"kinds": 5})

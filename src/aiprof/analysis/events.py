@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..store import Profile
+from ..errors import QueryError
 from .base import SqlView, analyser
 
 
@@ -13,6 +14,10 @@ def events(profile: Profile, params: dict[str, Any]) -> SqlView:
     """Every event: the events table's columns (ts, dur in ns) plus ts_us and dur_us (µs).
     Pass params {"kinds": [...]} to keep only some kinds before the query runs."""
     kinds = params.get("kinds")
+    if isinstance(kinds, str):
+        kinds = [k for k in kinds.split(",") if k]
+    if kinds is not None and (not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds)):
+        raise QueryError("params.kinds must be a list of kind names")
     where = ""
     if kinds:
         where = "WHERE kind IN (" + ", ".join("'" + str(k).replace("'", "''") + "'" for k in kinds) + ")"

@@ -12,7 +12,10 @@ What is written:
   ``{"ph": ...}``) are written back with that phase, id and binding point, so that
   import -> timechart -> import gives the same events;
 - when the profile holds no flow events at all, ``s``/``f`` pairs built from
-  ``correlation`` (host launch -> device work);
+  ``correlation`` (host launch -> device work), marked ``aiprof_synthetic`` so a
+  re-import does not take them for recorded events;
+- on every span and instant, ``aiprof_kind``, ``aiprof_device_type`` and
+  ``aiprof_device``: the store's classification, which the importer takes back as is;
 - counters as ``C`` events and allocator events as Kineto's ``[memory]`` instants.
 
 ``ts`` and ``dur`` are µs written with exactly three decimals from the int64 ns, so
@@ -146,6 +149,10 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
     common = (
         f"',\"cat\":' || {_js('cat')} || ',\"name\":' || {_js('coalesce(name, ' + chr(39) * 2 + ')')}"
         f" || ',\"pid\":' || {pid} || ',\"tid\":' || tid || ',\"ts\":' || {_us('ts')}"
+        # The store's own classification, so a re-import gets the same kinds and
+        # devices whatever vendor vocabulary `cat` holds (viewers ignore these keys).
+        f" || ',\"aiprof_kind\":' || {_js('kind')} || ',\"aiprof_device_type\":' || {_js('device_type')}"
+        f" || ',\"aiprof_device\":' || {_js('device')}"
     )
     flow_ph = "json_extract_string(args, '$.ph')"
     parts = [
@@ -185,10 +192,10 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
             f"""WITH d AS (SELECT * FROM events WHERE correlation IS NOT NULL AND device_type <> 'cpu'
                            AND kind IN ('kernel', 'memcpy', 'memset', 'collective')),
                      h AS (SELECT * FROM events WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
-                SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","id":' || h.correlation
+                SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || h.correlation
                        || ',"pid":' || {pid_of("h.pid", "h.")}
                        || ',"tid":' || h.tid || ',"ts":' || {_us("h.ts")} || '}},' ||
-                       '{{"ph":"f","cat":"ac2g","name":"ac2g","id":' || h.correlation || ',"bp":"e"'
+                       '{{"ph":"f","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || h.correlation || ',"bp":"e"'
                        || ',"pid":' || {pid_of("d.pid", "d.")}
                        || ',"tid":' || d.tid || ',"ts":' || {_us("d.ts")} || '}}' AS j
                 FROM d JOIN h ON h.correlation = d.correlation AND h.rank = d.rank"""

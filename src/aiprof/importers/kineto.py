@@ -50,6 +50,11 @@ class Ev(msgspec.Struct):
     bp: str | None = None
     s: str | None = None
     args: msgspec.Raw = msgspec.Raw()
+    # Written by `aiprof timechart`: the store's own classification, taken back as is.
+    aiprof_kind: str | None = None
+    aiprof_device_type: str | None = None
+    aiprof_device: int | None = None
+    aiprof_synthetic: bool | None = None
 
 
 class Args(msgspec.Struct):
@@ -347,6 +352,8 @@ class ChromeTraceConverter:
         dur, dok = us_to_ns([e.dur for e in evs])
         dur = np.where(dok, dur, 0)
         dt, dev = self.device_of(kinds, cats, pids, args)
+        if any(e.aiprof_kind is not None for e in evs):
+            kinds, dt, dev = _own_classification(evs, kinds, dt, dev)
         self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args, extra=extra)
 
     def _write_events(
@@ -463,6 +470,10 @@ class ChromeTraceConverter:
         )
 
     def _flows(self, evs: list[Ev]) -> None:
+        # Arrows that `aiprof timechart` drew from correlation were never recorded.
+        evs = [e for e in evs if not e.aiprof_synthetic]
+        if not evs:
+            return
         ts, _ = self._times(evs)
         names = [str(e.name) if e.name is not None else "" for e in evs]
         cats = [e.cat for e in evs]
@@ -532,10 +543,13 @@ class ChromeTraceConverter:
             cats = [e.cat for e in rest]
             pids = [self.int_id(e.pid) for e in rest]
             args = self._decode_args([e.args for e in rest])
+            kinds, dts, devs = ["instant"] * len(rest), ["cpu"] * len(rest), [-1] * len(rest)
+            if any(e.aiprof_kind is not None for e in rest):
+                kinds, dts, devs = _own_classification(rest, kinds, dts, devs)
             self._write_events(
-                ["instant"] * len(rest),
-                ["cpu"] * len(rest),
-                [-1] * len(rest),
+                kinds,
+                dts,
+                devs,
                 pids,
                 [self.int_id(e.tid) for e in rest],
                 cats,
@@ -618,6 +632,23 @@ class ChromeTraceConverter:
             )
         if rows:
             self.ctx.writer.append("tracks", {k: [r.get(k) for r in rows] for k in rows[0]})
+
+
+def _own_classification(
+    evs: list[Ev], kinds: list[str], dt: list[str], dev: list[int]
+) -> tuple[list[str], list[str], list[int]]:
+    """Kinds and devices as an aiprof export wrote them, where it did and they are valid."""
+    from ..store.schema import DEVICE_TYPES, KINDS
+
+    kinds, dt, dev = list(kinds), list(dt), list(dev)
+    for i, e in enumerate(evs):
+        if e.aiprof_kind in KINDS:
+            kinds[i] = e.aiprof_kind
+        if e.aiprof_device_type in DEVICE_TYPES:
+            dt[i] = e.aiprof_device_type
+        if e.aiprof_device is not None:
+            dev[i] = e.aiprof_device
+    return kinds, dt, dev
 
 
 def _int_or(v: str | int | None, default: int) -> int:
