@@ -289,7 +289,7 @@ def _analyse_one(trace_file: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             analyzer = TraceAnalysis(trace_dir=trace_dir)
-        except Exception as exc:  # noqa: BLE001 - report any HTA failure
+        except Exception as exc:
             result["load_seconds"] = time.perf_counter() - t0
             result["peak_rss_bytes"] = _peak_rss_bytes()
             result.update(probe)
@@ -317,7 +317,7 @@ def _analyse_one(trace_file: Path) -> dict[str, Any]:
             t_a = time.perf_counter()
             result[name] = fn(analyzer)
             result["analysis_seconds"][name] = time.perf_counter() - t_a
-        except Exception as exc:  # noqa: BLE001 - one analysis may fail alone
+        except Exception as exc:
             result[name] = None
             result["errors"][name] = f"{type(exc).__name__}: {exc}"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store import Profile
 from ..errors import QueryError
+from ..store import Profile
 from .base import SqlView, analyser
 
 
