@@ -116,9 +116,7 @@ def _install_load_probes(probe: dict[str, Any]) -> None:
     def round_probe(df):  # type: ignore[no-untyped-def]
         # Rounding applies only when pandas gave "ts" a float dtype, i.e. when
         # at least one event has a fractional (sub-microsecond) timestamp.
-        probe["ts_rounded_to_us"] = bool(
-            "ts" in df.columns and df["ts"].dtype == np.dtype("float64")
-        )
+        probe["ts_rounded_to_us"] = bool("ts" in df.columns and df["ts"].dtype == np.dtype("float64"))
         probe["raw_events"] = len(df)
         return original_round(df)
 
@@ -156,14 +154,8 @@ def _gpu_kernel_summary(analyzer: Any) -> dict[str, Any]:
         gpu = df[df["stream"].ne(-1)]
         kinds = gpu["name"].map(lambda i: get_kernel_type(sym_table[i]))
         cats = gpu["cat"].map(lambda i: sym_table[i])
-        by_type = {
-            k: {"count": len(g), "total_dur_ns": _us_to_ns(g["dur"].sum())}
-            for k, g in gpu.groupby(kinds)
-        }
-        by_cat = {
-            c: {"count": len(g), "total_dur_ns": _us_to_ns(g["dur"].sum())}
-            for c, g in gpu.groupby(cats)
-        }
+        by_type = {k: {"count": len(g), "total_dur_ns": _us_to_ns(g["dur"].sum())} for k, g in gpu.groupby(kinds)}
+        by_cat = {c: {"count": len(g), "total_dur_ns": _us_to_ns(g["dur"].sum())} for c, g in gpu.groupby(cats)}
         filtered = GPUKernelFilter()(df, t.symbol_table)
         out[str(rank)] = {
             "count": len(gpu),
@@ -219,9 +211,7 @@ def _idle_time_breakdown(analyzer: Any) -> dict[str, Any]:
 def _kernel_type_breakdown(analyzer: Any) -> list[dict[str, Any]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        kernel_type_df, _ = analyzer.get_gpu_kernel_breakdown(
-            visualize=False, include_memory_kernels=True
-        )
+        kernel_type_df, _ = analyzer.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
     return [
         {
             "kernel_type": row["kernel_type"],
@@ -243,10 +233,7 @@ def _launch_stats(analyzer: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rank, df in stats.items():
         # The cutoffs only drive HTA's plots; these are the sets it plots.
-        short = df[
-            (df["cpu_duration"] <= RUNTIME_CUTOFF_US)
-            & (df["gpu_duration"] < df["cpu_duration"])
-        ]
+        short = df[(df["cpu_duration"] <= RUNTIME_CUTOFF_US) & (df["gpu_duration"] < df["cpu_duration"])]
         out[str(rank)] = {
             "launches": len(df),
             "cpu_duration_sum_ns": _us_to_ns(df["cpu_duration"].sum()),
@@ -254,9 +241,7 @@ def _launch_stats(analyzer: Any) -> dict[str, Any]:
             "launch_delay_sum_ns": _us_to_ns(df["launch_delay"].sum()),
             "short_kernels": len(short),
             "runtime_outliers": int((df["cpu_duration"] > RUNTIME_CUTOFF_US).sum()),
-            "launch_delay_outliers": int(
-                (df["launch_delay"] > LAUNCH_DELAY_CUTOFF_US).sum()
-            ),
+            "launch_delay_outliers": int((df["launch_delay"] > LAUNCH_DELAY_CUTOFF_US).sum()),
         }
     return out
 
@@ -344,9 +329,7 @@ def _run_file(trace_file: Path, timeout_s: float) -> dict[str, Any]:
         cmd = [sys.executable, __file__, "--child", str(trace_file), str(out_path)]
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout_s, check=False
-            )
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             return {"file": str(trace_file), "error": f"timeout after {timeout_s}s"}
         wall = time.perf_counter() - t0
@@ -372,9 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_TIMEOUT_S,
         help="seconds allowed per file (default: %(default)s)",
     )
-    parser.add_argument(
-        "--child", nargs=2, metavar=("TRACE", "OUT"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--child", nargs=2, metavar=("TRACE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
