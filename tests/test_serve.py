@@ -340,3 +340,21 @@ def test_server_errors_are_json_without_traceback(server: str) -> None:
     # The server keeps serving.
     assert client.get("/profiles").status_code == 200
     client.close()
+
+
+def test_compare_two_profiles(client: httpx.Client, served: Path) -> None:
+    ids = {p["name"]: p["id"] for p in _ok(client.get("/profiles"))["profiles"]}
+    a, b = ids["r0.aiprof"], ids["mem.aiprof"]
+    doc = _ok(client.get("/compare", params={"a": a, "b": b, "view": "kernels", "limit": 5, "filter": "status=added"}))
+    assert doc["total"] > 0 and len(doc["rows"]) <= 5
+    assert all(r["status"] == "added" and r["a_us"] == 0 for r in doc["rows"])
+    # Same rows as the library computes for the same two profiles.
+    from aiprof.analysis.compare import compare
+
+    with open_profile(served / "r0.aiprof") as pa_, open_profile(served / "mem.aiprof") as pb:
+        expected = {r["name"]: r["b_us"] for r in compare(pa_, pb, "kernels").to_pylist() if r["status"] == "added"}
+    assert doc["total"] == len(expected)
+    assert all(expected[r["name"]] == r["b_us"] for r in doc["rows"])
+    assert doc["steps"]["a"]["steps"] == 5
+    _err(client.get("/compare", params={"a": a, "b": b, "view": "memory"}), 400)
+    _err(client.get("/compare", params={"a": a, "b": "nope"}), 404)

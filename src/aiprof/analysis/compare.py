@@ -42,16 +42,22 @@ def compare(a: Profile, b: Profile, view: str = "kernels") -> pa.Table:
     (only in A)."""
     if view not in ("kernels", "operators"):
         raise ValueError(f"compare works on kernels or operators, not {view!r}")
+    return compare_tables(full_table(a, view), full_table(b, view), view)
+
+
+def compare_tables(ta: pa.Table, tb: pa.Table, view: str) -> pa.Table:
+    """:func:`compare` on the two profiles' full ``view`` tables (for callers that
+    already hold them, like the server's cache)."""
     key, value, count = COMPARABLE[view]
 
-    def index(p: Profile) -> dict[str, tuple[float, int]]:
+    def index(t: pa.Table) -> dict[str, tuple[float, int]]:
         out: dict[str, tuple[float, int]] = {}
-        for r in full_table(p, view).to_pylist():
+        for r in t.select([key, value, count]).to_pylist():
             v, c = out.get(r[key], (0.0, 0))
             out[r[key]] = (v + float(r[value] or 0.0), c + int(r[count] or 0))
         return out
 
-    ia, ib = index(a), index(b)
+    ia, ib = index(ta), index(tb)
     rows: list[dict[str, Any]] = []
     for name in sorted(set(ia) | set(ib)):
         av, ac = ia.get(name, (0.0, 0))

@@ -493,6 +493,42 @@ class Api:
         device = _int_param(src.get("device"), "device")
         return json_response(await _threaded(lambda: sq.memory(_window(request, body, tl), rank, device)))
 
+    async def compare(self, request: Request) -> Response:
+        """B against A by kernel or operator name (aiprof.analysis.compare), with the common query."""
+        qp = request.query_params
+        a, b = self.lib.get(str(qp.get("a", ""))), self.lib.get(str(qp.get("b", "")))
+        view = str(qp.get("view", "kernels"))
+        if view not in ("kernels", "operators"):
+            raise ApiError(400, "view must be kernels or operators")
+        q, _ = _query_from_request(request, {})
+        if not q.sort:
+            q.sort = [("delta_us", True)]
+
+        def work() -> dict[str, Any]:
+            from ..analysis.compare import compare_tables, step_summary
+
+            halves = []
+            for e in (a, b):
+                # One profile at a time, each under its own lock; the full views come
+                # from the same cache that paging through a view uses.
+                with e.lock:
+                    assert e.profile is not None
+                    halves.append((query_view(e, view, Query(), {}).table, step_summary(e.profile)))
+            table = compare_tables(halves[0][0], halves[1][0], view)
+            steps = {"a": halves[0][1], "b": halves[1][1]}
+            page, total = q.apply(table)
+            return {
+                "view": view,
+                "a": a.id,
+                "b": b.id,
+                "steps": steps,
+                "rows": page.to_pylist(),
+                "total": total,
+                "query": q.to_json(),
+            }
+
+        return json_response(await _threaded(work))
+
     async def advice(self, request: Request) -> Response:
         e = self._entry(request)
 
@@ -748,6 +784,17 @@ def openapi_document() -> dict[str, Any]:
         [_PID, _qp("rank", "rank", "integer"), _qp("device", "device", "integer"), *_WINDOW_PARAMS],
     )
     op("/profiles/{pid}/advice", "get", "Optimization advice (when the proposer is installed)", [_PID])
+    op(
+        "/compare",
+        "get",
+        "Profile B against A: step time, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
+        [
+            _qp("a", "profile id of A", required=True),
+            _qp("b", "profile id of B", required=True),
+            _qp("view", "kernels (default) or operators"),
+            *_QUERY_PARAMS,
+        ],
+    )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -887,6 +934,7 @@ def create_app(
         Route(API + "/profiles/{pid}/counters/series", wrap(api.counter_series), methods=["GET", "POST"]),
         Route(API + "/profiles/{pid}/memory/series", wrap(api.memory_series), methods=["GET", "POST"]),
         Route(API + "/profiles/{pid}/advice", wrap(api.advice)),
+        Route(API + "/compare", wrap(api.compare)),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

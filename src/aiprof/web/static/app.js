@@ -417,11 +417,7 @@
     async function run() {
       out.textContent = "Loading…";
       const [a, b] = [selA.value, selB.value];
-      const [sa, sb, oa, ob, ka, kb] = await Promise.all([
-        get(a, "/views/steps?limit=1000"), get(b, "/views/steps?limit=1000"),
-        get(a, "/views/operators?limit=500"), get(b, "/views/operators?limit=500"),
-        get(a, "/views/kernels?limit=500"), get(b, "/views/kernels?limit=500"),
-      ]);
+      const [sa, sb] = await Promise.all([get(a, "/views/steps?limit=1000"), get(b, "/views/steps?limit=1000")]);
       out.textContent = "";
       const mean = (rows, k) => rows.length ? rows.reduce((s, r) => s + (r[k] || 0), 0) / rows.length : 0;
       const cats = ["duration", "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other", "idle"];
@@ -431,18 +427,16 @@
         t.append(h("tr", {}, h("td", {}, c), h("td", { class: "num" }, fmtNum(va)), h("td", { class: "num" }, fmtNum(vb)), h("td", { class: "num" }, fmtNum(vb - va)), h("td", { class: "num" }, va ? (vb / va).toFixed(2) + "×" : "")));
       }
       out.append(h("h3", {}, `Step time (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), t);
-      for (const [title, ra, rb, id] of [["Operators", oa, ob, "cmp-ops"], ["Kernels", ka, kb, "cmp-kernels"]]) {
-        // The value compared is the view's own default sort column (its main time figure).
-        const cols = ra.columns.map((c) => c.name);
-        const vk = ((ra.query && ra.query.sort && ra.query.sort[0]) || {}).column || ["total_us", "device_total_us", "host_total_us"].find((c) => cols.includes(c));
-        const ck = ["count", "calls"].find((c) => cols.includes(c));
-        const m = new Map();
-        for (const r of ra.rows) m.set(r.name, { name: r.name, a: r[vk] || 0, b: 0, ca: r[ck], cb: 0 });
-        for (const r of rb.rows) { const x = m.get(r.name) || { name: r.name, a: 0, b: 0, ca: 0, cb: 0 }; x.b = r[vk] || 0; x.cb = r[ck]; m.set(r.name, x); }
-        const diffs = [...m.values()].sort((x, y) => Math.abs(y.b - y.a) - Math.abs(x.b - x.a)).slice(0, 20);
-        const tt = h("table", { class: "data", id }, h("tr", {}, h("th", {}, "name"), h("th", {}, "A " + vk), h("th", {}, "B " + vk), h("th", {}, "B − A"), h("th", {}, "calls A"), h("th", {}, "calls B")));
-        for (const d of diffs) tt.append(h("tr", {}, h("td", { title: d.name }, d.name), h("td", { class: "num" }, fmtNum(d.a)), h("td", { class: "num" }, fmtNum(d.b)), h("td", { class: "num" }, fmtNum(d.b - d.a)), h("td", { class: "num" }, fmtNum(d.ca)), h("td", { class: "num" }, fmtNum(d.cb))));
-        out.append(h("h3", {}, "Top differences: " + title.toLowerCase() + " (of the 500 largest in each)"), tt);
+      for (const [title, view, id, vk] of [["Operators", "operators", "cmp-ops", "host_total_us"], ["Kernels", "kernels", "cmp-kernels", "total_us"]]) {
+        // The server compares every name (aiprof.analysis.compare); the largest changes either way first.
+        const up = await api(`/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}&view=${view}&sort=-delta_us&limit=10`);
+        const down = await api(`/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}&view=${view}&sort=delta_us&limit=10`);
+        const seen = new Set();
+        const diffs = [...up.rows, ...down.rows].filter((d) => d.status !== "same" && !seen.has(d.name) && seen.add(d.name))
+          .sort((x, y) => Math.abs(y.delta_us) - Math.abs(x.delta_us));
+        const tt = h("table", { class: "data", id }, h("tr", {}, h("th", {}, "name"), h("th", {}, "A " + vk), h("th", {}, "B " + vk), h("th", {}, "B − A"), h("th", {}, "calls A"), h("th", {}, "calls B"), h("th", {}, "status")));
+        for (const d of diffs) tt.append(h("tr", {}, h("td", { title: d.name }, d.name), h("td", { class: "num" }, fmtNum(d.a_us)), h("td", { class: "num" }, fmtNum(d.b_us)), h("td", { class: "num" }, fmtNum(d.delta_us)), h("td", { class: "num" }, fmtNum(d.a_count)), h("td", { class: "num" }, fmtNum(d.b_count)), h("td", {}, d.status)));
+        out.append(h("h3", {}, `Top differences: ${title.toLowerCase()} (${up.total} names compared)`), tt);
       }
     }
     await run();
