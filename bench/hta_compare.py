@@ -73,6 +73,7 @@ import aiprof.importers.kineto  # module imports are not part of the timing (HTA
 t0 = time.perf_counter()
 out, ctx = import_paths([Path(sys.argv[1])], Path(sys.argv[2]))
 dt = time.perf_counter() - t0
+rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before any view runs
 from aiprof.analysis import Query, run
 from aiprof.analysis.common import hta_device_window_sql
 from aiprof.store import open_profile
@@ -88,7 +89,7 @@ if len(sys.argv) > 3:
         run(fresh, v, Query.parse([], None, 50))
         view_s[v] = time.perf_counter() - t
         fresh.close()
-print(json.dumps({"seconds": dt, "events": sum(ctx.kinds.values()), "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+print(json.dumps({"seconds": dt, "events": sum(ctx.kinds.values()), "rss": rss_import,
   "device": dev, "window": [{k: (int(v) if v is not None else None) for k, v in r.items()} for r in win], "views": view_s}))
 """
 
