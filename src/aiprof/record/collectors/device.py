@@ -8,6 +8,7 @@ a device like any other. With no accelerator the run goes on after one info line
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,23 @@ class DeviceCollector(Collector):
         self.devices: list[dict[str, Any]] = []
         self.samples: list[tuple[str, int, int, dict[str, float | None]]] = []
         self._poller: PollingThread | None = None
+        self._starter: threading.Thread | None = None
+        self._stopping = False
 
     def start(self) -> None:
+        # Finding the backends (loading NVML, looking for vendor CLIs, psutil's first
+        # reading) takes tens of ms: do it off the job's thread so its start is not delayed.
+        self._starter = threading.Thread(target=self._begin, name="aiprof-devices-start", daemon=True)
+        self._starter.start()
+
+    def _begin(self) -> None:
+        self.own_threads.add(threading.get_native_id())
+        try:
+            self._discover()
+        except Exception as e:
+            fail(self, e, "starting")
+
+    def _discover(self) -> None:
         from ...devices import available_backends
 
         self._backends = available_backends(self.names)
@@ -51,6 +67,8 @@ class DeviceCollector(Collector):
         if not any(d["type"] != "cpu" for d in self.devices):
             log.info("no accelerator found; recording host and CPU telemetry only")
         if not self._backends:
+            return
+        if self._stopping:
             return
         self._poller = PollingThread(
             "aiprof-devices", 1.0 / self.rate_hz, self.poll, lambda e: fail(self, e, "polling"), self.own_threads
@@ -71,6 +89,10 @@ class DeviceCollector(Collector):
                 self.samples.append((s.device_type, s.device, s.ts_ns, dict(s.values)))
 
     def stop(self) -> None:
+        self._stopping = True
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
         if self._poller is not None:
             self._poller.stop()
             self._poller = None
