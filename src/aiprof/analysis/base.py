@@ -77,7 +77,7 @@ class Result:
         return rows
 
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON shape (docs/api.md): view, columns, rows, total, query."""
+        """The stable JSON shape (README, "Views"): view, columns, rows, total, offset, limit."""
         return {
             "view": self.view,
             "columns": [
