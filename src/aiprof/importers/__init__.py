@@ -25,6 +25,8 @@ REGISTRY: list[str] = [
     "ascend_cluster",
     "mindspore_legacy",
     "mindspore_aicpu",
+    "mindspore_text",
+    "mindspore_step_trace",
     "ascend_pt",
     "cnperf",
     "ascend_trace",

@@ -184,11 +184,20 @@ def _load(path: Path, ctx: ImportContext) -> None:
         files = _files(path)
         if not files:
             raise ImportFormatError(f"{path}: no AI CPU data file in it")
-        others = sorted(p.name for p in path.iterdir() if p.is_file() and p not in files)
-        if others:
-            ctx.warn(f"{path.name}: not imported (formats not read): {', '.join(others)}")
+        from .mindspore_text import file_kind as text_kind
+        from .mindspore_text import load_kind
+
+        others = [(p, text_kind(p)) for p in sorted(path.iterdir()) if p.is_file() and p not in files]
+        left = [p.name for p, k in others if k is None]
+        if left:
+            ctx.warn(f"{path.name}: not imported (formats not read): {', '.join(left)}")
         for f in files:
             _load_file(f, ctx)
+        for p, k in others:
+            if k is not None:
+                # The text rendering of the AI CPU data repeats the ops just read as events.
+                extra = load_kind(p, k, ctx, as_events=False)
+                ctx.writer.add_source("mindspore-text", p, file_kind=k, **extra)
         return
     _load_file(path, ctx)
 
@@ -199,6 +208,12 @@ def _load_file(path: Path, ctx: ImportContext) -> None:
         raise ImportFormatError(f"{path}: no AI CPU op could be read")
     if bad:
         ctx.warn(f"{path.name}: {bad} AI CPU node records without readable thread data skipped")
+    write_events(ops, ctx)
+    ctx.writer.add_source(NAME, path, ops=len(ops))
+
+
+def write_events(ops: list[AicpuOp], ctx: ImportContext) -> None:
+    """One ``kernel`` span per AI CPU op on the NPU's AI CPU queue (run start/end are µs)."""
     starts = [int(o.run_start) * 1000 for o in ops]
     origin = ctx.origin(min(starts))
     rank = ctx.rank if ctx.rank is not None else 0
@@ -232,7 +247,6 @@ def _load_file(path: Path, ctx: ImportContext) -> None:
     ctx.kinds["kernel"] += n
     if ctx.writer.meta.get("clock") in (None, "unknown"):
         ctx.writer.meta["clock"] = "device"
-    ctx.writer.add_source(NAME, path, ops=n)
 
 
 IMPORTER = Importer(

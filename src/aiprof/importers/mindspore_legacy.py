@@ -15,9 +15,9 @@ Each file is recognised by its header or shape:
 - minddata_pipeline_raw_N.csv -> section ``minddata_pipeline`` (launch_id = op id);
 - minddata_cpu_utilization_N.json -> section ``minddata_cpu_utilization/...``
   (launch_id = sample index);
-- small JSON summaries (timeline summary, step trace points) -> profile.json ``mindspore``.
-
-The ``output_*.txt`` files are text renderings of the same data and are not re-read.
+- the text outputs, JSON summaries, cluster CSV and raw step trace beside them ->
+  :mod:`.mindspore_text` (HWTS and AI CPU text go to kernel_metrics when the timeline
+  already holds their spans).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv,
 from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
 from .base import Detection, ImportContext, Importer, no, yes
 from .kineto import Args, Ev, load_chrome_trace
+from .mindspore_text import DUPLICATING, load_kind
+from .mindspore_text import file_kind as text_kind
 
 NAME = "mindspore-legacy"
 
@@ -218,16 +220,38 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
     _metrics(ctx, out)
 
 
-def load_file(path: Path, kind: str, ctx: ImportContext) -> None:
+def load_file(path: Path, kind: str, ctx: ImportContext, *, spans_elsewhere: bool = False) -> None:
+    extra: dict[str, Any] = {}
     if kind == "timeline":
         _load_timeline(path, ctx)
     elif kind == "minddata_cpu_utilization":
         _load_cpu_utilization(path, ctx)
     elif kind == "summary":
-        ctx.writer.meta.setdefault("mindspore", {})[path.name] = orjson.loads(path.read_bytes())
+        kind = text_kind(path) or kind
+        if kind == "summary":
+            ctx.writer.meta.setdefault("mindspore", {})[path.name] = orjson.loads(path.read_bytes())
+        else:
+            extra = load_kind(path, kind, ctx)
+    elif kind in _TEXT_KINDS:
+        extra = load_kind(path, kind, ctx, as_events=not (spans_elsewhere and kind in DUPLICATING))
     else:
         _load_csv(path, ctx)
-    ctx.writer.add_source(NAME, path, file_kind=kind)
+    ctx.writer.add_source(NAME, path, file_kind=kind, **extra)
+
+
+_TEXT_KINDS = frozenset(
+    {
+        "hwts",
+        "op_compute_time",
+        "aicpu_text",
+        "device_queue",
+        "pipeline_profiling",
+        "timeline_summary",
+        "step_trace_point_info",
+        "cluster_analyse",
+        "training_trace",
+    }
+)
 
 
 def _load(path: Path, ctx: ImportContext) -> None:
@@ -237,17 +261,16 @@ def _load(path: Path, ctx: ImportContext) -> None:
             raise ImportFormatError(f"{path}: not a MindSpore 1.x profiler file")
         load_file(path, kind, ctx)
         return
-    files = [(p, file_kind(p)) for p in sorted(path.iterdir()) if p.is_file()]
+    files = [(p, file_kind(p) or text_kind(p)) for p in sorted(path.iterdir()) if p.is_file()]
     known = [(p, k) for p, k in files if k is not None]
-    if not known:
+    if not any(k not in _TEXT_KINDS for _, k in known):
         raise ImportFormatError(f"{path}: no MindSpore 1.x profiler file in it")
     left = [p.name for p, k in files if k is None]
     if left:
-        ctx.warn(
-            f"{path.name}: not imported (text renderings of the same data, or formats not read): {', '.join(left)}"
-        )
+        ctx.warn(f"{path.name}: not imported (formats not read): {', '.join(left)}")
+    timeline = any(k == "timeline" for _, k in known)
     for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
-        load_file(p, k, ctx)
+        load_file(p, k, ctx, spans_elsewhere=timeline)
 
 
 IMPORTER = Importer(
