@@ -55,7 +55,12 @@ def straggler(ctx: Context) -> Outcome:
         return None
     late = max(float(r["mean_late_us"] or 0.0) for r in rows)
     step = float(sum(float(r["step_total_us"]) for r in rows))
-    waited = sum(float(r["mean_late_us"] or 0.0) * int(r["collectives"]) for r in rows if r is not worst)
+    # The others wait for the straggler: its mean lateness behind the earliest rank,
+    # less their own, at each of their collectives.
+    worst_late = float(worst["mean_late_us"] or 0.0)
+    waited = sum(
+        max(worst_late - float(r["mean_late_us"] or 0.0), 0.0) * int(r["collectives"]) for r in rows if r is not worst
+    )
     return make(
         "cluster.straggler",
         f"Rank {worst['rank']} starts {100 * s:.0f}% of the collectives last; the others wait for it.",
