@@ -151,6 +151,7 @@ class ChromeTraceConverter:
         self._vendor_known = False
         self._str_ids: dict[str, int] = {}
         self._kind_cache: dict[tuple[str | None, str], str] = {}
+        self._named_pids: set[int] = set()
         self.track_names: dict[tuple[int, int | None], dict[str, Any]] = {}
         self._open: dict[tuple[int, int], list[tuple[int, str, str | None, bytes]]] = {}
         self.counts_ph: dict[str, int] = {}
@@ -307,6 +308,16 @@ class ChromeTraceConverter:
         if instants:
             self._instants(instants)
 
+    def _name_tracks(self, evs: list[Ev], pids: list[int], tids: list[int]) -> None:
+        """A process or thread given by name ("Spans", "Device0 task[Async]") keeps it."""
+        if not self._str_ids:
+            return
+        for e, p, t in zip(evs, pids, tids):
+            if type(e.tid) is str:
+                self.track_names.setdefault((p, t), {}).setdefault("name", e.tid)
+            if type(e.pid) is str:
+                self._named_pids.add(p)
+
     def _decode_args(self, raws: list[msgspec.Raw]) -> list[Args]:
         try:
             # One decoder call for the whole batch: per-call overhead dominates otherwise.
@@ -348,6 +359,7 @@ class ChromeTraceConverter:
             t if type(t) is int else self.int_id(t, stream=k in DEVICE_SIDE)
             for t, k in zip((e.tid for e in evs), kinds)
         ]
+        self._name_tracks(evs, pids, tids)
         ts, _ = self._times(evs)
         dur, dok = us_to_ns([e.dur for e in evs])
         dur = np.where(dok, dur, 0)
@@ -479,6 +491,7 @@ class ChromeTraceConverter:
         cats = [e.cat for e in evs]
         pids = [e.pid if type(e.pid) is int else self.int_id(e.pid) for e in evs]
         tids = [e.tid if type(e.tid) is int else self.int_id(e.tid) for e in evs]
+        self._name_tracks(evs, pids, tids)
         kinds = ["other"] * len(evs)
         raws: list[bytes] = []
         corr: list[int | None] = []
@@ -542,6 +555,8 @@ class ChromeTraceConverter:
             names = [str(e.name) if e.name is not None else "" for e in rest]
             cats = [e.cat for e in rest]
             pids = [self.int_id(e.pid) for e in rest]
+            tids = [self.int_id(e.tid) for e in rest]
+            self._name_tracks(rest, pids, tids)
             args = self._decode_args([e.args for e in rest])
             kinds, dts, devs = ["instant"] * len(rest), ["cpu"] * len(rest), [-1] * len(rest)
             if any(e.aiprof_kind is not None for e in rest):
@@ -551,7 +566,7 @@ class ChromeTraceConverter:
                 dts,
                 devs,
                 pids,
-                [self.int_id(e.tid) for e in rest],
+                tids,
                 cats,
                 names,
                 ts,
@@ -613,8 +628,9 @@ class ChromeTraceConverter:
     def write_tracks(self) -> None:
         """The tracks table: one row per named process and thread (synthetic ids too)."""
         for text, i in self._str_ids.items():
-            # A string pid/tid names its own track when no metadata does.
-            self.track_names.setdefault((i, None), {}).setdefault("name", text)
+            # A string pid names its own process when no metadata does.
+            if i in self._named_pids:
+                self.track_names.setdefault((i, None), {}).setdefault("name", text)
         procs = {pid: rec for (pid, tid), rec in self.track_names.items() if tid is None}
         rows: list[dict[str, Any]] = []
         for (pid, tid), rec in sorted(self.track_names.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
