@@ -6,6 +6,8 @@ a missing key reads None. Not exercised on hardware in this project's CI.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -39,6 +41,8 @@ class AmdSmiBackend(DeviceBackend):
 
     @classmethod
     def available(cls) -> bool:
+        if sys.platform == "linux" and not os.path.exists("/dev/kfd"):
+            return False  # no ROCm kernel driver: do not load amdsmi at all
         lib = _load()
         if lib is None:
             return False

@@ -12,6 +12,8 @@ violation time in ns; the samples carry W, MiB (labelled MB, as dmon), MB/s and 
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -30,6 +32,10 @@ def _load_nvml() -> ModuleType | None:
     except ImportError:
         return None
     return cast(ModuleType, pynvml)
+
+
+#: Files that exist where an NVIDIA driver is loaded (Linux, WSL).
+_NVIDIA_NODES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg")
 
 
 class NvmlBackend(DeviceBackend):
@@ -53,6 +59,10 @@ class NvmlBackend(DeviceBackend):
 
     @classmethod
     def available(cls) -> bool:
+        if sys.platform == "linux" and not any(os.path.exists(p) for p in _NVIDIA_NODES):
+            # No driver: skip loading the NVML bindings (tens of ms of GIL-held imports
+            # inside a job being recorded).
+            return False
         nvml = _load_nvml()
         if nvml is None:
             return False
