@@ -24,7 +24,6 @@ Summaries carry no timeline of their own, which is why they are metrics and not 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ from ..errors import ImportFormatError
 from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, metric_rows, number, read_csv, split_unit
 from .ascend_trace import _detect as _detect_trace
 from .ascend_trace import load_ascend_trace, npu_task_kind
-from .base import Detection, ImportContext, Importer, no, yes
+from .base import Detection, ImportContext, Importer, no, write_metrics, yes
 from .timeconv import us_to_ns
 
 NAME = "ascend-pt"
@@ -120,28 +119,6 @@ def _rank(ctx: ImportContext) -> int:
     return ctx.rank if ctx.rank is not None else 0
 
 
-def _metrics(
-    ctx: ImportContext, rows: Sequence[tuple[int | None, str, str, str, str | None, float | None, str | None]]
-) -> None:
-    """rows: (launch_id, kernel, section, metric, unit, value, text)."""
-    if not rows:
-        return
-    ctx.writer.append(
-        "kernel_metrics",
-        {
-            "rank": [_rank(ctx)] * len(rows),
-            "launch_id": [r[0] for r in rows],
-            "kernel": [r[1] for r in rows],
-            "section": [r[2] for r in rows],
-            "metric": [r[3] for r in rows],
-            "unit": [r[4] for r in rows],
-            "value": [r[5] for r in rows],
-            "text": [r[6] for r in rows],
-        },
-    )
-    ctx.tables["kernel_metrics"] += len(rows)
-
-
 def _warn_bad(ctx: ImportContext, path: Path, bad: int) -> None:
     if bad:
         ctx.warn(f"{path.name}: {bad} malformed or cut-short rows skipped")
@@ -158,7 +135,7 @@ def load_kernel_details(path: Path, ctx: ImportContext, *, events: bool) -> None
     for ri, metric, unit, value, text in metric_rows(header, rows, {header[i_name]}, exact=frozenset({"Start Time"})):
         section = "aic" if metric.startswith("aic_") else "aiv" if metric.startswith("aiv_") else "task"
         out.append((ri, rows[ri][i_name], section, metric, unit, value, text))
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
     if events:
         _kernel_events(path, ctx, header, rows)
 
@@ -219,7 +196,7 @@ def load_op_statistic(path: Path, ctx: ImportContext) -> None:
         (None, rows[ri][i_op], "op_statistic" + (f"/{rows[ri][i_core]}" if i_core is not None else ""), m, u, v, t)
         for ri, m, u, v, t in metric_rows(header, rows, skip)
     ]
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
 
 
 def load_step_trace_time(path: Path, ctx: ImportContext, section: str = "step_trace_time") -> None:
@@ -231,7 +208,7 @@ def load_step_trace_time(path: Path, ctx: ImportContext, section: str = "step_tr
     for ri, m, u, v, t in metric_rows(header, rows, skip, text_columns=False):
         s = number(rows[ri][i_step]) if i_step is not None else None
         out.append((int(s) if s is not None else None, "step", section, m, u or "us", v, t))
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
 
 
 def load_operator_memory(path: Path, ctx: ImportContext) -> None:
@@ -371,7 +348,7 @@ def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
                         )
                     else:
                         out.append((None, op, section, metric, unit, None, str(v) if text is None else f"{text} {v}"))
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
 
 
 def load_file(path: Path, kind: str, ctx: ImportContext, *, with_trace: bool) -> None:

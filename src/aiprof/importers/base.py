@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +63,31 @@ class ImportContext:
         if self.origin_raw_ns is None:
             self.origin_raw_ns = int(first_raw_ns)
         return self.origin_raw_ns
+
+
+#: One kernel_metrics row: (launch_id, kernel, section, metric, unit, value, text).
+MetricRow = tuple[int | None, str, str, str, str | None, float | None, str | None]
+
+
+def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow]) -> None:
+    """Append rows to the kernel_metrics table, on the context's rank (0 by default)."""
+    if not rows:
+        return
+    rank = ctx.rank if ctx.rank is not None else 0
+    ctx.writer.append(
+        "kernel_metrics",
+        {
+            "rank": [rank] * len(rows),
+            "launch_id": [r[0] for r in rows],
+            "kernel": [r[1] for r in rows],
+            "section": [r[2] for r in rows],
+            "metric": [r[3] for r in rows],
+            "unit": [r[4] for r in rows],
+            "value": [r[5] for r in rows],
+            "text": [r[6] for r in rows],
+        },
+    )
+    ctx.tables["kernel_metrics"] += len(rows)
 
 
 @dataclass(frozen=True)

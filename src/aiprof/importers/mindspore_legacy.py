@@ -31,7 +31,7 @@ import orjson
 from ..errors import ImportFormatError
 from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
 from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
-from .base import Detection, ImportContext, Importer, no, yes
+from .base import Detection, ImportContext, Importer, no, write_metrics, yes
 from .kineto import Args, Ev, load_chrome_trace
 from .mindspore_text import DUPLICATING, load_kind
 from .mindspore_text import file_kind as text_kind
@@ -121,29 +121,6 @@ def _load_timeline(path: Path, ctx: ImportContext) -> None:
         ctx.writer.meta["clock"] = "device"
 
 
-def _metrics(
-    ctx: ImportContext, rows: list[tuple[int | None, str, str, str, str | None, float | None, str | None]]
-) -> None:
-    if not rows:
-        return
-    rank = ctx.rank if ctx.rank is not None else 0
-    ctx.writer.append(
-        "kernel_metrics",
-        {
-            "rank": [rank] * len(rows),
-            "launch_id": [r[0] for r in rows],
-            "kernel": [r[1] for r in rows],
-            "section": [r[2] for r in rows],
-            "metric": [r[3] for r in rows],
-            "unit": [r[4] for r in rows],
-            "value": [r[5] for r in rows],
-            "text": [r[6] for r in rows],
-        },
-    )
-    ctx.tables["kernel_metrics"] += len(rows)
-
-
-#: Units MindSpore leaves out of its intermediate headers.
 _UNITS = {"execution_time": "ms", "total_time": "ms", "dispatch_time": "ms"}
 
 
@@ -172,7 +149,7 @@ def _load_csv(path: Path, ctx: ImportContext) -> None:
         out.append(
             (int(lid) if lid is not None else None, rows[ri][ik] if ik is not None else "step", section, m, unit, v, t)
         )
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
 
 
 def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
@@ -217,7 +194,7 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
                         None,
                     )
                 )
-    _metrics(ctx, out)
+    write_metrics(ctx, out)
 
 
 def load_file(path: Path, kind: str, ctx: ImportContext, *, spans_elsewhere: bool = False) -> None:

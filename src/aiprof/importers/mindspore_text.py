@@ -48,13 +48,13 @@ import orjson
 from ..errors import ImportFormatError
 from . import mindspore_step_trace
 from .ascend_csv import csv_header, number, read_csv, split_unit
-from .base import Detection, ImportContext, Importer, no, yes
+from .base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
 from .mindspore_aicpu import AicpuOp, write_events
 
 NAME = "mindspore-text"
 NS_PER_TICK = 10
 
-Metric = tuple[int | None, str, str, str, str | None, float | None, str | None]
+Metric = MetricRow
 
 _HWTS_TITLE = re.compile(r"^=+\s*(\d+\s+)?HWTS data\s*=+$")
 _HWTS_HEADER = ["Type", "cnt", "Core_ID", "Block_ID", "Task_ID", "Cycle_counter", "Stream_ID"]
@@ -136,26 +136,6 @@ def file_kind(path: Path) -> str | None:
 
 
 # -- kernel_metrics helper ----------------------------------------------------------------------
-
-
-def write_metrics(ctx: ImportContext, rows: list[Metric]) -> None:
-    if not rows:
-        return
-    rank = ctx.rank if ctx.rank is not None else 0
-    ctx.writer.append(
-        "kernel_metrics",
-        {
-            "rank": [rank] * len(rows),
-            "launch_id": [r[0] for r in rows],
-            "kernel": [r[1] for r in rows],
-            "section": [r[2] for r in rows],
-            "metric": [r[3] for r in rows],
-            "unit": [r[4] for r in rows],
-            "value": [r[5] for r in rows],
-            "text": [r[6] for r in rows],
-        },
-    )
-    ctx.tables["kernel_metrics"] += len(rows)
 
 
 def _device_clock(ctx: ImportContext) -> None:
