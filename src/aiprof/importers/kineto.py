@@ -312,6 +312,10 @@ class ChromeTraceConverter:
         """A process or thread given by name ("Spans", "Device0 task[Async]") keeps it."""
         if not self._str_ids:
             return
+        # Most batches name nothing: a C-level pass over the types decides.
+        types = set(map(type, (e.tid for e in evs))) | set(map(type, (e.pid for e in evs)))
+        if str not in types:
+            return
         for e, p, t in zip(evs, pids, tids):
             if type(e.tid) is str:
                 self.track_names.setdefault((p, t), {}).setdefault("name", e.tid)
