@@ -151,6 +151,7 @@ class ChromeTraceConverter:
         self._vendor_known = False
         self._str_ids: dict[str, int] = {}
         self._kind_cache: dict[tuple[str | None, str], str] = {}
+        self._launch_cats: dict[str | None, bool] = {}
         self._named_pids: set[int] = set()
         self.track_names: dict[tuple[int, int | None], dict[str, Any]] = {}
         self._open: dict[tuple[int, int], list[tuple[int, str, str | None, bytes]]] = {}
@@ -383,7 +384,7 @@ class ChromeTraceConverter:
         names: list[str],
         ts: np.ndarray,
         dur: np.ndarray,
-        raws: list[msgspec.Raw] | list[bytes],
+        raws: Sequence[msgspec.Raw | bytes | str],
         args: list[Args],
         correlation: list[int | None] | None = None,
         extra: dict[str, Any] | None = None,
@@ -409,7 +410,7 @@ class ChromeTraceConverter:
             ],
             "grid": [_dims(a.grid) if a.grid else None for a in args],
             "block": [_dims(a.block) if a.block else None for a in args],
-            "args": [bytes(r).decode("utf-8", "replace") if r else None for r in raws],
+            "args": [_args_text(r) for r in raws],
         }
         if extra:
             cols.update(extra)
@@ -497,19 +498,24 @@ class ChromeTraceConverter:
         tids = [e.tid if type(e.tid) is int else self.int_id(e.tid) for e in evs]
         self._name_tracks(evs, pids, tids)
         kinds = ["other"] * len(evs)
-        raws: list[bytes] = []
+        raws: list[bytes | str] = []
         corr: list[int | None] = []
+        launch_cats = self._launch_cats
         for e in evs:
-            launch = (e.cat or "").lower() in ("ac2g", "async_npu", "hosttodevice")
-            corr.append(e.id if launch and type(e.id) is int else None)
-            if not e.args and type(e.id) is int and e.bp in (None, "e") and e.ph in ("s", "f", "t"):
-                # The common flow, written without a JSON encoder call.
-                raws.append(
-                    f'{{"ph":"{e.ph}","id":{e.id}}}'.encode()
-                    if e.bp is None
-                    else f'{{"ph":"{e.ph}","id":{e.id},"bp":"e"}}'.encode()
-                )
-                continue
+            c = e.cat
+            launch = launch_cats.get(c)
+            if launch is None:
+                launch = launch_cats[c] = (c or "").lower() in ("ac2g", "async_npu", "hosttodevice")
+            eid = e.id
+            corr.append(eid if launch and type(eid) is int else None)
+            if not e.args and type(eid) is int and e.ph in ("s", "f", "t"):
+                # The common flows, written without a JSON encoder call.
+                if e.bp is None:
+                    raws.append(f'{{"ph":"{e.ph}","id":{eid}}}')
+                    continue
+                if e.bp == "e":
+                    raws.append(f'{{"ph":"{e.ph}","id":{eid},"bp":"e"}}')
+                    continue
             info: dict[str, Any] = {"ph": e.ph}
             if e.id is not None:
                 info["id"] = e.id
@@ -669,6 +675,13 @@ def _own_classification(
         if e.aiprof_device is not None:
             dev[i] = e.aiprof_device
     return kinds, dt, dev
+
+
+def _args_text(r: msgspec.Raw | bytes | str) -> str | None:
+    """The args column's JSON text from what the decoder or a flow writer gave."""
+    if isinstance(r, str):
+        return r
+    return bytes(r).decode("utf-8", "replace") if r else None
 
 
 def _int_or(v: str | int | None, default: int) -> int:
