@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from ..store import Profile
-from .base import SqlView, analyser
+from .base import analyser
 from .common import hta_window
 
 KERNEL_WAIT_NS = 30_000
@@ -29,12 +31,14 @@ KERNEL_WAIT_NS = 30_000
     units={k: "µs" for k in ("idle_us", "host_wait_us", "kernel_wait_us", "other_us", "busy_us", "span_us")}
     | {"idle_pct": "%"},
 )
-def idle(profile: Profile, params: dict[str, Any]) -> SqlView:
+def idle(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, stream): ops, span_us (first start to last end),
     busy_us, idle_us (sum of gaps), host_wait_us, kernel_wait_us, other_us (µs),
     idle_pct (% of span)."""
     window = hta_window(profile)
-    return SqlView(
+    # A small aggregate: materialised once, then filtered and paged in memory (one
+    # execution instead of one for the count and one for the page).
+    return profile.sql(
         f"""
         WITH o AS (SELECT * FROM {window} WHERE kind IN ('kernel', 'collective', 'memcpy', 'memset')),
         g AS (

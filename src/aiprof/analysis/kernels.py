@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from ..store import Profile
-from .base import SqlView, analyser
+from .base import analyser
 
 
 @analyser(
@@ -14,11 +16,13 @@ from .base import SqlView, analyser
     default_sort=("-total_us",),
     units={k: "µs" for k in ("total_us", "mean_us", "median_us", "min_us", "max_us")} | {"pct": "%"},
 )
-def kernels(profile: Profile, params: dict[str, Any]) -> SqlView:
+def kernels(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per kernel name (device kinds kernel and collective):
     name, kind, count, total_us, mean_us, median_us, min_us, max_us (µs),
     pct (% of all kernel time), devices and streams (comma-separated), ranks."""
-    return SqlView(
+    # A small aggregate: materialised once, then filtered and paged in memory (one
+    # execution instead of one for the count and one for the page).
+    return profile.sql(
         """
         WITH k AS (
             SELECT * FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective'))
