@@ -278,3 +278,14 @@ def test_mtia_trace_kinds(tmp_path: Path) -> None:
         rows = {r["name"]: r for r in prof.sql("SELECT name, kind, device_type FROM events").to_pylist()}
     assert rows["runFunction"] == {"name": "runFunction", "kind": "runtime", "device_type": "cpu"}
     assert rows["mm_kernel"] == {"name": "mm_kernel", "kind": "kernel", "device_type": "mtia"}
+
+
+def test_header_keys_are_kept(shared_data: Path, tmp_path: Path) -> None:
+    src = shared_data / "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    doc = orjson.loads(gzip.decompress(src.read_bytes()))
+    out, _ = import_paths([src], tmp_path / "h")
+    with open_profile(out) as prof:
+        info = prof.metas[0]["trace_info"]
+    for key in set(doc) - {"traceEvents", "deviceProperties", "distributedInfo"}:
+        assert info[key] == doc[key]
+    assert info["INFO"][0].startswith("INFO:")

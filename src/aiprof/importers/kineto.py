@@ -187,9 +187,11 @@ class ChromeTraceConverter:
                 if not isinstance(p, dict) or (self.rank, p.get("id")) in known:
                     continue
                 meta["devices"].append(device_record(p, self.rank, self.vendor))
-        for key in ("schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds", "trace_id", "host_name"):
-            if key in header:
-                meta.setdefault("trace_info", {})[key] = header[key]
+        # Every other top-level key (trace name, time unit, job and host labels, the
+        # profiler's INFO log...) is kept as written.
+        for key, value in header.items():
+            if key not in ("deviceProperties", "distributedInfo", "traceEvents"):
+                meta.setdefault("trace_info", {})[key] = value
 
     def _infer_vendor(self, names: Sequence[Any]) -> None:
         # HTA infers the vendor from runtime symbol names; do the same once.
