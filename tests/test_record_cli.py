@@ -177,3 +177,39 @@ def test_each_rank_of_a_launcher_gets_its_own_profile(tmp_path: Path) -> None:
 def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     rec = aiprof("record", "--schedule", "1,x", "--", PY, "-c", "pass")
     assert rec.returncode == 2 and rec.stderr.strip().startswith("aiprof: error:") and len(rec.stderr.splitlines()) == 1
+
+
+def test_sigkill_keeps_the_last_checkpoint(tmp_path: Path) -> None:
+    # The job computes until a checkpoint of its own recording is on disk, then dies
+    # of SIGKILL, which no handler can catch: the checkpoint must become the profile.
+    out = tmp_path / "killed"
+    body = (
+        "import os, signal, sys, time\n"
+        f"out = {str(out)!r}\n"
+        "def work(n):\n    return sum(i * i for i in range(n))\n"
+        "def saved(after):\n"
+        "    return any(os.path.getmtime(os.path.join(d, 'manifest.json')) > after\n"
+        "               for d, _, files in os.walk(out) if 'manifest.json' in files)\n"
+        "t0 = time.monotonic()\n"
+        "while time.monotonic() - t0 < 1.0:\n    work(20000)\n"
+        "after = time.time()\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not saved(after):\n"
+        "    work(20000)\n"
+        "    if time.monotonic() > deadline:\n        sys.exit(3)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "AIPROF_RECORD_CHECKPOINT_S": "0.2"}
+    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, body), env=env)
+    assert rec.returncode == -9 or rec.returncode == 137, rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True
+    from aiprof.store import open_profile
+
+    with open_profile(out / "rank0.aiprof") as p:
+        samples = p.sql("SELECT count(*) AS n FROM samples").to_pylist()[0]["n"]
+        work = p.sql(
+            "SELECT count(*) AS n FROM samples s JOIN frames f ON f.frame_id = s.stack_id AND f.rank = s.rank "
+            "WHERE f.function LIKE '%work%' OR f.function LIKE '%genexpr%'"
+        ).to_pylist()[0]["n"]
+    assert samples > 0 and work > 0

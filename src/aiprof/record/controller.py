@@ -27,12 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .collectors.base import Collector, fail
+from .collectors.base import Collector, PollingThread, fail
 from .schedule import ProfilerAction, Schedule
 
 log = logging.getLogger("aiprof.record")
 
 MANIFEST = "manifest.json"
+#: Environment variable overriding the checkpoint interval (seconds; 0 disables).
+CHECKPOINT_ENV = "AIPROF_RECORD_CHECKPOINT_S"
+DEFAULT_CHECKPOINT_S = 5.0
+KILLED_REASON = "the job ended before the profiler stopped (killed?); data up to the last checkpoint"
 RAW_SUFFIX = ".raw"
 
 
@@ -121,6 +125,10 @@ class Controller:
         self.clock: dict[str, int] = {}
         self.running = False
         self._pid = os.getpid()
+        self.checkpoint_s = float(os.environ.get(CHECKPOINT_ENV) or DEFAULT_CHECKPOINT_S)
+        """Seconds between checkpoints of the raw data (0: only at the end)."""
+        self._checkpointer: PollingThread | None = None
+        self._dump_lock = threading.Lock()
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -137,6 +145,24 @@ class Controller:
             c.own_threads = self.own_threads
             self._call(c, "start")
             self._call(c, "set_recording", self.action.recording)
+        if self.checkpoint_s > 0:
+            # What was collected so far reaches the raw folder every few seconds, so a
+            # job killed without warning (SIGKILL, the OOM killer) still leaves it.
+            self._checkpointer = PollingThread(
+                "aiprof-checkpoint",
+                self.checkpoint_s,
+                self.checkpoint,
+                lambda e: log.warning(
+                    "checkpoints stopped (%s: %s); the profile is still written at the end", type(e).__name__, e
+                ),
+                self.own_threads,
+            )
+            self._checkpointer.start()
+
+    def checkpoint(self) -> None:
+        """Write the data so far as a partial profile's raw folder (from a thread)."""
+        if self.running:
+            self.dump(partial=True, reason=KILLED_REASON, checkpoint=True)
 
     def _call(self, c: Collector, method: str, *args: Any) -> None:
         if c.failed is not None:
@@ -190,19 +216,34 @@ class Controller:
     def stop(self, *, partial: bool = False, reason: str | None = None) -> Path:
         """Stop every collector and dump the raw folder; returns the raw folder."""
         self.running = False
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
         for c in self.collectors:
             self._call(c, "stop")
         self.clock["mono1"] = time.monotonic_ns()
         self.clock["unix1"] = time.time_ns()
         return self.dump(partial=partial, reason=reason)
 
-    def dump(self, *, partial: bool, reason: str | None) -> Path:
-        """Write every collector's raw data and the manifest into the raw folder."""
+    def dump(self, *, partial: bool, reason: str | None, checkpoint: bool = False) -> Path:
+        """Write every collector's raw data and the manifest into the raw folder.
+
+        ``checkpoint``: a periodic write while collecting; collectors that cannot dump
+        mid-run (torch.profiler) are left out of it until the final write.
+        """
+        with self._dump_lock:
+            return self._dump(partial, reason, checkpoint)
+
+    def _dump(self, partial: bool, reason: str | None, checkpoint: bool) -> Path:
         import msgspec
 
         entries: dict[str, Any] = {}
         for c in self.collectors:
             entry: dict[str, Any] = {"failed": c.failed}
+            if checkpoint and not c.checkpoint:
+                entry["failed"] = c.failed or "not in the last checkpoint (the job was killed)"
+                entries[c.name] = entry
+                continue
             try:
                 data = c.dump(self.raw_dir)
                 fname = f"{c.name}.msgpack"
@@ -212,7 +253,7 @@ class Controller:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
-        marks = {"steps": self.marks.steps, "annotations": self.marks.annotations}
+        marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
         (self.raw_dir / "marks.msgpack").write_bytes(msgspec.msgpack.encode(marks))
         manifest = {
             "version": 1,
@@ -228,8 +269,11 @@ class Controller:
             "options": self.options,
             "collectors": entries,
         }
-        # The manifest goes last: a raw folder without one was cut short.
-        (self.raw_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        # The manifest goes last, and by rename: a raw folder without one was cut
+        # short, and a reader never sees half a manifest.
+        tmp = self.raw_dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1))
+        tmp.replace(self.raw_dir / MANIFEST)
         return self.raw_dir
 
     def forget_in_child(self) -> None:

@@ -21,6 +21,7 @@ def emit_table(
     extra: dict[str, Any] | None = None,
 ) -> None:
     """Write ``table`` to stdout as a rich table, CSV, or JSON."""
+    table = _unique_names(table)
     if fmt == "json":
         doc: dict[str, Any] = {
             "columns": [{"name": f.name, "type": str(f.type), "unit": (units or {}).get(f.name)} for f in table.schema],
@@ -72,6 +73,18 @@ def emit_table(
     console.print(t)
     if total is not None and total > table.num_rows:
         console.print(f"[dim]{table.num_rows} of {total} rows; use --limit/--offset to page[/dim]")
+
+
+def _unique_names(table: pa.Table) -> pa.Table:
+    # SQL may return two columns of one name (a join's `rank` and `rank`); rows as
+    # dicts would silently keep one of them.
+    seen: dict[str, int] = {}
+    names = []
+    for n in table.column_names:
+        k = seen.get(n, 0)
+        seen[n] = k + 1
+        names.append(n if k == 0 else f"{n}_{k + 1}")
+    return table.rename_columns(names) if names != table.column_names else table
 
 
 #: Longest text shown in a terminal cell; CSV and JSON always carry the full text.

@@ -23,6 +23,10 @@ class Collector(abc.ABC):
     name: ClassVar[str] = "collector"
     """Key of this collector's raw data and of its finalizer (see finalize.py)."""
 
+    checkpoint: ClassVar[bool] = False
+    """True when ``dump`` may run while collecting (from another thread), so the
+    controller's periodic checkpoints include this collector's data."""
+
     def __init__(self) -> None:
         self.failed: str | None = None
         """Why this collector stopped early (it logged one warning), else None."""

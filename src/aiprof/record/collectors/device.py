@@ -23,6 +23,7 @@ class DeviceCollector(Collector):
     """Polls every available device backend (or the named ones) at ``rate_hz``."""
 
     name = "device"
+    checkpoint = True
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, backends: list[str] | None = None) -> None:
         super().__init__()
@@ -101,7 +102,7 @@ class DeviceCollector(Collector):
         self._backends = []
 
     def dump(self, raw_dir: Path) -> dict[str, Any]:
-        return {"devices": self.devices, "samples": self.samples}
+        return {"devices": list(self.devices), "samples": list(self.samples)}
 
 
 def _close(backend: Any) -> None:

@@ -29,6 +29,7 @@ class PythonSampler(Collector):
     """Samples the Python stack of every thread ``rate_hz`` times a second."""
 
     name = "python"
+    checkpoint = True
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, clock: Callable[[], int] = time.monotonic_ns) -> None:
         super().__init__()
@@ -105,15 +106,19 @@ class PythonSampler(Collector):
         return self._native.setdefault(ident, ident)
 
     def dump(self, raw_dir: Path) -> dict[str, Any]:
+        # May run while sampling goes on (a checkpoint): take the samples first, cut to
+        # whole rows, then the frame table, which then holds every frame they use.
+        n = min(len(self.ts), len(self.tids), len(self.stacks))
+        ts, tids, stacks = self.ts[:n], self.tids[:n], self.stacks[:n]
         frames: list[tuple[int, int, str, str, int]] = []
-        for (parent, code, line), node in self._nodes.items():
+        for (parent, code, line), node in list(self._nodes.items()):
             func = getattr(code, "co_qualname", code.co_name)
             frames.append((node, parent, func, code.co_filename, line))
         return {
             "rate_hz": self.rate_hz,
-            "ts": self.ts,
-            "tid": self.tids,
-            "stack": self.stacks,
+            "ts": ts,
+            "tid": tids,
+            "stack": stacks,
             "frames": frames,
-            "thread_names": {str(k): v for k, v in self._names.items()},
+            "thread_names": {str(k): v for k, v in list(self._names.items())},
         }

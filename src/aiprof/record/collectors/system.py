@@ -35,6 +35,7 @@ class SystemCollector(Collector):
     """Polls psutil for this process and the system; listens to the garbage collector."""
 
     name = "system"
+    checkpoint = True
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, clock: Callable[[], int] = time.monotonic_ns) -> None:
         super().__init__()
@@ -139,8 +140,9 @@ class SystemCollector(Collector):
                 s[metric][1].append(delta * per_s)
 
     def dump(self, raw_dir: Path) -> dict[str, Any]:
-        return {
-            "series": {m: [ts, vals] for m, (ts, vals) in self.series.items() if ts},
-            "units": UNITS,
-            "gc": self.gc_events,
-        }
+        series = {}
+        for m, (ts, vals) in list(self.series.items()):
+            n = min(len(ts), len(vals))  # whole (ts, value) pairs, also mid-collection
+            if n:
+                series[m] = [ts[:n], vals[:n]]
+        return {"series": series, "units": UNITS, "gc": list(self.gc_events)}
