@@ -248,3 +248,38 @@ def test_events_view_params(two_steps: Profile) -> None:
     assert run(two_steps, "events", Query(), {"kinds": "kernel,memcpy"}).total == 3
     with pytest.raises(QueryError, match=r"params\.kinds"):
         run(two_steps, "events", Query(), {"kinds": 5})
+
+
+def test_python_view_self_and_total(tmp_path: Path) -> None:
+    from aiprof.store import ProfileWriter
+
+    # main -> fib -> fib (recursion) -> leaf; and main -> io. Samples every 10 ms:
+    # 3 at the deep leaf, 1 in the inner fib, 2 in io.
+    frames = {
+        "frame_id": [0, 1, 2, 3, 4],
+        "parent": [None, 0, 1, 2, 0],
+        "function": ["main", "fib", "fib", "leaf", "io"],
+        "file": ["m.py"] * 5,
+        "line": [1, 2, 2, 3, 4],
+        "rank": [0] * 5,
+    }
+    stacks = [3, 3, 3, 2, 4, 4]
+    with ProfileWriter(tmp_path / "py") as w:
+        w.append("frames", frames)
+        w.append(
+            "samples",
+            {
+                "rank": [0] * 6,
+                "ts": [i * 10_000_000 for i in range(6)],
+                "pid": [1] * 6,
+                "tid": [1] * 6,
+                "stack_id": stacks,
+            },
+        )
+    with open_profile(tmp_path / "py.aiprof") as prof:
+        rows = {r["function"]: r for r in run(prof, "python").rows}
+    assert (rows["leaf"]["self_samples"], rows["leaf"]["total_samples"]) == (3, 3)
+    # fib is on the stack in 4 samples (recursion counted once), running in 1.
+    assert (rows["fib"]["self_samples"], rows["fib"]["total_samples"]) == (1, 4)
+    assert (rows["main"]["total_samples"], rows["main"]["total_pct"]) == (6, 100.0)
+    assert rows["io"]["self_ms"] == 20.0

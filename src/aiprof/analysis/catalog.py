@@ -18,6 +18,7 @@ MODULES: list[str] = [
     "memory",
     "counters",
     "events",
+    "python",
     "ranks",
     "launch",
     "sync",

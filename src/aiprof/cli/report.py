@@ -13,7 +13,7 @@ from ..analysis import Query, run, views
 from ..render import emit_table, format_cell
 from .common import open_input
 
-VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "events")
+VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "python", "events")
 
 
 @click.command("report")
@@ -129,7 +129,18 @@ def _overview_table(prof: Any) -> None:
     ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
     if ops.num_rows and "host_self_us" in ops.column_names:
         emit_top(console, ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"])
-    console.print("[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|events[/dim]")
+    if prof.tables.get("samples"):
+        py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
+        if py.num_rows:
+            emit_top(
+                console,
+                py,
+                "top Python functions by sampled self time",
+                ["function", "self_pct", "self_ms", "total_pct"],
+            )
+    console.print(
+        "[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|python|events[/dim]"
+    )
 
 
 def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None:
@@ -137,9 +148,8 @@ def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None
 
     t = Table(title=title, header_style="bold")
     for c in cols:
-        t.add_column(
-            c, justify="left" if c == "name" else "right", overflow="fold", max_width=70 if c == "name" else None
-        )
+        text = c in ("name", "function")
+        t.add_column(c, justify="left" if text else "right", overflow="fold", max_width=70 if text else None)
     for row in table.select(cols).to_pylist():
         t.add_row(*[format_cell(v) for v in row.values()])
     console.print(t)
