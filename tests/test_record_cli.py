@@ -202,6 +202,7 @@ def test_sigkill_keeps_the_last_checkpoint(tmp_path: Path) -> None:
     env = {**os.environ, "AIPROF_RECORD_CHECKPOINT_S": "0.2"}
     rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, body), env=env)
     assert rec.returncode == -9 or rec.returncode == 137, rec.stderr
+    assert (out / "rank0.aiprof" / "profile.json").is_file(), rec.stderr
     m = meta(out / "rank0.aiprof")
     assert m["partial"] is True
     from aiprof.store import open_profile

@@ -17,13 +17,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import AiprofError
 from .collectors.base import Collector
 from .controller import Controller, profile_location, rank_from_env
-from .finalize import RecordSummary, finalize
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    # Finalizing (msgspec, then the store) is only needed at stop: not imported into
+    # every recorded job at its start.
+    from .finalize import RecordSummary
 
 log = logging.getLogger("aiprof.record")
 
@@ -206,6 +210,8 @@ class Profiler:
         self.raw_dir = raw
         if self.defer:
             return raw
+        from .finalize import finalize
+
         self.summary = finalize(raw)
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
@@ -218,6 +224,8 @@ class Profiler:
         if self.summary is None:
             if self.raw_dir is None:
                 raise AiprofError("nothing recorded yet: call start() first")
+            from .finalize import finalize
+
             self.summary = finalize(self.raw_dir)
         return self.summary
 

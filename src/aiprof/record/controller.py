@@ -247,14 +247,14 @@ class Controller:
             try:
                 data = c.dump(self.raw_dir)
                 fname = f"{c.name}.msgpack"
-                (self.raw_dir / fname).write_bytes(msgspec.msgpack.encode(data))
+                _write_atomic(self.raw_dir / fname, msgspec.msgpack.encode(data))
                 entry["file"] = fname
             except Exception as e:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
         marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
-        (self.raw_dir / "marks.msgpack").write_bytes(msgspec.msgpack.encode(marks))
+        _write_atomic(self.raw_dir / "marks.msgpack", msgspec.msgpack.encode(marks))
         manifest = {
             "version": 1,
             "profile": str(self.profile),
@@ -271,9 +271,7 @@ class Controller:
         }
         # The manifest goes last, and by rename: a raw folder without one was cut
         # short, and a reader never sees half a manifest.
-        tmp = self.raw_dir / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1))
-        tmp.replace(self.raw_dir / MANIFEST)
+        _write_atomic(self.raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
         return self.raw_dir
 
     def forget_in_child(self) -> None:
@@ -283,3 +281,11 @@ class Controller:
             forget = getattr(c, "forget_in_child", None)
             if forget is not None:
                 forget()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once: a job killed in the middle of a
+    checkpoint leaves the previous complete file, never half of the next one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
