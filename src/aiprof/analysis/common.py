@@ -103,13 +103,3 @@ def hta_window(profile: Profile) -> str:
         return "_hta_window"
 
     return profile.memo("hta_window", build)
-
-
-def is_compute(kind: np.ndarray, name: np.ndarray) -> np.ndarray:
-    """Compute kernels: kind 'kernel' whose name is not a sync (HTA's COMPUTATION)."""
-    k: np.ndarray = kind == "kernel"
-    if not k.any():
-        return k
-    no_sync = np.array(["Sync" not in str(n) and "Memcpy" not in str(n) for n in name], dtype=bool)
-    res: np.ndarray = k & no_sync
-    return res

@@ -13,7 +13,6 @@ event before the damage; ``TraceStream.lost`` says how many bytes could not be u
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -344,12 +343,3 @@ def _last_event_end(buf: bytes) -> tuple[int, int | None]:
     if len(ends) == 0:
         return 0, None
     return int(bpos[ends[-1]]) + 1, None
-
-
-def read_json_document(path: Path, limit: int = 64 << 20) -> Any:
-    """Read a small whole JSON document (plain or gzipped) for detection or metadata."""
-    with path.open("rb") as f:
-        data = f.read(limit + 1)
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    return orjson.loads(data)

@@ -396,6 +396,11 @@ class Api:
     def _entry(self, request: Request) -> Entry:
         return self.lib.get(str(request.path_params["pid"]))
 
+    def _timeline(self, request: Request) -> Timeline:
+        e = self._entry(request)
+        assert e.timeline is not None
+        return e.timeline
+
     async def profile_meta(self, request: Request) -> Response:
         e = self._entry(request)
         return json_response(await _threaded(lambda: self._meta(e)))
@@ -424,9 +429,7 @@ class Api:
         return json_response(await _threaded(work))
 
     async def tracks(self, request: Request) -> Response:
-        e = self._entry(request)
-        assert e.timeline is not None
-        tl = e.timeline
+        tl = self._timeline(request)
 
         def work() -> dict[str, Any]:
             tr = tl.tracks()
@@ -435,23 +438,17 @@ class Api:
         return json_response(await _threaded(work))
 
     async def timeline(self, request: Request) -> Response:
-        e = self._entry(request)
-        assert e.timeline is not None
-        tl = e.timeline
+        tl = self._timeline(request)
         body = await _body(request)
         return json_response(await _threaded(lambda: tl.window(_window(request, body, tl))))
 
     async def timeline_summary(self, request: Request) -> Response:
-        e = self._entry(request)
-        assert e.timeline is not None
-        tl = e.timeline
+        tl = self._timeline(request)
         body = await _body(request)
         return json_response(await _threaded(lambda: tl.summary(_window(request, body, tl))))
 
     async def timeline_event(self, request: Request) -> Response:
-        e = self._entry(request)
-        assert e.timeline is not None
-        tl = e.timeline
+        tl = self._timeline(request)
         qp = request.query_params
         track = _int_param(qp.get("track"), "track", lo=0)
         ts = _int_param(qp.get("ts"), "ts")
