@@ -1,11 +1,26 @@
 """Recording: the Profiler API, the controller, and the collectors it runs.
 
 See api.py for :class:`Profiler`, :func:`annotate` and :func:`mark_step`;
-schedule.py for :func:`schedule`; bootstrap.py for recording unmodified scripts.
+schedule.py for :func:`schedule`; bootstrap.py for recording unmodified scripts;
+finalizer.py for :func:`finalize`.
 """
 
+from typing import TYPE_CHECKING
+
 from .api import Profiler, active, annotate, mark_step
-from .finalize import RecordSummary, finalize
 from .schedule import ProfilerAction, schedule
+
+if TYPE_CHECKING:
+    from .finalizer import RecordSummary, finalize
+else:
+
+    def __getattr__(name: str) -> object:
+        # Finalizing (msgspec, dataclasses) is not imported into every recorded job.
+        if name in ("RecordSummary", "finalize"):
+            from . import finalizer
+
+            return getattr(finalizer, name)
+        raise AttributeError(f"module 'aiprof.record' has no attribute {name!r}")
+
 
 __all__ = ["Profiler", "ProfilerAction", "RecordSummary", "active", "annotate", "finalize", "mark_step", "schedule"]

@@ -9,7 +9,6 @@ process; :func:`active` returns it.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import sys
 import threading
@@ -20,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import AiprofError
+from ._log import log
 from .collectors.base import Collector
 from .controller import Controller, profile_location, rank_from_env
 from .schedule import Schedule
@@ -27,9 +27,7 @@ from .schedule import Schedule
 if TYPE_CHECKING:
     # Finalizing (msgspec, then the store) is only needed at stop: not imported into
     # every recorded job at its start.
-    from .finalize import RecordSummary
-
-log = logging.getLogger("aiprof.record")
+    from .finalizer import RecordSummary
 
 HOST_COLLECTORS = ("python", "system", "ops")
 
@@ -64,6 +62,9 @@ class Profiler:
         record_shapes, with_stack, profile_memory: passed to torch.profiler (ops).
         collectors: extra :class:`~aiprof.record.collectors.base.Collector` objects.
         defer: only dump raw data at stop; someone else (``aiprof record``) finalizes.
+        telemetry_outside: system metrics and device telemetry are polled by another
+            process (``aiprof record`` polls its job), so this one keeps only the GC
+            listener of the ``system`` collector: no polling thread in the job.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class Profiler:
         profile_memory: bool = False,
         collectors: Sequence[Collector] = (),
         defer: bool = False,
+        telemetry_outside: bool = False,
     ) -> None:
         if host is None:
             hosts = ["python", "system"] + (["ops"] if "torch" in sys.modules else [])
@@ -104,6 +106,7 @@ class Profiler:
         }
         self.extra = list(collectors)
         self.defer = defer
+        self.telemetry_outside = telemetry_outside
         self.rank, self.world_size = rank_from_env()
         self.path: Path = profile_location(output, self.rank)
         """The profile folder this profiler writes."""
@@ -130,7 +133,7 @@ class Profiler:
         if "system" in self.host:
             from .collectors.system import SystemCollector
 
-            out.append(SystemCollector())
+            out.append(SystemCollector(poll=not self.telemetry_outside))
         if "ops" in self.host:
             try:
                 import torch  # noqa: F401
@@ -140,7 +143,7 @@ class Profiler:
                 from .collectors.torch_ops import TorchOpsCollector
 
                 out.append(TorchOpsCollector(raw_location(self.path, self.rank), self.schedule, **self.torch_options))
-        if self.device:
+        if self.device and not self.telemetry_outside:
             from .collectors.device import DeviceCollector
 
             names = None if isinstance(self.device, bool) else list(self.device)
@@ -161,6 +164,7 @@ class Profiler:
                 "rate": self.rate,
                 # Deferred profilers are the whole-process ones that `aiprof record` starts.
                 "whole_process": self.defer,
+                "telemetry_outside": self.telemetry_outside,
                 **self.torch_options,
             }
             ctl = Controller(
@@ -210,7 +214,7 @@ class Profiler:
         self.raw_dir = raw
         if self.defer:
             return raw
-        from .finalize import finalize
+        from .finalizer import finalize
 
         self.summary = finalize(raw)
         if self.on_trace_ready is not None:
@@ -224,7 +228,7 @@ class Profiler:
         if self.summary is None:
             if self.raw_dir is None:
                 raise AiprofError("nothing recorded yet: call start() first")
-            from .finalize import finalize
+            from .finalizer import finalize
 
             self.summary = finalize(self.raw_dir)
         return self.summary
@@ -304,10 +308,9 @@ def watch_imports() -> None:
     if _watching or _hooked:
         return
     _watching = True
-    import importlib.abc
     import importlib.machinery
 
-    class _Finder(importlib.abc.MetaPathFinder):
+    class _Finder:  # a meta path finder (importlib.abc costs the job's start ms)
         def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
             if name == "torch.optim":
                 sys.meta_path.remove(self)

@@ -12,6 +12,9 @@ settings from the environment:
 - ``AIPROF_RECORD_OPTIONS``: JSON (rate, host collectors, device, schedule text...).
 - ``AIPROF_RECORD_DEFER=1``: only dump raw data; ``aiprof record`` writes the profile
   after the job, so the job does not pay for it.
+- ``AIPROF_RECORD_POLLER=PID``: process PID polls the system and device telemetry of
+  its direct children (aiprof.record.outside); a recorded process whose parent it is
+  leaves that to it, any other one polls in-process.
 
 Which processes record: one per rank. A process whose rank (``RANK``, or "main" without
 one) already has a recording in an ancestor (``AIPROF_RECORD_CLAIMED``) does not
@@ -28,7 +31,6 @@ marked partial; the exit status is the script's.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import runpy
 import signal
@@ -36,14 +38,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import _log
+from ._log import log
 from .api import Profiler
-
-log = logging.getLogger("aiprof.record")
 
 ENV_OUT = "AIPROF_RECORD"
 ENV_OPTIONS = "AIPROF_RECORD_OPTIONS"
 ENV_DEFER = "AIPROF_RECORD_DEFER"
 ENV_CLAIMED = "AIPROF_RECORD_CLAIMED"
+ENV_POLLER = "AIPROF_RECORD_POLLER"
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate")
 
 SITE_DIR = Path(__file__).with_name("_site")
@@ -68,6 +71,7 @@ def profiler_from_env() -> Profiler:
         with_stack=bool(opts.get("with_stack")),
         profile_memory=bool(opts.get("profile_memory")),
         defer=os.environ.get(ENV_DEFER) == "1",
+        telemetry_outside=os.environ.get(ENV_POLLER) == str(os.getppid()),
     )
 
 
@@ -121,8 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args:
         sys.exit("usage: python -m aiprof.record.bootstrap [-m module | -c code | script.py] [args...]")
-    if os.environ.get("AIPROF_QUIET") != "1" and not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="aiprof: %(levelname)s: %(message)s")
+    _log.basic_config = True  # aiprof's format for its warnings, set when one comes
     prof = profiler_from_env()
     recording = claim() and _start(prof)
     reason: str | None = None

@@ -6,8 +6,9 @@ again at stop, so clocks of other collectors (device telemetry in Unix ns, torch
 own clock through sync markers) are mapped at both edges.
 
 While the job runs, collectors keep plain Python lists. At stop the controller dumps
-them (msgpack; the torch traces are already files) into a raw folder beside the
-profile, ``.rankN.aiprof.raw``. :func:`aiprof.record.finalize.finalize` turns that
+them (marshal: built in, nothing to import into the job; the torch traces are already
+files) into a raw folder beside the
+profile, ``.rankN.aiprof.raw``. :func:`aiprof.record.finalizer.finalize` turns that
 folder into the profile: in the recording process, or in ``aiprof record``'s own
 process after the job exits (so the job does not pay for it).
 """
@@ -15,24 +16,23 @@ process after the job exits (so the job does not pay for it).
 from __future__ import annotations
 
 import json
-import logging
 import os
-import shutil
-import socket
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._log import log
 from .collectors.base import Collector, PollingThread, fail
 from .schedule import ProfilerAction, Schedule
 
-log = logging.getLogger("aiprof.record")
-
 MANIFEST = "manifest.json"
+#: Raw data files: marshal format 4, which every Python 3 reads, so the job's
+#: interpreter and aiprof's may differ.
+RAW_DATA_SUFFIX = ".marshal"
+MARKS = "marks" + RAW_DATA_SUFFIX
 #: Environment variable overriding the checkpoint interval (seconds; 0 disables).
 CHECKPOINT_ENV = "AIPROF_RECORD_CHECKPOINT_S"
 DEFAULT_CHECKPOINT_S = 5.0
@@ -85,14 +85,16 @@ def raw_location(profile: Path, rank: int | None) -> Path:
     return profile.with_name(f".{profile.name}{RAW_SUFFIX if rank is not None else MAIN_RAW_SUFFIX}")
 
 
-@dataclass
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    steps: list[tuple[int, int, int, int]]
-    """(start, end, step number, tid) in monotonic ns."""
-    annotations: list[tuple[int, int, str, int]]
-    """(start, dur, name, tid)."""
+    __slots__ = ("annotations", "steps")
+
+    def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[int, int, str, int]]) -> None:
+        self.steps = steps
+        """(start, end, step number, tid) in monotonic ns."""
+        self.annotations = annotations
+        """(start, dur, name, tid)."""
 
 
 class Controller:
@@ -135,6 +137,8 @@ class Controller:
     def start(self) -> None:
         """Fix the time origin, clear the raw folder, start every collector."""
         if self.raw_dir.exists():
+            import shutil
+
             shutil.rmtree(self.raw_dir, ignore_errors=True)
         self.raw_dir.mkdir(parents=True, exist_ok=True)
         self.clock = {"mono0": time.monotonic_ns(), "unix0": time.time_ns()}
@@ -235,8 +239,6 @@ class Controller:
             return self._dump(partial, reason, checkpoint)
 
     def _dump(self, partial: bool, reason: str | None, checkpoint: bool) -> Path:
-        import msgspec
-
         entries: dict[str, Any] = {}
         for c in self.collectors:
             entry: dict[str, Any] = {"failed": c.failed}
@@ -246,22 +248,22 @@ class Controller:
                 continue
             try:
                 data = c.dump(self.raw_dir)
-                fname = f"{c.name}.msgpack"
-                _write_atomic(self.raw_dir / fname, msgspec.msgpack.encode(data))
+                fname = c.name + RAW_DATA_SUFFIX
+                write_atomic(self.raw_dir / fname, encode_raw(data))
                 entry["file"] = fname
             except Exception as e:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
         marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
-        _write_atomic(self.raw_dir / "marks.msgpack", msgspec.msgpack.encode(marks))
+        write_atomic(self.raw_dir / MARKS, encode_raw(marks))
         manifest = {
             "version": 1,
             "profile": str(self.profile),
             "rank": self.rank,
             "world_size": self.world_size,
             "pid": self._pid,
-            "host": socket.gethostname(),
+            "host": _hostname(),
             "argv": list(sys.argv),
             "clock": self.clock,
             "partial": partial,
@@ -271,7 +273,7 @@ class Controller:
         }
         # The manifest goes last, and by rename: a raw folder without one was cut
         # short, and a reader never sees half a manifest.
-        _write_atomic(self.raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_atomic(self.raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
         return self.raw_dir
 
     def forget_in_child(self) -> None:
@@ -283,9 +285,32 @@ class Controller:
                 forget()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` all at once: a job killed in the middle of a
     checkpoint leaves the previous complete file, never half of the next one."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
+
+
+def encode_raw(data: Any) -> bytes:
+    """Raw data (builtin types only) as bytes: marshal, which the job need not import."""
+    import marshal
+
+    return marshal.dumps(data, 4)
+
+
+def load_raw(path: Path) -> Any:
+    """Raw data written by :func:`encode_raw`."""
+    import marshal
+
+    return marshal.loads(path.read_bytes())
+
+
+def _hostname() -> str:
+    # os.uname() is what socket.gethostname() reads on POSIX, without importing socket.
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()

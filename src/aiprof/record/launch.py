@@ -4,7 +4,9 @@ The job runs as a child process with the environment of aiprof.record.bootstrap;
 Python command is rewritten to ``python -m aiprof.record.bootstrap ...`` with the same
 interpreter and options. SIGTERM sent to aiprof is passed on to the job; SIGINT from
 the terminal reaches the job directly (same process group), so aiprof itself only
-waits. After the job, raw folders become profiles here, not in the job.
+waits. While the job runs, this process polls its system metrics and the devices
+(aiprof.record.outside), so the job does not. After the job, raw folders become
+profiles here, not in the job.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, SITE_DIR
+from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
 from .controller import MAIN_RAW_SUFFIX
-from .finalize import RecordSummary, finalize, find_raw
+from .finalizer import RecordSummary, finalize, find_raw
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
 #: Interpreter options that take a value (``python -W ignore script.py``).
@@ -63,6 +65,7 @@ def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | Non
     env[ENV_OUT] = str(output)
     env[ENV_OPTIONS] = json.dumps(options)
     env[ENV_DEFER] = "1"
+    env[ENV_POLLER] = str(os.getpid())
     env.pop(ENV_CLAIMED, None)
     # The package itself must be importable by the job's interpreter, and our
     # sitecustomize must come first.
@@ -93,12 +96,17 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     signal.signal(signal.SIGTERM, forward)
     # Ctrl-C reaches the whole foreground group: the job gets it from the terminal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .outside import ChildPoller
+
+    poller = ChildPoller(child.pid, options)
     try:
+        poller.start()
         rc = child.wait()
     finally:
         signal.signal(signal.SIGTERM, prev_term)
         signal.signal(signal.SIGINT, prev_int)
     job_s = time.perf_counter() - t0
+    poller.stop()
     code = 128 - rc if rc < 0 else rc
     result = RecordResult(returncode=code, job_s=job_s)
     reason = None
@@ -115,6 +123,7 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             shutil.rmtree(raw, ignore_errors=True)
             continue
         try:
+            poller.merge(raw)
             result.summaries.append(finalize(raw, partial_reason=reason))
         except Exception as e:
             result.problems.append(f"{raw.name}: {type(e).__name__}: {e}")

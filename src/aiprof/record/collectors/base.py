@@ -2,26 +2,25 @@
 
 A collector runs inside the user's process. It must stay cheap, never raise into the
 user's code, and keep what it gathered in plain Python lists until the run stops; the
-controller then dumps that raw data (msgpack, no pyarrow in the user's process) and
+controller then dumps that raw data (marshal, no pyarrow in the user's process) and
 the finalizer turns it into store tables, possibly in another process.
 """
 
 from __future__ import annotations
 
 import abc
-import logging
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-log = logging.getLogger("aiprof.record")
+from .._log import log
 
 
 class Collector(abc.ABC):
     """One source of data during a recording (Python stacks, ops, system metrics...)."""
 
     name: ClassVar[str] = "collector"
-    """Key of this collector's raw data and of its finalizer (see finalize.py)."""
+    """Key of this collector's raw data and of its finalizer (see finalizer.py)."""
 
     checkpoint: ClassVar[bool] = False
     """True when ``dump`` may run while collecting (from another thread), so the
@@ -47,7 +46,7 @@ class Collector(abc.ABC):
 
     @abc.abstractmethod
     def dump(self, raw_dir: Path) -> dict[str, Any]:
-        """This collector's raw data, msgpack-able; big files may go into ``raw_dir``."""
+        """This collector's raw data, builtin types only (marshal); big files may go into ``raw_dir``."""
 
 
 class PollingThread:

@@ -4,6 +4,10 @@ I/O) and garbage-collector pauses, into the counters table.
 GC pauses come from ``gc.callbacks``: every collection becomes an event of kind
 ``gc`` and a ``gc_pause`` counter sample, so pauses show on the timeline and in the
 counter charts alike.
+
+The metrics can be read from another process: ``aiprof record`` polls its job's
+``/proc/<pid>`` itself (``pid``, ``listen_gc=False``), so the job only keeps the GC
+listener (``poll=False``), and no polling thread takes the GIL from it.
 """
 
 from __future__ import annotations
@@ -32,15 +36,31 @@ UNITS: dict[str, str] = {
 
 
 class SystemCollector(Collector):
-    """Polls psutil for this process and the system; listens to the garbage collector."""
+    """Polls psutil for a process (default: this one) and the system; listens to this
+    process's garbage collector.
+
+    ``poll=False``: only the GC listener (another process polls the metrics);
+    ``listen_gc=False``: only the metrics (of ``pid``, from outside).
+    """
 
     name = "system"
     checkpoint = True
 
-    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, clock: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self,
+        rate_hz: float = DEFAULT_RATE_HZ,
+        clock: Callable[[], int] = time.monotonic_ns,
+        *,
+        pid: int | None = None,
+        poll: bool = True,
+        listen_gc: bool = True,
+    ) -> None:
         super().__init__()
         self.rate_hz = rate_hz
         self._clock = clock
+        self.pid = pid
+        self.poll_metrics = poll
+        self.listen_gc = listen_gc
         self.series: dict[str, tuple[list[int], list[float]]] = {m: ([], []) for m in UNITS}
         self.gc_events: list[tuple[int, int, int, int, int, int]] = []
         """(start, dur, generation, collected, uncollectable, tid) per collection."""
@@ -51,19 +71,24 @@ class SystemCollector(Collector):
         self._gc_on = False
 
     def start(self) -> None:
+        if self.listen_gc:
+            gc.callbacks.append(self._on_gc)
+            self._gc_on = True
+        if not self.poll_metrics:
+            return
         import psutil
 
-        self._proc = psutil.Process()
+        self._proc = psutil.Process(self.pid)
         self._proc.cpu_percent(None)
         psutil.cpu_percent(None)
-        gc.callbacks.append(self._on_gc)
-        self._gc_on = True
         self._poller = PollingThread(
             "aiprof-system", 1.0 / self.rate_hz, self.poll, lambda e: self._failed(e), self.own_threads
         )
         self._poller.start()
 
     def _failed(self, e: BaseException) -> None:
+        if self.pid is not None and type(e).__name__ in ("NoSuchProcess", "ZombieProcess"):
+            return  # the polled process ended: the series simply end there
         fail(self, e, "polling")
         self._remove_gc()
 

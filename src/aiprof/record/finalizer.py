@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from .collectors.torch_ops import SYNC_PREFIX
-from .controller import MANIFEST, RAW_SUFFIX
+from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw
 
 log = logging.getLogger("aiprof.record")
 
@@ -112,14 +110,14 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
             entry = collectors.get(name)
             if entry is None or not entry.get("file"):
                 return None
-            data: dict[str, Any] = msgspec.msgpack.decode((raw_dir / entry["file"]).read_bytes())
+            data: dict[str, Any] = load_raw(raw_dir / entry["file"])
             return data
 
         for name, entry in collectors.items():
             if entry.get("failed"):
                 summary.failed[name] = entry["failed"]
                 w.warn(f"collector {name} stopped early: {entry['failed']}")
-        marks = msgspec.msgpack.decode((raw_dir / "marks.msgpack").read_bytes())
+        marks = load_raw(raw_dir / MARKS)
         whole = bool((manifest.get("options") or {}).get("whole_process"))
         _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole)
         thread_names: dict[int, str] = {}
