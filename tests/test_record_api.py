@@ -95,6 +95,57 @@ def test_sampler_interns_every_thread_stack() -> None:
     assert dump["thread_names"][str(t.native_id)] == "parked"
 
 
+def test_sampler_lines_are_those_of_f_lineno() -> None:
+    ready, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=parked_here, args=(ready, release), name="parked")
+    t.start()
+    ready.wait()
+    try:
+        s = PythonSampler()
+        frames = sys._current_frames()
+        s.sample({t.ident: frames[t.ident]}, 1)  # type: ignore[index, dict-item]
+        expected = []
+        f: Any = frames[t.ident]  # type: ignore[index]
+        while f is not None:
+            expected.append((f.f_code.co_qualname, f.f_code.co_filename, f.f_lineno))
+            f = f.f_back
+    finally:
+        release.set()
+        t.join()
+    dump = s.dump(Path("."))
+    by_id = {f[0]: f for f in dump["frames"]}
+    got, node = [], dump["stack"][0]
+    while node >= 0:
+        got.append(tuple(by_id[node][2:5]))
+        node = by_id[node][1]
+    assert got == expected
+
+
+def _probe(s: PythonSampler) -> int:
+    s.sample({threading.get_ident(): sys._getframe()}, 1)
+    return 1
+
+
+def _twice_on_one_line(s: PythonSampler) -> int:
+    return _probe(s) + _probe(s)
+
+
+def test_sampler_merges_calls_on_the_same_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two call sites on one line are two instruction offsets but one frame; with a
+    # one-entry stack cache, every sample takes the slow path: same result.
+    monkeypatch.setattr("aiprof.record.collectors.python_stacks.STACK_CACHE_SIZE", 1)
+    s = PythonSampler()
+    _twice_on_one_line(s)
+    first = s.dump(Path("."))
+    _twice_on_one_line(s)
+    dump = s.dump(Path("."))
+    assert dump["frames"][: len(first["frames"])] == first["frames"]
+    st = dump["stack"]
+    assert len(st) == 4 and st[0] == st[1] and st[2] == st[3] and st[0] != st[2]
+    keys = [tuple(f[1:]) for f in dump["frames"]]
+    assert len(keys) == len(set(keys)), "one frame per (parent, function, file, line)"
+
+
 def test_sampler_skips_its_own_threads_and_respects_recording() -> None:
     s = PythonSampler()
     s.own_threads.add(threading.get_ident())

@@ -5,13 +5,18 @@ Built as a daemon thread reading ``sys._current_frames()``: it sees every thread
 its cost per tick is one walk per thread stack. bench/overhead.py measures it against
 the plain run and against py-spy.
 
-Frames are interned into a tree keyed by (parent node, code object, line), so a stack
-seen again costs dictionary lookups only and a sample is one integer (its leaf node).
-File and function names are read from the code objects once, when the run is dumped.
+Cost per sample (the job pays it: the sampler holds the GIL) is one walk of each
+stack reading only ``f_code`` and ``f_lasti`` (``f_lineno`` decodes the line table at
+every frame), into a flat tuple that a dict maps to the stack's interned leaf node:
+a stack seen again costs that walk, one hash and one lookup. New stacks are interned
+into a tree keyed by (parent node, code, instruction offset). Lines, names and files
+are resolved when the run is dumped, where nodes on the same line merge, so the raw
+frames are (parent, function, file, line) as before.
 """
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
 import time
@@ -23,6 +28,11 @@ from typing import Any
 from .base import Collector, PollingThread, fail
 
 DEFAULT_RATE_HZ = 100.0
+
+
+#: Distinct stacks remembered by the fast path; past that it starts afresh (the tree,
+#: and so the data, is not affected: only new stacks cost an intern walk again).
+STACK_CACHE_SIZE = 20_000
 
 
 class PythonSampler(Collector):
@@ -39,13 +49,25 @@ class PythonSampler(Collector):
         self._clock = clock
         self.recording = True
         """False outside the schedule's active windows: ticks take no sample."""
-        self._nodes: dict[tuple[int, CodeType, int], int] = {}
+        self._stacks: dict[tuple[int, ...], int] = {}
+        """(id(code), f_lasti, ...) from leaf to root -> raw leaf node (the fast path)."""
+        self._nodes: dict[tuple[int, int, int], int] = {}
+        """(parent raw node, id(code), f_lasti) -> raw node."""
+        self._node_list: list[tuple[int, CodeType, int]] = []
+        """Raw node -> (parent, code, f_lasti); holds the code objects, so ids stay theirs."""
         self.ts: list[int] = []
         self.tids: list[int] = []
         self.stacks: list[int] = []
+        """Raw leaf node of each sample."""
         self._native: dict[int, int] = {}
         self._names: dict[int, str] = {}
         self._poller: PollingThread | None = None
+        # Resolved at dump, incrementally: raw node -> frame (same line: same frame).
+        self._canon: list[int] = []
+        self._frame_ids: dict[tuple[int, CodeType, int], int] = {}
+        self._frames: list[tuple[int, int, str, str, int]] = []
+        self._dumped_stacks: list[int] = []
+        self._line_tables: dict[CodeType, tuple[list[int], list[int | None]]] = {}
 
     def start(self) -> None:
         self._poller = PollingThread(
@@ -72,30 +94,50 @@ class PythonSampler(Collector):
     def sample(self, frames: dict[int, FrameType], now_ns: int) -> None:
         """Record one sample of each thread in ``frames`` (thread ident -> top frame)."""
         own = self.own_threads
-        nodes = self._nodes
+        known = self._stacks
         native = self._native
         for ident, frame in frames.items():
             if ident in own:
                 continue
-            chain: list[tuple[CodeType, int]] = []
+            walk: list[int] = []
+            push = walk.append
             f: FrameType | None = frame
             while f is not None:
-                chain.append((f.f_code, f.f_lineno or 0))
+                push(id(f.f_code))
+                push(f.f_lasti)
                 f = f.f_back
-            parent = -1
-            for code, line in reversed(chain):
-                key = (parent, code, line)
-                node = nodes.get(key)
-                if node is None:
-                    node = len(nodes)
-                    nodes[key] = node
-                parent = node
+            key = tuple(walk)
+            leaf = known.get(key)
+            if leaf is None:
+                leaf = self._intern(frame)
+                if len(known) >= STACK_CACHE_SIZE:
+                    known.clear()
+                known[key] = leaf
             tid = native.get(ident)
             if tid is None:
                 tid = self._learn_thread(ident)
             self.ts.append(now_ns)
             self.tids.append(tid)
-            self.stacks.append(parent)
+            self.stacks.append(leaf)
+
+    def _intern(self, frame: FrameType) -> int:
+        chain: list[FrameType] = []
+        f: FrameType | None = frame
+        while f is not None:
+            chain.append(f)
+            f = f.f_back
+        nodes = self._nodes
+        parent = -1
+        for f in reversed(chain):
+            code, lasti = f.f_code, f.f_lasti
+            key = (parent, id(code), lasti)
+            node = nodes.get(key)
+            if node is None:
+                node = len(self._node_list)
+                self._node_list.append((parent, code, lasti))
+                nodes[key] = node
+            parent = node
+        return parent
 
     def _learn_thread(self, ident: int) -> int:
         # Threads started outside the threading module keep their ident as tid.
@@ -105,20 +147,47 @@ class PythonSampler(Collector):
                 self._names[t.native_id] = t.name
         return self._native.setdefault(ident, ident)
 
+    def _line(self, code: CodeType, lasti: int) -> int:
+        """The line of instruction offset ``lasti`` in ``code``, as ``f_lineno`` gives it."""
+        if lasti < 0:
+            return code.co_firstlineno
+        table = self._line_tables.get(code)
+        if table is None:
+            starts: list[int] = []
+            lines: list[int | None] = []
+            for start, _end, line in code.co_lines():
+                starts.append(start)
+                lines.append(line)
+            table = self._line_tables[code] = (starts, lines)
+        i = bisect.bisect_right(table[0], lasti) - 1
+        return (table[1][i] if i >= 0 else None) or 0
+
+    def _resolve(self, upto: int) -> None:
+        """Give raw nodes below ``upto`` their frame (new ones only)."""
+        canon, frame_ids, frames = self._canon, self._frame_ids, self._frames
+        for parent, code, lasti in self._node_list[len(canon) : upto]:
+            up = canon[parent] if parent >= 0 else -1
+            line = self._line(code, lasti)
+            key = (up, code, line)
+            fid = frame_ids.get(key)
+            if fid is None:
+                fid = frame_ids[key] = len(frames)
+                frames.append((fid, up, getattr(code, "co_qualname", code.co_name), code.co_filename, line))
+            canon.append(fid)
+
     def dump(self, raw_dir: Path) -> dict[str, Any]:
         # May run while sampling goes on (a checkpoint): take the samples first, cut to
-        # whole rows, then the frame table, which then holds every frame they use.
+        # whole rows; every node they use was interned before they were appended.
         n = min(len(self.ts), len(self.tids), len(self.stacks))
-        ts, tids, stacks = self.ts[:n], self.tids[:n], self.stacks[:n]
-        frames: list[tuple[int, int, str, str, int]] = []
-        for (parent, code, line), node in list(self._nodes.items()):
-            func = getattr(code, "co_qualname", code.co_name)
-            frames.append((node, parent, func, code.co_filename, line))
+        self._resolve(len(self._node_list))
+        done, canon = len(self._dumped_stacks), self._canon
+        if n > done:
+            self._dumped_stacks.extend([canon[s] for s in self.stacks[done:n]])
         return {
             "rate_hz": self.rate_hz,
-            "ts": ts,
-            "tid": tids,
-            "stack": stacks,
-            "frames": frames,
+            "ts": self.ts[:n],
+            "tid": self.tids[:n],
+            "stack": self._dumped_stacks[:n],
+            "frames": list(self._frames),
             "thread_names": {str(k): v for k, v in list(self._names.items())},
         }
