@@ -5,8 +5,9 @@ Workloads: (a) the bundled training example (examples/train_cpu.py, more steps),
 Modes, each a fresh process, interleaved, repeated, median taken (noisy machines):
 
 - plain: ``python script``
-- aiprof default: ``aiprof record -- python script`` (Python sampling 100 Hz, system
-  and device telemetry, step markers)
+- aiprof default: ``aiprof record -- python script`` (Python sampling 100 Hz and step
+  markers in the job; system and device telemetry at 10 Hz, polled by aiprof record's
+  own process)
 - aiprof ops: the same with ``--ops`` (torch.profiler, CPU activity)
 - torch.profiler alone: the script run inside ``torch.profiler.profile`` (CPU activity,
   no schedule, as aiprof --ops), stepped on optimizer.step(), trace exported

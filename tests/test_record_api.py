@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -69,18 +70,25 @@ def parked_here(ready: threading.Event, release: threading.Event) -> None:
     release.wait()
 
 
-def test_sampler_interns_every_thread_stack() -> None:
+@contextlib.contextmanager
+def parked_thread() -> Iterator[threading.Thread]:
+    """A thread named "parked", waiting inside parked_here() until the block ends."""
     ready, release = threading.Event(), threading.Event()
     t = threading.Thread(target=parked_here, args=(ready, release), name="parked")
     t.start()
     ready.wait()
     try:
-        s = PythonSampler(rate_hz=100)
-        s.sample(sys._current_frames(), 1000)
-        s.sample(sys._current_frames(), 2000)
+        yield t
     finally:
         release.set()
         t.join()
+
+
+def test_sampler_interns_every_thread_stack() -> None:
+    with parked_thread() as t:
+        s = PythonSampler(rate_hz=100)
+        s.sample(sys._current_frames(), 1000)
+        s.sample(sys._current_frames(), 2000)
     dump = s.dump(Path("."))
     assert dump["ts"].count(1000) >= 2  # this thread and the parked one, at least
     frames = {f[0]: f for f in dump["frames"]}
@@ -96,11 +104,7 @@ def test_sampler_interns_every_thread_stack() -> None:
 
 
 def test_sampler_lines_are_those_of_f_lineno() -> None:
-    ready, release = threading.Event(), threading.Event()
-    t = threading.Thread(target=parked_here, args=(ready, release), name="parked")
-    t.start()
-    ready.wait()
-    try:
+    with parked_thread() as t:
         s = PythonSampler()
         frames = sys._current_frames()
         s.sample({t.ident: frames[t.ident]}, 1)  # type: ignore[index, dict-item]
@@ -109,9 +113,6 @@ def test_sampler_lines_are_those_of_f_lineno() -> None:
         while f is not None:
             expected.append((f.f_code.co_qualname, f.f_code.co_filename, f.f_lineno))
             f = f.f_back
-    finally:
-        release.set()
-        t.join()
     dump = s.dump(Path("."))
     by_id = {f[0]: f for f in dump["frames"]}
     got, node = [], dump["stack"][0]
