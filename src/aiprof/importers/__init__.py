@@ -82,9 +82,28 @@ def import_paths(
     progress: Callable[[int], None] = lambda _n: None,
 ) -> tuple[Path, ImportContext]:
     """Import ``paths`` into one profile at ``out`` (written atomically)."""
+    from .kineto_columnar import ColumnarUnavailable, enabled
+
     chosen = [(p, choose(p, forced)) for p in paths]
+    try:
+        return _import(chosen, out, rank, progress, columnar=enabled())
+    except ColumnarUnavailable as e:
+        # DuckDB stopped part-way through a trace (a damaged event deep in the file):
+        # the half-written profile is gone; the event path reads what can be read.
+        log.info("columnar import stopped (%s); importing again event by event", e)
+        return _import(chosen, out, rank, progress, columnar=False)
+
+
+def _import(
+    chosen: list[tuple[Path, Importer]],
+    out: Path,
+    rank: int | None,
+    progress: Callable[[int], None],
+    *,
+    columnar: bool,
+) -> tuple[Path, ImportContext]:
     with ProfileWriter(out) as writer:
-        ctx = ImportContext(writer=writer, progress=progress, rank=rank)
+        ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar)
         for p, imp in chosen:
             imp.load(p, ctx)
         writer.meta["import_summary"] = {"events_by_kind": dict(ctx.kinds), "tables": dict(ctx.tables)}

@@ -47,6 +47,8 @@ class ImportContext:
     """Events written, by kind (the import summary)."""
     tables: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    columnar: bool = False
+    """May Chrome traces take the columnar path (importers/kineto_columnar.py)?"""
 
     def warn(self, message: str) -> None:
         """A loss or oddity the user must hear about; also kept in profile.json.

@@ -13,6 +13,7 @@ event before the damage; ``TraceStream.lost`` says how many bytes could not be u
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ import orjson
 from ..errors import ImportFormatError
 
 CHUNK = 8 << 20
+#: Bytes kept back from the end of a copied file to find where its event list closes.
+_TAIL = 4 << 20
 
 _QUOTE, _BSLASH, _LBRACE, _RBRACE, _LBRACK, _RBRACK = 34, 92, 123, 125, 91, 93
 _STRUCT = np.zeros(256, dtype=bool)
@@ -254,6 +257,130 @@ class TraceStream:
             else:
                 self.problems.append("trace cut short: the event list never closes")
 
+    def copy_events(self, dest: IO[bytes], progress: Callable[[int], None] = lambda _n: None) -> bool:
+        """Copy the event list of an intact file to ``dest`` as one JSON array, without
+        cutting it into events: the fast lane of the columnar import.
+
+        Returns False (``dest`` then holds garbage) when the file is damaged or its end
+        cannot be told apart cheaply; the caller then uses :meth:`batches`, which cuts
+        exactly and keeps every complete event. The end of the list is the leftmost
+        ``]`` near the end of the file after which the rest reads as the object's
+        remaining keys; whoever parses ``dest`` checks the events themselves.
+        """
+        with self.path.open("rb") as f:
+            plain = f.read(2) != b"\x1f\x8b"
+        if plain and hasattr(os, "copy_file_range"):
+            return self._copy_plain(dest, progress)
+        chunks, self.problems = open_bytes(self.path)
+        it = iter(chunks)
+        opened = self._open_list(it, progress)
+        if opened is None:
+            return False
+        buf, pos = opened
+        dest.write(b"[")
+        tail = buf[pos:]
+        for nxt in it:
+            progress(len(nxt))
+            if len(tail) > _TAIL:
+                dest.write(tail[:-_TAIL])
+                tail = tail[-_TAIL:]
+            tail += nxt
+        if self.problems:
+            return False
+        return self._close_list(dest, tail)
+
+    def _copy_plain(self, dest: IO[bytes], progress: Callable[[int], None]) -> bool:
+        """:meth:`copy_events` for an uncompressed file: the bulk is copied by the kernel."""
+        size = self.path.stat().st_size
+        with self.path.open("rb") as f:
+            opened = self._open_list(iter(lambda: f.read(CHUNK), b""), lambda _n: None)
+            if opened is None:
+                return False
+            _, pos = opened
+            tail_at = max(pos, size - _TAIL)
+            dest.write(b"[")
+            dest.flush()
+            src, dst, off = f.fileno(), dest.fileno(), pos
+            while off < tail_at:
+                n = os.copy_file_range(src, dst, tail_at - off, off)
+                if n <= 0:
+                    return False
+                off += n
+                progress(n)
+            f.seek(tail_at)
+            tail = f.read()
+        progress(len(tail) + pos)
+        return self._close_list(dest, tail)
+
+    def _close_list(self, dest: IO[bytes], tail: bytes) -> bool:
+        end = self._list_end(tail)
+        if end is None:
+            return False
+        dest.write(tail[:end])
+        dest.write(b"]")
+        self.complete = True
+        return True
+
+    def _open_list(self, it: Iterator[bytes], progress: Callable[[int], None]) -> tuple[bytes, int] | None:
+        """Read up to the event list's '[' (the header on the way): (bytes read, index
+        after the '['), or None when the text is not a trace."""
+        buf = b""
+        for nxt in it:
+            buf += nxt
+            progress(len(nxt))
+            first = buf.lstrip(_WS)[:1]
+            if first == b"[" or (first == b"{" and self._find_events_key(buf) is not None):
+                break
+            if first and first not in b"[{":
+                return None
+        stripped = buf.lstrip(_WS)
+        if stripped[:1] == b"[":
+            self.bare_array = True
+            pos = len(buf) - len(stripped) + 1
+        else:
+            found = self._find_events_key(buf) if stripped[:1] == b"{" else None
+            if found is None:
+                return None
+            key_pos, pos = found
+            self._read_header(buf[:key_pos])
+        return buf, pos
+
+    def _list_end(self, tail: bytes) -> int | None:
+        """Index of the event list's closing ']' in the file's last bytes, or None."""
+        if self.bare_array:
+            t = tail.rstrip(_WS)
+            return len(t) - 1 if t.endswith(b"]") else None
+        # The keys after the list are short: look near the end first.
+        for window in (1 << 16, len(tail)):
+            end = self._list_end_in(tail[-window:])
+            if end is not None:
+                return len(tail) - min(window, len(tail)) + end
+        return None
+
+    def _list_end_in(self, tail: bytes) -> int | None:
+        candidates: list[int] = []
+        i = tail.rfind(b"]")
+        while i != -1 and len(candidates) < 4096:
+            candidates.append(i)
+            i = tail.rfind(b"]", 0, i)
+        n = len(tail)
+        for i in reversed(candidates):
+            j = i + 1
+            while j < n and tail[j] in _WS:
+                j += 1
+            if j < n and tail[j] == 125 and not tail[j + 1 :].strip(_WS):  # '}'
+                return i
+            if j >= n or tail[j] != 44:  # ','
+                continue
+            try:
+                more = orjson.loads(b"{" + tail[j + 1 :])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(more, dict):
+                self.header.update(more)
+                return i
+        return None
+
     def _find_events_key(self, buf: bytes) -> tuple[int, int] | None:
         """(position of the "traceEvents" key, position after its '[') at depth 1."""
         start = len(buf) - len(buf.lstrip(_WS))
@@ -302,6 +429,25 @@ class TraceStream:
             return
         if isinstance(obj, dict):
             self.header.update(obj)
+
+
+def split_events(array_text: bytes) -> list[bytes]:
+    """The texts of the top-level values of ``b"[v, v, ...]"``, cut by structure alone,
+    so that one malformed event (an unquoted word, a stray comma) costs only itself."""
+    body_start = array_text.find(b"[") + 1
+    bpos, depth, _ = _structure(array_text, body_start, 0)
+    out: list[bytes] = []
+    start = body_start
+    for p, d in zip(bpos.tolist(), depth.tolist()):
+        if d == 0 and array_text[body_start + p] in (_RBRACE, _RBRACK):
+            end = body_start + p + 1
+            piece = array_text[start:end].strip(_WS + b",")
+            if piece:
+                out.append(piece)
+            start = end
+        elif d < 0:
+            break
+    return out
 
 
 def _guess_cut(buf: bytes) -> int:

@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import ImportFormatError
 from .base import Detection, ImportContext, Importer, no, yes
-from .jsonstream import TraceStream
+from .jsonstream import TraceStream, split_events
 from .timeconv import us_to_ns
 
 NAME = "kineto"
@@ -111,6 +111,8 @@ DEVICE_SIDE = frozenset({"kernel", "memcpy", "memset", "collective", "sync"})
 _DEVICE_CATS = frozenset({"gpu_user_annotation"})
 _COLLECTIVE_RE = re.compile(r"^(void )?(nccl|rccl|hccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
 _STREAM_RE = re.compile(r"stream\s*(\d+)", re.IGNORECASE)
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 #: c10::DeviceType numbers used in [memory] events -> our device_type.
 C10_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "rocm", 9: "xpu", 12: "xpu", 14: "hpu", 20: "npu"}
@@ -213,9 +215,13 @@ class ChromeTraceConverter:
         if isinstance(v, bool) or v is None:
             return 0
         if isinstance(v, int):
-            return v
-        if isinstance(v, float):
-            return int(v)
+            if _INT64_MIN <= v <= _INT64_MAX:
+                return v
+            v = str(v)
+        elif isinstance(v, float):
+            if v == v and _INT64_MIN <= v < _INT64_MAX:
+                return int(v)
+            v = repr(v)
         if stream:
             m = _STREAM_RE.fullmatch(v.strip())
             if m:
@@ -335,7 +341,7 @@ class ChromeTraceConverter:
                 try:
                     out.append(_ARGS_DECODER.decode(r) if r else _EMPTY_ARGS)
                 except msgspec.DecodeError:
-                    out.append(_EMPTY_ARGS)
+                    out.append(_lenient_args(r))
             return out
 
     def _times(self, evs: list[Ev]) -> tuple[np.ndarray, np.ndarray]:
@@ -606,7 +612,8 @@ class ChromeTraceConverter:
             {
                 "rank": [self.rank] * len(rows),
                 "device_type": ["cpu"] * len(rows),
-                "device": [pid] * len(rows),
+                # A process named by a string has a synthetic id past int32: no device.
+                "device": [pid if -(2**31) <= pid < 2**31 else -1] * len(rows),
                 "ts": [int(ts[0])] * len(rows),
                 "metric": [name if k in (name, "value") or len(rows) == 1 else f"{name}.{k}" for k, _ in rows],
                 "value": [float(v) for _, v in rows],
@@ -679,6 +686,25 @@ def _own_classification(
     return kinds, dt, dev
 
 
+def _lenient_args(raw: msgspec.Raw | bytes) -> Args:
+    """The typed keys of an ``args`` object with a key of an odd type (Triton writes
+    ``"grid": "grid(100,)"``): that key is None, the others are kept."""
+    try:
+        obj = orjson.loads(bytes(raw))
+    except orjson.JSONDecodeError:
+        return _EMPTY_ARGS
+    if not isinstance(obj, dict):
+        return _EMPTY_ARGS
+    kept: dict[str, Any] = {}
+    for key, value in obj.items():
+        try:
+            kept[key] = value
+            _ARGS_DECODER.decode(orjson.dumps(kept))
+        except (msgspec.DecodeError, TypeError):
+            del kept[key]
+    return _ARGS_DECODER.decode(orjson.dumps(kept))
+
+
 def _args_text(r: msgspec.Raw | bytes | str) -> str | None:
     """The args column's JSON text from what the decoder or a flow writer gave."""
     if isinstance(r, str):
@@ -734,13 +760,22 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
     if got is not None:
         return got
     # Slow path: decode one by one so one bad event does not cost the batch.
+    bad = 0
     try:
         items = orjson.loads(batch)
-    except orjson.JSONDecodeError as e:
-        ctx.warn(f"a run of events could not be parsed ({e}); {len(batch)} bytes skipped")
-        return []
+    except orjson.JSONDecodeError:
+        # Malformed JSON somewhere in the run: cut it into events by structure and
+        # keep every one that parses.
+        items = []
+        for piece in split_events(batch):
+            try:
+                items.append(orjson.loads(piece))
+            except orjson.JSONDecodeError:
+                bad += 1
+        if not items and not bad:
+            ctx.warn(f"a run of events could not be parsed; {len(batch)} bytes skipped")
+            return []
     out: list[Ev] = []
-    bad = 0
     conv = msgspec.json.Decoder(Ev)
     for item in items if isinstance(items, list) else []:
         try:
@@ -781,7 +816,17 @@ def _coerce(item: Any) -> Ev | None:
 def load_chrome_trace(
     path: Path, ctx: ImportContext, converter: type[ChromeTraceConverter] = ChromeTraceConverter
 ) -> ChromeTraceConverter:
-    """Stream a Chrome-trace file through ``converter`` into the context's writer."""
+    """Stream a Chrome-trace file through ``converter`` into the context's writer.
+
+    Kineto traces take the columnar path (:mod:`.kineto_columnar`) when DuckDB can read
+    their events; otherwise, and for the producers that refine the rules (subclasses),
+    every event goes through ``converter`` here.
+    """
+    from . import kineto_columnar
+
+    got = kineto_columnar.load(path, ctx, converter) if ctx.columnar and converter is ChromeTraceConverter else None
+    if got is not None:
+        return _finish_trace(path, ctx, got[0], got[1], converter)
     stream = TraceStream(path)
     conv: ChromeTraceConverter | None = None
     batches = stream.batches(try_decode, lambda b: decode_events(b, ctx))
@@ -804,6 +849,17 @@ def load_chrome_trace(
                 "re-import with --rank to set it"
             )
         conv.apply_header(stream.header)
+    return _finish_trace(path, ctx, conv, stream, converter)
+
+
+def _finish_trace(
+    path: Path,
+    ctx: ImportContext,
+    conv: ChromeTraceConverter,
+    stream: TraceStream,
+    converter: type[ChromeTraceConverter],
+) -> ChromeTraceConverter:
+    conv.apply_header(stream.header)
     conv.finish()
     conv.write_tracks()
     for p in stream.problems:

@@ -101,9 +101,12 @@ def _str_ns(s: str) -> int:
     """'1704161511420306.491' -> 1704161511420306491 (exact)."""
     s = s.strip()
     if "e" in s or "E" in s:
-        from decimal import Decimal
+        from decimal import Decimal, InvalidOperation
 
-        return int((Decimal(s) * 1000).to_integral_value())
+        try:
+            return int((Decimal(s) * 1000).to_integral_value())
+        except (InvalidOperation, ValueError) as e:  # "false", "1e", "nan"...
+            raise ValueError(f"not a number: {s!r}") from e
     neg = s.startswith("-")
     if neg or s.startswith("+"):
         s = s[1:]

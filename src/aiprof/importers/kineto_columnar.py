@@ -1,0 +1,545 @@
+"""The Kineto importer's columnar path: DuckDB parses the events, Arrow makes the rows.
+
+The event path (:mod:`.kineto`) decodes each event into a Python object and builds the
+store's columns from those objects: several µs of interpreter work per event. Here:
+
+1. the event list is copied out of the file as one JSON array into a temporary file
+   (gunzipped on the way; an uncompressed file is copied by the kernel), or, when the
+   file is damaged, cut event by event by the scanner of :mod:`.jsonstream`, which
+   keeps every complete event and says what was lost;
+2. DuckDB's JSON reader parses it on every core, in one streaming pass, into typed
+   columns: exact ns times from the numbers' text (``DECIMAL``, as :mod:`.timeconv`),
+   the typed ``args`` keys (one parse of each ``args``), ``args`` kept as JSON text;
+3. each batch of rows becomes store rows with Arrow compute, by the event path's
+   rules: ``kind`` by :meth:`.kineto.ChromeTraceConverter.classify` once per distinct
+   (category, name), device placement, correlation, flow text. Batches go to the
+   writer, which assigns steps at commit as for every importer.
+
+The rows this does not make (metadata, counters, B/E pairs, string pids and tids,
+flows with odd ids or args, events written by ``aiprof timechart`` with their own
+classification) go through the event path's converter, in file order, so each rule
+lives in one place. When DuckDB cannot read the events at all (a malformed event, a
+field of an odd type), the caller imports the whole file by the event path, which
+skips what it must and says so: nothing is lost either way.
+
+``AIPROF_IMPORT_ENGINE=python`` forces the event path (the tests run both).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import orjson
+
+from .jsonstream import TraceStream
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+    from .base import ImportContext
+    from .kineto import ChromeTraceConverter
+
+log = logging.getLogger("aiprof.import")
+
+ENGINE_ENV = "AIPROF_IMPORT_ENGINE"
+
+#: Rows per Arrow batch from DuckDB.
+_BATCH = 1 << 17
+#: Longest single event DuckDB accepts (bytes); a longer one sends the file down the
+#: event path.
+_MAX_EVENT = 16 << 20
+
+_COLUMNS = (
+    "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', ts: 'VARCHAR', "
+    "dur: 'VARCHAR', id: 'JSON', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON', aiprof_kind: 'VARCHAR', "
+    "aiprof_device_type: 'VARCHAR', aiprof_device: 'JSON', aiprof_synthetic: 'JSON'}"
+)
+#: The typed ``args`` keys, by JSON path (paths are case-sensitive; DuckDB struct
+#: fields are not, and Kineto writes both "bytes" and "Bytes").
+_ARGS_PATHS = (
+    "['$.correlation', '$.\"External id\"', '$.\"external id\"', '$.device', '$.bytes', '$.grid', "
+    "'$.block', '$.\"Device Type\"', '$.\"Device Id\"', '$.Addr', '$.Bytes', '$.\"Total Allocated\"', "
+    "'$.\"Total Reserved\"']"
+)
+_FLOWS = "('s', 'f', 't')"
+#: Flow categories whose id is the launch correlation (as the event path).
+_LAUNCH_FLOW_CATS = ("ac2g", "async_npu", "hosttodevice")
+#: Columns of the rows the event path makes, as written.
+_AS_WRITTEN = ("pid", "tid", "ts", "dur", "id", "s", "aiprof_kind", "aiprof_device_type", "aiprof_device")
+
+
+#: Columns each destination reads from a batch.
+_EVENTS_IN = (
+    "ph",
+    "cat",
+    "name",
+    "pid_i",
+    "tid_i",
+    "ts_ns",
+    "dur_ns",
+    "flow_id",
+    "a_corr",
+    "a_ext",
+    "a_device",
+    "a_bytes",
+    "a_grid",
+    "a_block",
+    "args",
+)
+_MEMORY_IN = ("ts_ns", "pid_i", "tid_i", "m_type", "m_device", "m_addr", "m_bytes", "m_allocated", "m_reserved")
+
+
+def enabled() -> bool:
+    return os.environ.get(ENGINE_ENV, "").lower() not in ("python", "events")
+
+
+class ColumnarUnavailable(Exception):
+    """DuckDB could not take these events; the caller uses the event path instead."""
+
+
+def _ns(col: str) -> str:
+    """SQL: a µs text (number or string) -> int64 ns, rounded half up at the ns.
+    Integers (most traces) skip the decimal cast, which costs ten times more."""
+    return (
+        f"CASE WHEN contains({col}, '.') OR contains({col}, 'e') OR contains({col}, 'E') OR contains({col}, ' ') "
+        f"THEN CAST(round(TRY_CAST(trim({col}) AS DECIMAL(38, 6)), 3) * 1000 AS BIGINT) "
+        f"ELSE TRY_CAST({col} AS BIGINT) * 1000 END"
+    )
+
+
+def _int(col: str) -> str:
+    """SQL: the text ``col`` as an integer when it is written as one (else NULL)."""
+    return (
+        f"CASE WHEN contains({col}, '.') OR contains({col}, 'e') OR contains({col}, 'E') THEN NULL "
+        f"ELSE TRY_CAST({col} AS BIGINT) END"
+    )
+
+
+def _select(events: Path) -> str:
+    """SQL: one row per event, typed, with ``sql_row``: whether Arrow makes this row."""
+    a_col = f"CASE WHEN args IS NOT NULL AND ph NOT IN {_FLOWS} THEN json_extract(args, {_ARGS_PATHS}) END"
+    written = ", ".join(f"CASE WHEN NOT sql_row THEN {c}::VARCHAR END AS w_{c}" for c in _AS_WRITTEN)
+    return f"""
+        SELECT ph, cat, coalesce(name, '') AS name, pid_i, tid_i, ts_ns, dur_ns, sql_row,
+          sql_row AND ph IN {_FLOWS} AND coalesce(aiprof_synthetic::VARCHAR, '') = 'true' AS drawn,
+          CASE WHEN ph IN {_FLOWS} AND sql_row THEN id::BIGINT END AS flow_id,
+          bp, TRY_CAST(a[1] AS BIGINT) AS a_corr,
+          coalesce(TRY_CAST(a[2] AS BIGINT), TRY_CAST(a[3] AS BIGINT)) AS a_ext,
+          TRY_CAST(json_extract_string(a[4], '$') AS INTEGER) AS a_device,
+          trunc(TRY_CAST(a[5] AS DOUBLE))::BIGINT AS a_bytes,
+          CASE WHEN starts_with(a[6]::VARCHAR, '[') AND a[6]::VARCHAR <> '[]' THEN a[6]::VARCHAR END AS a_grid,
+          CASE WHEN starts_with(a[7]::VARCHAR, '[') AND a[7]::VARCHAR <> '[]' THEN a[7]::VARCHAR END AS a_block,
+          TRY_CAST(a[8] AS BIGINT) AS m_type, TRY_CAST(a[9] AS INTEGER) AS m_device, TRY_CAST(a[10] AS BIGINT) AS m_addr,
+          TRY_CAST(a[11] AS BIGINT) AS m_bytes, TRY_CAST(a[12] AS BIGINT) AS m_allocated,
+          TRY_CAST(a[13] AS BIGINT) AS m_reserved,
+          CASE WHEN ph IN {_FLOWS} AND sql_row THEN
+                 '{{"ph":"' || ph || '","id":' || id::VARCHAR || CASE WHEN bp = 'e' THEN ',"bp":"e"' ELSE '' END || '}}'
+               ELSE args::VARCHAR END AS args,
+          CASE WHEN NOT sql_row THEN aiprof_synthetic::VARCHAR END AS w_synthetic,
+          {written}
+        FROM (
+          SELECT *, {a_col} AS a, (
+              ph IN ('X', 'i', 'I', 's', 'f', 't')
+              AND aiprof_kind IS NULL AND aiprof_device_type IS NULL AND aiprof_device IS NULL
+              AND (aiprof_synthetic IS NULL OR ph IN {_FLOWS})
+              AND (pid IS NULL OR pid_i IS NOT NULL) AND (tid IS NULL OR tid_i IS NOT NULL)
+              AND ts_ns IS NOT NULL
+              AND (ph NOT IN {_FLOWS} OR (TRY_CAST(id::VARCHAR AS BIGINT) IS NOT NULL AND NOT contains(id::VARCHAR, '.')
+                                        AND args IS NULL AND (bp IS NULL OR bp = 'e')))
+            ) AS sql_row
+          FROM (
+            SELECT *, {_ns("ts")} AS ts_ns, {_ns("dur")} AS dur_ns, {_int("pid")} AS pid_i, {_int("tid")} AS tid_i
+            FROM read_json('{events.as_posix().replace("'", "''")}', format = 'array', columns = {_COLUMNS},
+                           maximum_object_size = {_MAX_EVENT})))
+    """
+
+
+def spool_events(path: Path, dest: Path, ctx: ImportContext) -> tuple[TraceStream, bool]:
+    """Write the complete events of ``path`` to ``dest`` as one JSON array: copied whole
+    when the file is intact, else cut event by event by the scanner (which keeps every
+    complete event and says what was lost). Returns the stream (header, completeness,
+    problems) and whether any event was written."""
+    stream = TraceStream(path)
+    with dest.open("wb") as out:
+        if stream.copy_events(out, ctx.progress):
+            return stream, out.tell() > 2
+    stream = TraceStream(path)
+    runs = 0
+    with dest.open("wb") as out:
+        out.write(b"[")
+
+        def sink(text: bytes) -> list[Any]:
+            nonlocal runs
+            body = text[1:-1]  # the scanner hands "[ev, ...]"
+            if body.strip():
+                if runs:
+                    out.write(b",")
+                out.write(body)
+                runs += 1
+            return []
+
+        for _ in stream.batches(sink, sink):
+            pass
+        out.write(b"]")
+    return stream, runs > 0
+
+
+def _connect(tmp: Path) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET temp_directory = '{tmp.as_posix()}'")
+    return con
+
+
+def _batches(con: duckdb.DuckDBPyConnection, events: Path) -> _Prefetch | None:
+    """The Arrow batches of :func:`_select`, in file order (None: no rows); the first
+    is fetched here so that a file DuckDB cannot read fails before anything is written."""
+    import duckdb
+
+    try:
+        reader = con.sql(_select(events)).to_arrow_reader(_BATCH)
+        first = reader.read_next_batch()
+    except StopIteration:
+        return None
+    except (duckdb.Error, ValueError, OverflowError, OSError) as e:
+        raise ColumnarUnavailable(str(e).splitlines()[0]) from e
+    return _Prefetch(first, reader)
+
+
+class _Prefetch:
+    """Yield ``first`` then the reader's batches, fetched one ahead by a thread: DuckDB
+    parses the next batch (without the GIL) while this one is converted and written.
+    :meth:`close` stops the thread (before the connection may be closed)."""
+
+    _DONE = object()
+
+    def __init__(self, first: Any, reader: Any) -> None:
+        self.first = first
+        self.reader = reader
+        self.q: queue.Queue[Any] = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._fetch, name="aiprof-import-prefetch", daemon=True)
+        self.thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fetch(self) -> None:
+        try:
+            for b in self.reader:
+                if not self._put(b):
+                    return
+            self._put(self._DONE)
+        except BaseException as e:  # handed to the consumer
+            self._put(e)
+
+    def __iter__(self) -> Any:
+        import duckdb
+
+        yield self.first
+        while True:
+            item = self.q.get()
+            if item is self._DONE:
+                return
+            if isinstance(item, BaseException):
+                if isinstance(item, (duckdb.Error, ValueError, OverflowError, OSError)):
+                    # Past the first batch rows are written: the caller starts over.
+                    raise ColumnarUnavailable(str(item).splitlines()[0]) from item
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class BatchConverter:
+    """Turns DuckDB's typed batches into store rows with the event path's rules."""
+
+    def __init__(self, conv: ChromeTraceConverter) -> None:
+        from .kineto import C10_DEVICE_TYPES, DEVICE_SIDE
+
+        self.conv = conv
+        self.ctx = conv.ctx
+        self.device_side = sorted(DEVICE_SIDE)
+        self.c10_keys = list(C10_DEVICE_TYPES)
+        self.c10_values = list(C10_DEVICE_TYPES.values())
+        self._kinds: dict[tuple[str | None, str], str] = {}
+        """Kind of each (category, name) seen."""
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        ph = batch.column("ph")
+        ctx = self.ctx
+        if ctx.origin_raw_ns is None:
+            # As the event path: the earliest time of the first batch becomes ts = 0.
+            first = pc.min(batch.column("ts_ns").filter(pc.not_equal(ph, "M"))).as_py()
+            if first is not None:
+                ctx.origin(int(first))
+        sql_row = batch.column("sql_row")
+        if not pc.all(sql_row).as_py():
+            self._event_path(batch.filter(pc.invert(sql_row)))
+        else:
+            sql_row = None
+        counts = self.conv.counts_ph
+        for item in pc.value_counts(ph if sql_row is None else ph.filter(sql_row)).to_pylist():
+            counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
+        if not self.conv._vendor_known:
+            self._infer_vendor(batch if sql_row is None else batch.filter(sql_row))
+        # One filter per destination, over only the columns it needs (args is wide).
+        is_memory = pc.and_(pc.is_in(ph, value_set=_pa_strings(["i", "I"])), pc.equal(batch.column("name"), "[memory]"))
+        keep = pc.invert(pc.or_(is_memory, batch.column("drawn")))  # drawn: arrows timechart drew
+        if sql_row is not None:
+            keep = pc.and_(keep, sql_row)
+            is_memory = pc.and_(is_memory, sql_row)
+        if pc.any(is_memory).as_py():
+            self._memory(batch.select(_MEMORY_IN).filter(is_memory))
+        if not pc.all(keep).as_py():
+            batch = batch.select(_EVENTS_IN).filter(keep)
+        if batch.num_rows:
+            ph = batch.column("ph")
+            self._events(batch, pc.equal(ph, "X"), pc.is_in(ph, value_set=_pa_strings(["i", "I"])))
+
+    # -- rows -------------------------------------------------------------------------
+
+    def _kind(self, batch: pa.RecordBatch, is_x: pa.Array, is_instant: pa.Array) -> pa.Array:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # (cat, name) -> one integer per row from the two columns' dictionaries.
+        cat = pc.dictionary_encode(batch.column("cat"))
+        name = pc.dictionary_encode(batch.column("name"))
+        cat_idx = pc.fill_null(cat.indices, len(cat.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+        name_idx = name.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        pairs, inverse = np.unique(cat_idx * len(name.dictionary) + name_idx, return_inverse=True)
+        cats = [*cat.dictionary.to_pylist(), None]
+        names = name.dictionary.to_pylist()
+        keys = [(cats[int(p) // len(names)], names[int(p) % len(names)]) for p in pairs]
+        todo = [k for k in keys if k not in self._kinds]
+        if todo:
+            for k, v in zip(todo, self.conv.classify([c for c, _ in todo], [n for _, n in todo], [None] * len(todo))):
+                self._kinds[k] = v
+        span_kind = pc.take(pa.array([self._kinds[k] for k in keys], pa.string()), pa.array(inverse))
+        return pc.if_else(is_x, span_kind, pc.if_else(is_instant, "instant", "other"))
+
+    def _events(self, batch: pa.RecordBatch, is_x: pa.Array, is_instant: pa.Array) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        conv = self.conv
+        n = batch.num_rows
+        kind = self._kind(batch, is_x, is_instant)
+        ph = batch.column("ph")
+        cat = batch.column("cat")
+        is_flow = pc.invert(pc.or_(is_x, is_instant))
+        lcat = pc.utf8_lower(pc.fill_null(cat, ""))
+        span_dev = pc.or_(
+            pc.is_in(kind, value_set=_pa_strings(self.device_side)),
+            pc.fill_null(pc.equal(cat, "gpu_user_annotation"), False),
+        )
+        flow_dev = pc.and_(pc.not_equal(ph, "s"), pc.equal(lcat, "ac2g"))
+        dev_side = pc.if_else(is_flow, flow_dev, span_dev)
+        pid = pc.fill_null(batch.column("pid_i"), 0)
+        tid = pc.fill_null(batch.column("tid_i"), 0)
+        device = pc.if_else(
+            dev_side,
+            pc.if_else(is_flow, pid, pc.coalesce(pc.cast(batch.column("a_device"), pa.int64()), pid)),
+            pa.scalar(-1, pa.int64()),
+        )
+        flow_corr = pc.if_else(
+            pc.is_in(lcat, value_set=_pa_strings(list(_LAUNCH_FLOW_CATS))),
+            batch.column("flow_id"),
+            pa.nulls(n, pa.int64()),
+        )
+        correlation = pc.if_else(is_flow, flow_corr, batch.column("a_corr"))
+        nbytes = pc.if_else(
+            pc.is_in(kind, value_set=_pa_strings(["memcpy", "memset"])),
+            batch.column("a_bytes"),
+            pa.nulls(n, pa.int64()),
+        )
+        ts = pc.subtract(batch.column("ts_ns"), pa.scalar(self.ctx.origin_raw_ns or 0, pa.int64()))
+        dur = pc.if_else(is_x, pc.fill_null(batch.column("dur_ns"), 0), pa.scalar(0, pa.int64()))
+        conv.ctx.writer.append(
+            "events",
+            {
+                "rank": np.full(n, conv.rank, dtype=np.int32),
+                "device_type": pc.if_else(dev_side, conv.vendor, "cpu"),
+                "device": device,
+                "pid": pid,
+                "tid": tid,
+                "kind": kind,
+                "cat": cat,
+                "name": batch.column("name"),
+                "ts": ts,
+                "dur": dur,
+                "correlation": correlation,
+                "external_id": pc.if_else(is_flow, pa.nulls(n, pa.int64()), batch.column("a_ext")),
+                "bytes": nbytes,
+                "grid": batch.column("a_grid"),
+                "block": batch.column("a_block"),
+                "args": batch.column("args"),
+            },
+        )
+        for item in pc.value_counts(kind).to_pylist():
+            self.ctx.kinds[item["values"]] += item["counts"]
+
+    def _memory(self, batch: pa.RecordBatch) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        mtype = pc.fill_null(batch.column("m_type"), 0)
+        idx = pc.index_in(mtype, value_set=pa.array(self.c10_keys, pa.int64()))
+        dtype = pc.fill_null(pc.take(pa.array(self.c10_values, pa.string()), idx), "cpu")
+        self.ctx.writer.append(
+            "memory",
+            {
+                "rank": np.full(n, self.conv.rank, dtype=np.int32),
+                "device_type": dtype,
+                "device": pc.fill_null(batch.column("m_device"), -1),
+                "ts": pc.subtract(batch.column("ts_ns"), pa.scalar(self.ctx.origin_raw_ns or 0, pa.int64())),
+                "bytes": batch.column("m_bytes"),
+                "allocated": batch.column("m_allocated"),
+                "reserved": batch.column("m_reserved"),
+                "addr": batch.column("m_addr"),
+                "pid": pc.fill_null(batch.column("pid_i"), 0),
+                "tid": pc.fill_null(batch.column("tid_i"), 0),
+            },
+        )
+        self.ctx.tables["memory"] += n
+
+    def _infer_vendor(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        conv = self.conv
+        lcat = pc.utf8_lower(pc.fill_null(batch.column("cat"), ""))
+        x = pc.equal(batch.column("ph"), "X")
+        if pc.any(pc.and_(x, pc.starts_with(lcat, "mtia"))).as_py():
+            conv.vendor, conv._vendor_known = "mtia", True
+            return
+        names = batch.filter(pc.and_(x, pc.match_substring(lcat, "runtime"))).column("name")
+        hits = names.filter(pc.or_(pc.starts_with(names, "hip"), pc.starts_with(names, "cuda")))
+        if len(hits):
+            conv._infer_vendor([hits[0].as_py()])
+
+    def _event_path(self, batch: pa.RecordBatch) -> None:
+        """Rows Arrow does not make, through the event path's converter."""
+        from .kineto import Ev
+
+        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names if name.startswith("w_")}
+        ph, cat, name, bp, args = (batch.column(c).to_pylist() for c in ("ph", "cat", "name", "bp", "args"))
+        evs = []
+        for i in range(batch.num_rows):
+            dev = _json_value(cols["w_aiprof_device"][i])
+            evs.append(
+                Ev(
+                    ph=ph[i] or "",
+                    cat=cat[i],
+                    name=name[i],
+                    pid=_scalar(cols["w_pid"][i]),
+                    tid=_scalar(cols["w_tid"][i]),
+                    ts=cols["w_ts"][i],
+                    dur=cols["w_dur"][i],
+                    id=_id(cols["w_id"][i]),
+                    bp=bp[i],
+                    s=cols["w_s"][i],
+                    args=msgspec.Raw(args[i].encode()) if args[i] is not None else msgspec.Raw(),
+                    aiprof_kind=cols["w_aiprof_kind"][i],
+                    aiprof_device_type=cols["w_aiprof_device_type"][i],
+                    aiprof_device=dev if type(dev) is int else None,
+                    aiprof_synthetic=_json_value(cols["w_synthetic"][i]) is True,
+                )
+            )
+        self.conv.add_batch(evs)
+
+
+def _pa_strings(values: list[str]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
+def _json_value(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _scalar(text: str | None) -> int | str | None:
+    """A pid / tid as written (read as text): an int (a float becomes one, as in the
+    event path), else the string; an object or a list, which DuckDB hands as JSON
+    text, is None (as the event path)."""
+    if text is None:
+        return None
+    if text[:1] in ("{", "[") and isinstance(_json_value(text), (dict, list)):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        f = float(text)
+    except ValueError:
+        return text
+    return int(f) if f == f and -(2**63) <= f < 2**63 else text
+
+
+def _id(text: str | None) -> int | str | None:
+    """An ``id`` as written (read as JSON): an int or a string (else its text)."""
+    v = _json_value(text)
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, str)):
+        return v
+    return text
+
+
+def load(
+    path: Path, ctx: ImportContext, converter: type[ChromeTraceConverter]
+) -> tuple[ChromeTraceConverter, TraceStream] | None:
+    """Import ``path`` by the columnar path: (converter, stream), or None when DuckDB
+    cannot read its events (nothing has been written then)."""
+    with tempfile.TemporaryDirectory(prefix="aiprof-import-") as tmpdir:
+        tmp = Path(tmpdir)
+        events = tmp / "events.json"
+        stream, any_events = spool_events(path, events, ctx)
+        con = _connect(tmp)
+        batches: _Prefetch | None = None
+        try:
+            if any_events:
+                try:
+                    batches = _batches(con, events)
+                except ColumnarUnavailable as e:
+                    log.info("columnar import not possible (%s); using the event path", e)
+                    return None
+            conv = converter(ctx, stream.header)
+            rows = BatchConverter(conv)
+            for batch in batches or ():
+                rows.add(batch)
+            return conv, stream
+        finally:
+            if batches is not None:
+                batches.close()
+            con.close()

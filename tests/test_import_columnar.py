@@ -1,0 +1,237 @@
+"""The Kineto importer's two engines: the columnar path (DuckDB + Arrow, the default)
+and the event path (AIPROF_IMPORT_ENGINE=python) make the same profile."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.importers import import_paths, kineto_columnar
+from aiprof.importers.jsonstream import TraceStream
+from aiprof.store import open_profile
+from kineto_builders import kernel, launch, span, two_step_trace, write_trace
+from test_import_kineto import KINETO
+
+EVENT_COLS = (
+    "rank, device_type, device, kind, cat, name, ts, dur, correlation, external_id, step, bytes, grid, block, "
+    "json(args)::VARCHAR AS args"
+)
+# Processes and threads named by a string get synthetic ids (1 << 32 + n) whose order
+# may differ between the engines; every other id is compared as is.
+IDS = "CASE WHEN pid >= 4294967296 THEN -2 ELSE pid END AS pid, CASE WHEN tid >= 4294967296 THEN -2 ELSE tid END AS tid"
+
+
+def _rows(prof: Any, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) for r in prof.sql(sql).to_pylist()]
+
+
+def _tables(p: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with open_profile(p) as prof:
+        out = {"events": _rows(prof, f"SELECT {EVENT_COLS}, {IDS} FROM events ORDER BY ALL")}
+        out["memory"] = _rows(prof, f"SELECT * EXCLUDE (pid, tid), {IDS} FROM memory ORDER BY ALL")
+        out["counters"] = _rows(prof, "SELECT * FROM counters ORDER BY ALL")
+        out["meta"] = [
+            (m["time_origin_ns"], m["clock"], m["partial"], json.dumps(m["devices"]), m["ranks"], m["world_size"])
+            for m in prof.metas
+        ]
+    return out
+
+
+def _both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any, Any]:
+    monkeypatch.setenv(kineto_columnar.ENGINE_ENV, "python")
+    a, ctx_a = import_paths([src], tmp / "events.aiprof")
+    monkeypatch.delenv(kineto_columnar.ENGINE_ENV)
+    b, ctx_b = import_paths([src], tmp / "columnar.aiprof")
+    return a, ctx_a, b, ctx_b
+
+
+@pytest.mark.parametrize("name", KINETO)
+def test_engines_agree_on_every_real_trace(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    a, ctx_a, b, ctx_b = _both(shared_data / "kineto" / name, tmp_path, monkeypatch)
+    ta, tb = _tables(a), _tables(b)
+    for table in ("events", "memory", "counters", "meta"):
+        assert len(ta[table]) == len(tb[table]), table
+        assert ta[table] == tb[table], table
+    assert ctx_a.kinds == ctx_b.kinds
+    assert ctx_a.tables == ctx_b.tables
+
+
+def test_columnar_path_is_the_one_taken(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file the columnar path makes: its converter sees only the rows SQL leaves
+    # (metadata and the string-named "Traces" process), not the 188k spans.
+    seen: list[int] = []
+    real = kineto_columnar.BatchConverter._event_path
+
+    def spy(self: Any, batch: Any) -> None:
+        seen.append(batch.num_rows)
+        real(self, batch)
+
+    monkeypatch.setattr(kineto_columnar.BatchConverter, "_event_path", spy)
+    _, ctx = import_paths([shared_data / "kineto/V100/df_index_resolver.json.gz"], tmp_path / "p.aiprof")
+    assert 0 < sum(seen) < 100
+    assert ctx.kinds["kernel"] == 17350 and ctx.kinds["runtime"] == 42373 and ctx.tables["memory"] == 28010
+
+
+def _odd_trace() -> list[dict[str, Any]]:
+    ev = two_step_trace()
+    ev += [
+        # string timestamps with sub-ns digits, float µs, exponent: exact ns
+        span("str_ts", "cpu_op", 0, 1) | {"ts": "1000.0005", "dur": "2.25"},
+        span("exp_ts", "cpu_op", 0, 1) | {"ts": 1.0005e3, "dur": 1e-3},
+        # processes and threads named by strings, a counter, B/E, a flow with a string id
+        {"ph": "X", "cat": "cpu_op", "name": "named", "pid": "Spans", "tid": "stream 3", "ts": 1100, "dur": 5},
+        {"ph": "C", "name": "util", "pid": 100, "ts": 1200, "args": {"value": 3.5}},
+        {"ph": "B", "cat": "user_annotation", "name": "region", "pid": 100, "tid": 100, "ts": 1300},
+        {"ph": "E", "pid": 100, "tid": 100, "ts": 1350},
+        {"ph": "s", "cat": "ac2g", "name": "x", "id": "k7", "pid": 100, "tid": 100, "ts": 1400},
+        {"ph": "f", "cat": "ac2g", "name": "x", "id": 7, "pid": 0, "tid": 7, "ts": 1410, "bp": "e"},
+        # an args key of an odd type (Triton's "grid": "grid(100,)") keeps the others
+        span("triton_k", "cpu_op", 1500, 3, **{"External id": 9, "grid": "grid(100,)"}),
+        # [memory] instants on two devices, an unknown phase, an event timechart drew
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 100,
+            "tid": 100,
+            "ts": 1600,
+            "args": {
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 5,
+                "Bytes": 512,
+                "Total Allocated": 512,
+                "Total Reserved": 2048,
+            },
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 100,
+            "tid": 100,
+            "ts": 1601,
+            "args": {"Device Type": 0, "Addr": 6, "Bytes": -8, "Total Allocated": 0, "Total Reserved": 0},
+        },
+        {"ph": "R", "name": "mark", "pid": 100, "tid": 100, "ts": 1700},
+        {
+            "ph": "s",
+            "cat": "ac2g",
+            "name": "drawn",
+            "id": 3,
+            "pid": 100,
+            "tid": 100,
+            "ts": 1800,
+            "aiprof_synthetic": True,
+        },
+        kernel("void ncclKernel_AllReduce", 1900, 10, corr=77)
+        | {"args": {"correlation": 77, "device": "0x1", "stream": 9}},
+        launch(1890, 2, corr=77),
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoH",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1950,
+            "dur": 4,
+            "args": {"correlation": 78, "bytes": 4096.0, "device": 0},
+        },
+    ]
+    return ev
+
+
+def test_engines_agree_on_odd_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = write_trace(tmp_path / "odd.json", _odd_trace(), distributedInfo={"rank": 3, "world_size": 8})
+    a, ctx_a, b, ctx_b = _both(src, tmp_path, monkeypatch)
+    ta, tb = _tables(a), _tables(b)
+    for table in ("events", "memory", "counters", "meta"):
+        assert ta[table] == tb[table], table
+    assert ctx_a.kinds == ctx_b.kinds
+    with open_profile(b) as prof:
+        got = {r[0]: r[1:] for r in _rows(prof, "SELECT name, ts, dur, device, bytes, external_id FROM events")}
+        mem = _rows(prof, "SELECT device_type, device, bytes FROM memory WHERE addr IN (5, 6) ORDER BY ts")
+    # "1000.0005" µs -> 1000000.5 ns, rounded half up; 1.0005e3 µs -> 1000500 ns
+    assert got["exp_ts"][0] - got["str_ts"][0] == 1000500 - 1000001
+    assert got["str_ts"][1] == 2250 and got["exp_ts"][1] == 1
+    assert got["void ncclKernel_AllReduce"][2] == 1  # "0x1"
+    assert got["Memcpy DtoH"][3] == 4096
+    assert got["triton_k"][4] == 9
+    assert "drawn" not in got and "region" in got and "mark" in got
+    assert mem == [("cuda", 0, 512), ("cpu", -1, -8)]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_copy_finds_the_list_end_before_trailing_keys(tmp_path: Path, gz: bool) -> None:
+    # Trailing keys that hold lists and brackets in strings: the list ends before them.
+    events = two_step_trace()
+    text = json.dumps(
+        {
+            "schemaVersion": 1,
+            "traceEvents": events,
+            "deviceProperties": [{"id": 0, "name": "A]"}],
+            "traceName": "x]",
+            "more": [[1], [2]],
+        },
+        indent=1,
+    ).encode()
+    src = tmp_path / ("t.json.gz" if gz else "t.json")
+    src.write_bytes(gzip.compress(text) if gz else text)
+    stream = TraceStream(src)
+    out = tmp_path / "events.json"
+    with out.open("wb") as f:
+        assert stream.copy_events(f)
+    assert json.loads(out.read_bytes()) == events
+    assert stream.header["traceName"] == "x]" and stream.header["more"] == [[1], [2]]
+    assert stream.header["deviceProperties"][0]["name"] == "A]" and stream.complete
+
+
+def test_copy_declines_a_cut_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job killed mid-write: the copy cannot find the end; the scanner keeps every
+    # complete event and says what was lost, on the columnar path as on the event path.
+    src = write_trace(tmp_path / "t.json", two_step_trace())
+    data = src.read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: int(len(data) * 0.7)])
+    with (tmp_path / "x.json").open("wb") as f:
+        assert not TraceStream(cut).copy_events(f)
+    a, ctx_a, b, ctx_b = _both(cut, tmp_path, monkeypatch)
+    assert _tables(a)["events"] == _tables(b)["events"] and len(_tables(b)["events"]) > 0
+    assert any("cut short" in w for w in ctx_b.warnings)
+    assert [w for w in ctx_a.warnings] == [w for w in ctx_b.warnings]
+
+
+def test_damage_deep_in_the_file_starts_over_by_the_event_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A malformed event after the first batch: the half-written profile is dropped and
+    # the event path imports every readable event, saying what it skipped.
+    # Small reads and batches, so that DuckDB hands over rows before it meets the damage.
+    monkeypatch.setattr(kineto_columnar, "_BATCH", 1024)
+    monkeypatch.setattr(kineto_columnar, "_MAX_EVENT", 1 << 16)
+    events = [span(f"op{i}", "cpu_op", i * 10, 5) for i in range(200000)]
+    src = tmp_path / "t.json"
+    text = json.dumps({"traceEvents": events})
+    bad = text.replace('"name": "op190000"', '"name": op190000', 1)
+    assert bad != text
+    src.write_text(bad)
+    import aiprof.importers as importers
+
+    engines: list[bool] = []
+    real = importers._import
+
+    def spy(*args: Any, columnar: bool) -> Any:
+        engines.append(columnar)
+        return real(*args, columnar=columnar)
+
+    monkeypatch.setattr(importers, "_import", spy)
+    out, ctx = import_paths([src], tmp_path / "p.aiprof")
+    assert engines == [True, False]  # begun by DuckDB, done again event by event
+    with open_profile(out) as prof:
+        names = {r[0] for r in _rows(prof, "SELECT name FROM events")}
+    assert len(names) == 199999 and "op190000" not in names and {"op189999", "op190001"} <= names
+    assert any("1 malformed trace events" in w for w in ctx.warnings)
