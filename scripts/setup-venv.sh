@@ -13,3 +13,6 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install -q -e .
 fi
+# Byte-compile the package: with PYTHONDONTWRITEBYTECODE set, every start would
+# otherwise compile aiprof from source.
+.venv/bin/python -m compileall -q src >/dev/null

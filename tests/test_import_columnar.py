@@ -30,13 +30,18 @@ def _rows(prof: Any, sql: str) -> list[tuple[Any, ...]]:
 
 
 def _tables(p: Path) -> dict[str, list[tuple[Any, ...]]]:
+    # Times are compared absolute: each engine takes the earliest time of its first
+    # batch as ts = 0, and its batches differ (profile.json says which origin it took).
     with open_profile(p) as prof:
-        out = {"events": _rows(prof, f"SELECT {EVENT_COLS}, {IDS} FROM events ORDER BY ALL")}
-        out["memory"] = _rows(prof, f"SELECT * EXCLUDE (pid, tid), {IDS} FROM memory ORDER BY ALL")
-        out["counters"] = _rows(prof, "SELECT * FROM counters ORDER BY ALL")
+        origin = prof.metas[0]["time_origin_ns"]
+        cols = EVENT_COLS.replace(" ts,", f" ts + {origin} AS ts,")
+        out = {"events": _rows(prof, f"SELECT {cols}, {IDS} FROM events ORDER BY ALL")}
+        out["memory"] = _rows(
+            prof, f"SELECT * EXCLUDE (pid, tid) REPLACE (ts + {origin} AS ts), {IDS} FROM memory ORDER BY ALL"
+        )
+        out["counters"] = _rows(prof, f"SELECT * REPLACE (ts + {origin} AS ts) FROM counters ORDER BY ALL")
         out["meta"] = [
-            (m["time_origin_ns"], m["clock"], m["partial"], json.dumps(m["devices"]), m["ranks"], m["world_size"])
-            for m in prof.metas
+            (m["clock"], m["partial"], json.dumps(m["devices"]), m["ranks"], m["world_size"]) for m in prof.metas
         ]
     return out
 
@@ -44,8 +49,9 @@ def _tables(p: Path) -> dict[str, list[tuple[Any, ...]]]:
 def _both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any, Any]:
     monkeypatch.setenv(kineto_columnar.ENGINE_ENV, "python")
     a, ctx_a = import_paths([src], tmp / "events.aiprof")
-    monkeypatch.delenv(kineto_columnar.ENGINE_ENV)
+    monkeypatch.setenv(kineto_columnar.ENGINE_ENV, "columnar")
     b, ctx_b = import_paths([src], tmp / "columnar.aiprof")
+    monkeypatch.delenv(kineto_columnar.ENGINE_ENV)
     return a, ctx_a, b, ctx_b
 
 
@@ -63,8 +69,13 @@ def test_engines_agree_on_every_real_trace(
 
 
 def test_columnar_path_is_the_one_taken(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A file the columnar path makes: its converter sees only the rows SQL leaves
-    # (metadata and the string-named "Traces" process), not the 188k spans.
+    # A large file takes the columnar path by default: the event path's converter sees
+    # only the rows Arrow leaves (metadata, the string-named "Traces" process), not the
+    # 188k spans. A small one takes the event path.
+    monkeypatch.delenv(kineto_columnar.ENGINE_ENV, raising=False)
+    small = shared_data / "kineto/cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    assert kineto_columnar.wanted(shared_data / "kineto/V100/df_index_resolver.json.gz")
+    assert not kineto_columnar.wanted(small)
     seen: list[int] = []
     real = kineto_columnar.BatchConverter._event_path
 

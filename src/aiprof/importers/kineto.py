@@ -824,7 +824,8 @@ def load_chrome_trace(
     """
     from . import kineto_columnar
 
-    got = kineto_columnar.load(path, ctx, converter) if ctx.columnar and converter is ChromeTraceConverter else None
+    columnar = ctx.columnar and converter is ChromeTraceConverter and kineto_columnar.wanted(path)
+    got = kineto_columnar.load(path, ctx, converter) if columnar else None
     if got is not None:
         return _finish_trace(path, ctx, got[0], got[1], converter)
     stream = TraceStream(path)
