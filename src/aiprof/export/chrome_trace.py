@@ -70,7 +70,12 @@ def write_chrome_trace(profile: Profile, path: str | os.PathLike[str], *, batch_
 
 
 def _header(profile: Profile) -> dict[str, Any]:
-    h: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": profile.time_origin_ns}
+    h: dict[str, Any] = {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": profile.time_origin_ns,
+        "aiprofTsFromBase": True,  # importers.kineto.AIPROF_BASE_KEY: ts count from the base
+    }
     ranks = sorted({r for m in profile.metas for r in m.get("ranks", [])})
     if len(ranks) == 1:
         ws = profile.metas[0].get("world_size")

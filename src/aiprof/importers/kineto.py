@@ -34,6 +34,8 @@ from .jsonstream import TraceStream, split_events
 from .timeconv import us_to_ns
 
 NAME = "kineto"
+#: Header key of `aiprof timechart`: its ts count from baseTimeNanoseconds.
+AIPROF_BASE_KEY = "aiprofTsFromBase"
 
 
 class Ev(msgspec.Struct):
@@ -105,6 +107,11 @@ CATEGORY_KINDS: dict[str, str] = {
     "cpu_instant_event": "instant",
     "mtia_ccp_events": "kernel",
 }
+
+#: The time origin (ts = 0) is the earliest time among this many first events of a
+#: trace, the same for both engines whatever their batches (a file whose first read
+#: holds fewer events uses those).
+ORIGIN_EVENTS = 1 << 16
 
 #: Kinds whose events run on a device queue (stream), not a host thread.
 DEVICE_SIDE = frozenset({"kernel", "memcpy", "memset", "collective", "sync"})
@@ -189,6 +196,10 @@ class ChromeTraceConverter:
                 if not isinstance(p, dict) or (self.rank, p.get("id")) in known:
                     continue
                 meta["devices"].append(device_record(p, self.rank, self.vendor))
+        if header.get(AIPROF_BASE_KEY) is True and isinstance(header.get("baseTimeNanoseconds"), int):
+            # aiprof's own timechart: ts are already relative to baseTimeNanoseconds,
+            # the exported profile's origin; keeping it makes round trips exact.
+            self.ctx.origin(0)
         # Every other top-level key (trace name, time unit, job and host labels, the
         # profiler's INFO log...) is kept as written.
         for key, value in header.items():
@@ -275,9 +286,9 @@ class ChromeTraceConverter:
 
     def add_batch(self, evs: list[Ev]) -> None:
         if self.ctx.origin_raw_ns is None and evs:
-            # The earliest time of the first batch becomes ts = 0 (later batches may
-            # still hold earlier events in an unsorted file: those get ts < 0).
-            ts, ok = us_to_ns([e.ts for e in evs if e.ph != "M"])
+            # The earliest time of the first ORIGIN_EVENTS events becomes ts = 0 (later
+            # ones may still be earlier in an unsorted file: those get ts < 0).
+            ts, ok = us_to_ns([e.ts for e in evs[:ORIGIN_EVENTS] if e.ph != "M"])
             if ok.any():
                 self.ctx.origin(int(ts[ok].min()))
         spans: list[Ev] = []

@@ -53,7 +53,8 @@ log = logging.getLogger("aiprof.import")
 
 ENGINE_ENV = "AIPROF_IMPORT_ENGINE"
 
-#: Rows per Arrow batch from DuckDB.
+#: Rows per Arrow batch from DuckDB (at least kineto.ORIGIN_EVENTS, so the first
+#: batch decides the time origin as the event path does).
 _BATCH = 1 << 16
 #: Longest single event DuckDB accepts (bytes); a longer one sends the file down the
 #: event path.
@@ -311,11 +312,14 @@ class BatchConverter:
     def add(self, batch: pa.RecordBatch) -> None:
         import pyarrow.compute as pc
 
+        from .kineto import ORIGIN_EVENTS
+
         ph = batch.column("ph")
         ctx = self.ctx
         if ctx.origin_raw_ns is None:
-            # As the event path: the earliest time of the first batch becomes ts = 0.
-            first = pc.min(batch.column("ts_ns").filter(pc.not_equal(ph, "M"))).as_py()
+            # As the event path: the earliest time of the first ORIGIN_EVENTS events.
+            head = batch.slice(0, ORIGIN_EVENTS)
+            first = pc.min(head.column("ts_ns").filter(pc.not_equal(head.column("ph"), "M"))).as_py()
             if first is not None:
                 ctx.origin(int(first))
         sql_row = batch.column("sql_row")
