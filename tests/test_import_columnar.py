@@ -246,3 +246,15 @@ def test_damage_deep_in_the_file_starts_over_by_the_event_path(tmp_path: Path, m
         names = {r[0] for r in _rows(prof, "SELECT name FROM events")}
     assert len(names) == 199999 and "op190000" not in names and {"op189999", "op190001"} <= names
     assert any("1 malformed trace events" in w for w in ctx.warnings)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_engines_agree_on_a_bare_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
+    text = json.dumps(_odd_trace()).encode()
+    src = tmp_path / ("bare.json.gz" if gz else "bare.json")
+    src.write_bytes(gzip.compress(text) if gz else text)
+    with (tmp_path / "x.json").open("wb") as f:
+        assert TraceStream(src).copy_events(f)
+    assert json.loads((tmp_path / "x.json").read_bytes()) == _odd_trace()
+    a, ctx_a, b, ctx_b = _both(src, tmp_path, monkeypatch)
+    assert _tables(a) == _tables(b) and ctx_a.kinds == ctx_b.kinds
