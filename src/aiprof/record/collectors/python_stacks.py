@@ -9,14 +9,13 @@ Cost per sample (the job pays it: the sampler holds the GIL) is one walk of each
 stack reading only ``f_code`` and ``f_lasti`` (``f_lineno`` decodes the line table at
 every frame), into a flat tuple that a dict maps to the stack's interned leaf node:
 a stack seen again costs that walk, one hash and one lookup. New stacks are interned
-into a tree keyed by (parent node, code, instruction offset). Lines, names and files
-are resolved when the run is dumped, where nodes on the same line merge, so the raw
-frames are (parent, function, file, line) as before.
+into a tree keyed by (parent node, code, instruction offset), each new node with its
+line (``f_lineno``, once). Names and files are resolved when the run is dumped, where
+nodes on the same line merge, so the raw frames are (parent, function, file, line).
 """
 
 from __future__ import annotations
 
-import bisect
 import sys
 import threading
 import time
@@ -53,8 +52,11 @@ class PythonSampler(Collector):
         """(id(code), f_lasti, ...) from leaf to root -> raw leaf node (the fast path)."""
         self._nodes: dict[tuple[int, int, int], int] = {}
         """(parent raw node, id(code), f_lasti) -> raw node."""
-        self._node_list: list[tuple[int, CodeType, int]] = []
-        """Raw node -> (parent, code, f_lasti); holds the code objects, so ids stay theirs."""
+        self._node_list: list[tuple[int, CodeType, int, int]] = []
+        """Raw node -> (parent, code, f_lasti, line); holds the code objects, so ids stay
+        theirs. The line is read once, when the node is new (``f_lineno`` decodes the
+        line table in C: far cheaper than decoding it in Python when the run is dumped,
+        which the job would pay at exit)."""
         self.ts: list[int] = []
         self.tids: list[int] = []
         self.stacks: list[int] = []
@@ -67,7 +69,6 @@ class PythonSampler(Collector):
         self._frame_ids: dict[tuple[int, CodeType, int], int] = {}
         self._frames: list[tuple[int, int, str, str, int]] = []
         self._dumped_stacks: list[int] = []
-        self._line_tables: dict[CodeType, tuple[list[int], list[int | None]]] = {}
 
     def start(self) -> None:
         self._poller = PollingThread(
@@ -134,7 +135,7 @@ class PythonSampler(Collector):
             node = nodes.get(key)
             if node is None:
                 node = len(self._node_list)
-                self._node_list.append((parent, code, lasti))
+                self._node_list.append((parent, code, lasti, f.f_lineno or 0))
                 nodes[key] = node
             parent = node
         return parent
@@ -147,27 +148,11 @@ class PythonSampler(Collector):
                 self._names[t.native_id] = t.name
         return self._native.setdefault(ident, ident)
 
-    def _line(self, code: CodeType, lasti: int) -> int:
-        """The line of instruction offset ``lasti`` in ``code``, as ``f_lineno`` gives it."""
-        if lasti < 0:
-            return code.co_firstlineno
-        table = self._line_tables.get(code)
-        if table is None:
-            starts: list[int] = []
-            lines: list[int | None] = []
-            for start, _end, line in code.co_lines():
-                starts.append(start)
-                lines.append(line)
-            table = self._line_tables[code] = (starts, lines)
-        i = bisect.bisect_right(table[0], lasti) - 1
-        return (table[1][i] if i >= 0 else None) or 0
-
     def _resolve(self, upto: int) -> None:
         """Give raw nodes below ``upto`` their frame (new ones only)."""
         canon, frame_ids, frames = self._canon, self._frame_ids, self._frames
-        for parent, code, lasti in self._node_list[len(canon) : upto]:
+        for parent, code, _lasti, line in self._node_list[len(canon) : upto]:
             up = canon[parent] if parent >= 0 else -1
-            line = self._line(code, lasti)
             key = (up, code, line)
             fid = frame_ids.get(key)
             if fid is None:
