@@ -131,3 +131,15 @@ def test_help_and_version() -> None:
     assert r.returncode == 0 and "import" in r.stdout and "report" in r.stdout
     r = cli("--version")
     assert r.returncode == 0 and "aiprof" in r.stdout
+
+
+def test_tables_print_brackets_as_text(tmp_path: Path) -> None:
+    # Names like "[memory]" or "a[1]" are text, not terminal markup, in every table.
+    trace = write_trace(tmp_path / "t.json.gz", two_step_trace())
+    assert cli("import", trace, "-o", tmp_path / "run").returncode == 0
+    r = cli("sql", tmp_path / "run.aiprof", "SELECT '[memory]' AS x, '[bold]k[/bold]' AS y, 'a[1]' AS z")
+    assert r.returncode == 0, r.stderr
+    assert "[memory]" in r.stdout and "[bold]k[/bold]" in r.stdout and "a[1]" in r.stdout
+    r = cli("report", tmp_path / "run.aiprof")
+    assert r.returncode == 0, r.stderr
+    assert "ranks: [0]" in r.stdout

@@ -331,3 +331,26 @@ def test_ops_follow_the_schedule_and_share_the_time_origin(tmp_path: Path) -> No
     ann = rows(out, "select cat, step from events where kind = 'user_annotation' and name = 'mm' order by ts")
     assert ann == [("aiprof", i) for i in range(5)], "annotate's record_function twin must not be doubled"
     assert not rows(out, "select name from events where name like 'aiprof::%'")
+
+
+def _own_callback(s: PythonSampler) -> int:
+    s.sample({threading.get_ident(): sys._getframe()}, 1)
+    return 1
+
+
+def test_sampler_shows_aiprof_callbacks_by_their_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The GC callback is where samples that waited out a collection land: they show as
+    # the collection, not as an aiprof function.
+    from aiprof.record.collectors import base
+    from aiprof.record.collectors.system import SystemCollector
+
+    assert SystemCollector._on_gc.__code__ in base.SHOWN_AS
+    base.show_as(_own_callback.__code__, "[collect]")
+    monkeypatch.setitem(base.SHOWN_AS, _own_callback.__code__, base.SHOWN_AS.pop(_own_callback.__code__))
+    s = PythonSampler()
+    _own_callback(s)
+    dump = s.dump(Path("."))
+    by_id = {f[0]: f for f in dump["frames"]}
+    leaf = by_id[dump["stack"][0]]
+    assert leaf[2:] == ("[collect]", "<aiprof>", 0)
+    assert by_id[leaf[1]][2] == "test_sampler_shows_aiprof_callbacks_by_their_label"

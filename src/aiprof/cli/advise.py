@@ -48,6 +48,7 @@ def command(profile: str, fmt: str, min_severity: str) -> None:
         sys.stdout.write(to_markdown(items))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title="Advice", header_style="bold", show_lines=True)
@@ -59,9 +60,9 @@ def command(profile: str, fmt: str, min_severity: str) -> None:
             str(i),
             a.severity,
             f"{100 * a.gain:.1f}",
-            f"[bold]{a.title}[/bold]\n{a.summary}",
-            ev,
-            a.fix + ("\n\n" + a.snippets["pytorch"] if "pytorch" in a.snippets else ""),
+            f"[bold]{escape(a.title)}[/bold]\n{escape(a.summary)}",
+            escape(ev),
+            escape(a.fix + ("\n\n" + a.snippets["pytorch"] if "pytorch" in a.snippets else "")),
         )
     Console().print(t)
     if not items:

@@ -81,23 +81,24 @@ def _write_html(prof: Any, path: str) -> None:
 def _overview_table(prof: Any) -> None:
     """The overview as a person reads it: profile facts, then the all-steps split."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     metas = prof.metas
     devices = prof.devices
     ranks = sorted({r for m in metas for r in m.get("ranks", [])})
-    console.print(f"[bold]aiprof report[/bold]  {', '.join(str(p) for p in prof.paths)}")
+    console.print(f"[bold]aiprof report[/bold]  {escape(', '.join(str(p) for p in prof.paths))}")
     srcs = [s for m in metas for s in m.get("sources", [])]
     if srcs:
         console.print(
-            "sources: " + ", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs)
+            "sources: " + escape(", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
         )
     console.print(
-        f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get("name")) for d in devices})) or "-")
+        escape(f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get("name")) for d in devices})) or "-"))
     )
     for w in prof.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if any(m.get("partial") for m in metas):
         console.print("[yellow]this profile is partial: the recording or file was cut short[/yellow]")
     ov = run(prof, "overview", Query()).table.to_pylist()
@@ -145,13 +146,14 @@ def _overview_table(prof: Any) -> None:
 
 def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, header_style="bold")
     for c in cols:
         text = c in ("name", "function")
         t.add_column(c, justify="left" if text else "right", overflow="fold", max_width=70 if text else None)
     for row in table.select(cols).to_pylist():
-        t.add_row(*[format_cell(v) for v in row.values()])
+        t.add_row(*[Text(format_cell(v)) for v in row.values()])
     console.print(t)
 
 
@@ -161,12 +163,16 @@ def _top_advice(console: Any, prof: Any) -> None:
         from .. import advise as adv  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return
+    from rich.markup import escape
+
     items = adv.advise(prof)[:3]
     if not items:
         return
     console.print("[bold]top advice[/bold] (aiprof advise PROFILE for all)")
     for a in items:
-        console.print(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)")
+        console.print(
+            escape(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)")
+        )
 
 
 def dump_json(obj: Any) -> None:

@@ -44,6 +44,7 @@ def emit_table(
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     rows = [[_shorten(format_cell(v)) for v in row.values()] for row in table.to_pylist()]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
@@ -66,7 +67,8 @@ def emit_table(
             overflow="fold",
         )
     for r in rows:
-        t.add_row(*r)
+        # Plain text, not markup: "[memory]" or "[garbage collection]" are names.
+        t.add_row(*(Text(c) for c in r))
     base = Console()
     need = sum(min(w, 60) for w in widths) + 3 * len(widths) + 1
     console = Console(width=max(base.width, need)) if need > base.width else base

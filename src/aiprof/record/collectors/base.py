@@ -15,6 +15,21 @@ from typing import Any, ClassVar
 
 from .._log import log
 
+#: Code of aiprof's own callbacks that run on the job's threads -> the frame the stack
+#: sampler shows instead. The GC callback is the first Python code after a collection,
+#: so the samples that waited out a long pause land in it: they are the collector's
+#: time, not aiprof's.
+SHOWN_AS: dict[Any, Any] = {}
+
+
+def show_as(code: Any, label: str) -> None:
+    """Have the stack sampler show frames of ``code`` as ``label`` (no file, line 0)."""
+    shown = compile("pass", "<aiprof>", "exec").replace(co_name=label)
+    if hasattr(shown, "co_qualname"):  # Python >= 3.11
+        qualname: dict[str, Any] = {"co_qualname": label}
+        shown = shown.replace(**qualname)
+    SHOWN_AS[code] = shown
+
 
 class Collector(abc.ABC):
     """One source of data during a recording (Python stacks, ops, system metrics...)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from .base import Collector, PollingThread, fail
+from .base import SHOWN_AS, Collector, PollingThread, fail
 
 DEFAULT_RATE_HZ = 100.0
 
@@ -131,11 +131,14 @@ class PythonSampler(Collector):
         parent = -1
         for f in reversed(chain):
             code, lasti = f.f_code, f.f_lasti
+            shown = SHOWN_AS.get(code)
+            if shown is not None:
+                code, lasti = shown, -1
             key = (parent, id(code), lasti)
             node = nodes.get(key)
             if node is None:
                 node = len(self._node_list)
-                self._node_list.append((parent, code, lasti, f.f_lineno or 0))
+                self._node_list.append((parent, code, lasti, 0 if shown is not None else f.f_lineno or 0))
                 nodes[key] = node
             parent = node
         return parent

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .base import Collector, PollingThread, fail
+from .base import Collector, PollingThread, fail, show_as
 
 DEFAULT_RATE_HZ = 10.0
 
@@ -171,3 +171,6 @@ class SystemCollector(Collector):
             if n:
                 series[m] = [ts[:n], vals[:n]]
         return {"series": series, "units": UNITS, "gc": list(self.gc_events)}
+
+
+show_as(SystemCollector._on_gc.__code__, "[garbage collection]")
