@@ -82,11 +82,11 @@ def import_paths(
     progress: Callable[[int], None] = lambda _n: None,
 ) -> tuple[Path, ImportContext]:
     """Import ``paths`` into one profile at ``out`` (written atomically)."""
-    from .kineto_columnar import ColumnarUnavailable, enabled
+    from .kineto_columnar import ColumnarUnavailable
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
-        return _import(chosen, out, rank, progress, columnar=enabled())
+        return _import(chosen, out, rank, progress, columnar=True)
     except ColumnarUnavailable as e:
         # DuckDB stopped part-way through a trace (a damaged event deep in the file):
         # the half-written profile is gone; the event path reads what can be read.

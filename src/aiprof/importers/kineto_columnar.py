@@ -106,11 +106,6 @@ MIN_GZIP_BYTES = 256 << 10
 MIN_JSON_BYTES = 2 << 20
 
 
-def enabled() -> bool:
-    """May the columnar path be used at all (``AIPROF_IMPORT_ENGINE`` is not python)?"""
-    return os.environ.get(ENGINE_ENV, "").lower() not in ("python", "events")
-
-
 def wanted(path: Path) -> bool:
     """Should ``path`` take the columnar path: ``AIPROF_IMPORT_ENGINE=columnar`` always,
     ``python`` never, else when the file is large enough for it to pay."""
