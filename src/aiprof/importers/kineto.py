@@ -115,7 +115,10 @@ ORIGIN_EVENTS = 1 << 16
 
 #: Kinds whose events run on a device queue (stream), not a host thread.
 DEVICE_SIDE = frozenset({"kernel", "memcpy", "memset", "collective", "sync"})
-_DEVICE_CATS = frozenset({"gpu_user_annotation"})
+#: Categories placed on the device whatever their kind.
+DEVICE_CATS = frozenset({"gpu_user_annotation"})
+#: Flow categories whose id is the launch correlation (host call -> device work).
+LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_npu", "hosttodevice"})
 _COLLECTIVE_RE = re.compile(r"^(void )?(nccl|rccl|hccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
 _STREAM_RE = re.compile(r"stream\s*(\d+)", re.IGNORECASE)
 
@@ -276,7 +279,7 @@ class ChromeTraceConverter:
         dev: list[int] = []
         vendor = self.vendor
         for k, c, p, a in zip(kinds, cats, pids, args):
-            if k in DEVICE_SIDE or c in _DEVICE_CATS:
+            if k in DEVICE_SIDE or c in DEVICE_CATS:
                 dt.append(vendor)
                 dev.append(a.device if isinstance(a.device, int) else _int_or(a.device, p))
             else:
@@ -524,7 +527,7 @@ class ChromeTraceConverter:
             c = e.cat
             launch = launch_cats.get(c)
             if launch is None:
-                launch = launch_cats[c] = (c or "").lower() in ("ac2g", "async_npu", "hosttodevice")
+                launch = launch_cats[c] = (c or "").lower() in LAUNCH_FLOW_CATS
             eid = e.id
             corr.append(eid if launch and type(eid) is int else None)
             if not e.args and type(eid) is int and e.ph in ("s", "f", "t"):

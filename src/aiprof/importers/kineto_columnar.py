@@ -73,8 +73,6 @@ _ARGS_PATHS = (
     "'$.\"Total Reserved\"']"
 )
 _FLOWS = "('s', 'f', 't')"
-#: Flow categories whose id is the launch correlation (as the event path).
-_LAUNCH_FLOW_CATS = ("ac2g", "async_npu", "hosttodevice")
 #: Columns of the rows the event path makes, as written.
 _AS_WRITTEN = ("pid", "tid", "ts", "dur", "id", "s", "aiprof_kind", "aiprof_device_type", "aiprof_device")
 
@@ -369,6 +367,8 @@ class BatchConverter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        from .kineto import DEVICE_CATS, LAUNCH_FLOW_CATS
+
         conv = self.conv
         n = batch.num_rows
         kind = self._kind(batch, is_x, is_instant)
@@ -378,7 +378,7 @@ class BatchConverter:
         lcat = pc.utf8_lower(pc.fill_null(cat, ""))
         span_dev = pc.or_(
             pc.is_in(kind, value_set=_pa_strings(self.device_side)),
-            pc.fill_null(pc.equal(cat, "gpu_user_annotation"), False),
+            pc.fill_null(pc.is_in(cat, value_set=_pa_strings(sorted(DEVICE_CATS))), False),
         )
         flow_dev = pc.and_(pc.not_equal(ph, "s"), pc.equal(lcat, "ac2g"))
         dev_side = pc.if_else(is_flow, flow_dev, span_dev)
@@ -390,7 +390,7 @@ class BatchConverter:
             pa.scalar(-1, pa.int64()),
         )
         flow_corr = pc.if_else(
-            pc.is_in(lcat, value_set=_pa_strings(list(_LAUNCH_FLOW_CATS))),
+            pc.is_in(lcat, value_set=_pa_strings(sorted(LAUNCH_FLOW_CATS))),
             batch.column("flow_id"),
             pa.nulls(n, pa.int64()),
         )
