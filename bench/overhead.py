@@ -5,9 +5,11 @@ Workloads: (a) the bundled training example (examples/train_cpu.py, more steps),
 Modes, each a fresh process, interleaved, repeated, median taken (noisy machines):
 
 - plain: ``python script``
-- aiprof default: ``aiprof record -- python script`` (Python sampling 100 Hz and step
-  markers in the job; system and device telemetry at 10 Hz, polled by aiprof record's
-  own process)
+- aiprof default: ``aiprof record -- python script`` (Python stacks sampled at 100 Hz
+  and system and device telemetry polled at 10 Hz, both by aiprof record's own
+  process; step markers and GC pauses in the job)
+- aiprof sampler inside: the same with ``--sample-inside`` (the stacks sampled by a
+  thread in the job, as a script using aiprof.record.Profiler itself gets)
 - aiprof ops: the same with ``--ops`` (torch.profiler, CPU activity)
 - torch.profiler alone: the script run inside ``torch.profiler.profile`` (CPU activity,
   no schedule, as aiprof --ops), stepped on optimizer.step(), trace exported
@@ -137,6 +139,7 @@ def main() -> None:
         modes: dict[str, list[str]] = {
             "plain": [PY, *target],
             "aiprof default": [*aiprof, "--", PY, *target],
+            "aiprof sampler inside": [*aiprof, "--sample-inside", "--", PY, *target],
             "aiprof ops": [*aiprof, "--ops", "--", PY, *target],
             "torch.profiler alone": [PY, str(alone), str(tmp / "t.json"), *target],
         }

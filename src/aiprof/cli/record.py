@@ -14,6 +14,11 @@ from ..errors import AiprofError
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Output folder (one rankN.aiprof per rank).")
 @click.option("--rate", type=float, default=100.0, show_default=True, help="Python stack sampling rate (Hz).")
 @click.option("--no-python", is_flag=True, help="Do not sample Python stacks.")
+@click.option(
+    "--sample-inside",
+    is_flag=True,
+    help="Sample Python stacks from a thread in the job, not by reading its memory from aiprof's process.",
+)
 @click.option("--ops/--no-ops", default=False, show_default=True, help="Record framework operators (torch.profiler).")
 @click.option("--no-device", is_flag=True, help="Do not poll device telemetry.")
 @click.option(
@@ -27,6 +32,7 @@ def command(
     output: Path | None,
     rate: float,
     no_python: bool,
+    sample_inside: bool,
     ops: bool,
     no_device: bool,
     schedule_text: str | None,
@@ -53,6 +59,7 @@ def command(
         "host": host,
         "device": not no_device,
         "rate": rate,
+        "sample_inside": sample_inside,
         "schedule": schedule_text,
         "record_shapes": shapes,
         "with_stack": stack,

@@ -115,6 +115,9 @@ class Profiler:
         self.summary: RecordSummary | None = None
         self._controller: Controller | None = None
         self._user_steps = False
+        self.python_sampler = "in the job"
+        """Where the Python stacks are sampled: "outside" (by ``aiprof record``, which
+        reads this process's memory) or "in the job" (a sampler thread), with why."""
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -127,9 +130,18 @@ class Profiler:
 
         out: list[Collector] = []
         if "python" in self.host:
-            from .collectors.python_stacks import PythonSampler
+            outside = None
+            if self.telemetry_outside:
+                from .collectors.python_outside import connect
 
-            out.append(PythonSampler(self.rate))
+                outside, why = connect(self.rate)
+                self.python_sampler = "outside" if outside is not None else f"in the job ({why})"
+            if outside is not None:
+                out.append(outside)
+            else:
+                from .collectors.python_stacks import PythonSampler
+
+                out.append(PythonSampler(self.rate))
         if "system" in self.host:
             from .collectors.system import SystemCollector
 
@@ -167,9 +179,12 @@ class Profiler:
                 "telemetry_outside": self.telemetry_outside,
                 **self.torch_options,
             }
+            collectors = self._build()
+            if "python" in self.host:
+                options["python_sampler"] = self.python_sampler
             ctl = Controller(
                 self.path,
-                self._build(),
+                collectors,
                 schedule=self.schedule,
                 rank=self.rank,
                 world_size=self.world_size,

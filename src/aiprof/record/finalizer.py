@@ -254,6 +254,11 @@ def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, s
     ts = py["ts"]
     n = len(ts)
     summary.samples = n
+    torn = int(py.get("torn_walks", 0))
+    if torn:
+        # Read from outside without pausing the job: a stack that changed under the
+        # walk (even after retries) is not kept rather than kept wrong.
+        w.warn(f"{torn} Python stack samples were dropped: the stack changed while it was read from outside the job")
     if not n:
         return
     w.append(

@@ -4,8 +4,9 @@ The job runs as a child process with the environment of aiprof.record.bootstrap;
 Python command is rewritten to ``python -m aiprof.record.bootstrap ...`` with the same
 interpreter and options. SIGTERM sent to aiprof is passed on to the job; SIGINT from
 the terminal reaches the job directly (same process group), so aiprof itself only
-waits. While the job runs, this process polls its system metrics and the devices
-(aiprof.record.outside), so the job does not. After the job, raw folders become
+waits. While the job runs, this process samples its Python stacks (by reading its
+memory) and polls its system metrics and the devices (aiprof.record.outside), so the
+job does not. After the job, raw folders become
 profiles here, not in the job.
 """
 
@@ -17,12 +18,14 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
+from .collectors.python_outside import ENV_STACKS
 from .controller import MAIN_RAW_SUFFIX
 from .finalizer import RecordSummary, finalize, find_raw
 
@@ -80,13 +83,30 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     env = record_env(output, options)
     for stale in find_raw(output):
         shutil.rmtree(stale, ignore_errors=True)
+    argv = wrap_python(cmd)
+    host = options.get("host")
+    ours: tuple[int, int] | None = None
+    theirs: tuple[int, int] = (-1, -1)
+    outside = not options.get("sample_inside") and sys.platform.startswith("linux")
+    if argv is not cmd and (host is None or "python" in host) and outside:
+        # The job offers its interpreter's layout on one pipe, we answer on the other
+        # (collectors.python_outside): then its stacks are sampled from here.
+        to_us, to_job = os.pipe(), os.pipe()
+        ours, theirs = (to_us[0], to_job[1]), (to_job[0], to_us[1])
+        env[ENV_STACKS] = f"{theirs[0]},{theirs[1]}"
     t0 = time.perf_counter()
     try:
-        child = subprocess.Popen(wrap_python(cmd), env=env)
+        child = subprocess.Popen(argv, env=env, pass_fds=[fd for fd in theirs if fd >= 0])
     except OSError as e:
         from ..errors import AiprofError
 
+        for fd in ours or ():
+            os.close(fd)
         raise AiprofError(f"cannot run {cmd[0]!r}: {e.strerror}") from None
+    finally:
+        for fd in theirs:
+            if fd >= 0:
+                os.close(fd)
     prev_term = signal.getsignal(signal.SIGTERM)
     prev_int = signal.getsignal(signal.SIGINT)
 
@@ -98,7 +118,7 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .outside import ChildPoller
 
-    poller = ChildPoller(child.pid, options)
+    poller = ChildPoller(child.pid, options, ours)
     try:
         poller.start()
         rc = child.wait()

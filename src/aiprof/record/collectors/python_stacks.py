@@ -1,5 +1,10 @@
 """Python stack sampler: every thread, at a fixed rate, into the samples/frames tables.
 
+This is the sampler inside the job: for the Profiler API, for ranks started by a
+launcher, and under ``aiprof record`` when the job's stacks cannot be read from
+outside (python_outside.py, which ``aiprof record`` prefers: it takes nothing from
+the job, where this thread must take the job's GIL at every tick).
+
 Built as a daemon thread reading ``sys._current_frames()``: it sees every thread
 (a signal timer only interrupts the main thread), costs nothing between ticks, and
 its cost per tick is one walk per thread stack. bench/overhead.py measures it against

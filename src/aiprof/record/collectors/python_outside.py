@@ -1,0 +1,110 @@
+"""The job's side of Python stacks sampled from outside (aiprof.record.outside).
+
+Under ``aiprof record``, the job's stacks are read from ``aiprof record``'s own
+process (aiprof.record.pystate), so the job runs no sampler thread and never hands
+its GIL to one. The job only:
+
+1. measures its interpreter's layout at start and sends it to ``aiprof record``
+   through the pipe named by :data:`ENV_STACKS` (:func:`connect`); if the layout
+   cannot be measured, or ``aiprof record`` cannot read the job's memory, the job
+   samples itself as before (:class:`~.python_stacks.PythonSampler`);
+2. keeps, as the ``python`` collector, what only it knows: when the schedule
+   recorded, which threads are aiprof's own, thread names, and the frames shown
+   under another name (``SHOWN_AS``). ``aiprof record`` merges its samples with
+   these into the raw ``python`` data, in the in-process sampler's format.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .._log import log
+from .base import SHOWN_AS, Collector
+
+#: ``READ_FD,WRITE_FD``: the job's ends of the two pipes to ``aiprof record``.
+ENV_STACKS = "AIPROF_RECORD_STACKS"
+#: Seconds the job waits for ``aiprof record`` to say it reads the stacks.
+ANSWER_TIMEOUT_S = 5.0
+
+
+class OutsideSampler(Collector):
+    """Stands for the stack sampler of ``aiprof record``; holds the job's side."""
+
+    name = "python"
+    checkpoint = True
+
+    def __init__(self, rate_hz: float) -> None:
+        super().__init__()
+        self.rate_hz = rate_hz
+        self.windows: list[tuple[int, bool]] = []
+        """(monotonic ns, recording) at each change of the schedule, and at stop."""
+        self._names: dict[int, str] = {}
+
+    def set_recording(self, on: bool) -> None:
+        self.windows.append((time.monotonic_ns(), on))
+
+    def stop(self) -> None:
+        self.windows.append((time.monotonic_ns(), False))
+        self._learn_names()
+
+    def _learn_names(self) -> None:
+        for t in threading.enumerate():
+            if t.native_id is not None:
+                self._names[t.native_id] = t.name
+
+    def dump(self, raw_dir: Path) -> dict[str, Any]:
+        self._learn_names()
+        shown = [[c.co_qualname, c.co_filename, s.co_name] for c, s in list(SHOWN_AS.items())]
+        return {
+            "rate_hz": self.rate_hz,
+            "ts": [],
+            "tid": [],
+            "stack": [],
+            "frames": [],
+            "thread_names": {str(k): v for k, v in self._names.items()},
+            "outside": {"windows": list(self.windows), "own": sorted(self.own_threads), "shown_as": shown},
+        }
+
+
+def connect(rate_hz: float) -> tuple[OutsideSampler | None, str]:
+    """Offer this process's layout to ``aiprof record``; the collector to use if it
+    took it (else None), and why not."""
+    spec = os.environ.pop(ENV_STACKS, None)
+    if not spec:
+        return None, "aiprof record did not offer to read them (--sample-inside)"
+    try:
+        rfd, wfd = (int(x) for x in spec.split(","))
+    except ValueError:
+        return None, f"bad {ENV_STACKS}={spec!r}"
+    try:
+        import json
+
+        from ..pystate import LayoutError, calibrate
+
+        try:
+            msg: dict[str, Any] = {"layout": calibrate(), "pid": os.getpid()}
+        except (LayoutError, OSError) as e:
+            msg = {"error": str(e)}
+        os.write(wfd, (json.dumps(msg) + "\n").encode())
+        if "error" in msg:
+            return None, f"interpreter layout: {msg['error']}"
+        import select
+
+        ready, _, _ = select.select([rfd], [], [], ANSWER_TIMEOUT_S)
+        answer = os.read(rfd, 256).decode(errors="replace").strip() if ready else "no answer"
+        if answer != "ok":
+            return None, answer or "no answer"
+        return OutsideSampler(rate_hz), ""
+    except OSError as e:
+        log.debug("stacks from outside: %s", e)
+        return None, str(e)
+    finally:
+        for fd in (rfd, wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

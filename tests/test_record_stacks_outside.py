@@ -1,0 +1,278 @@
+"""Python stacks read from outside the job (aiprof.record.pystate, outside.StackPoller,
+collectors.python_outside): the layout the job measures on itself, the line table
+decoder, the handshake, and ``aiprof record`` sampling its job without a thread in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.record import pystate
+from aiprof.record.collectors.python_outside import ENV_STACKS, OutsideSampler, connect
+from aiprof.record.outside import StackPoller
+from aiprof.store import open_profile
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def layout() -> dict[str, int]:
+    return pystate.calibrate()
+
+
+def test_calibrate_finds_every_field(layout: dict[str, int]) -> None:
+    keys = {"interp", "interp_head", "ts_next", "ts_ident", "ts_native", "ts_cframe", "cf_current", "fr_code"}
+    keys |= {"fr_previous", "fr_instr", "co_code", "code_type", "co_filename", "co_qualname", "co_linetable"}
+    keys |= {"co_firstlineno", "co_flags", "str_state", "str_ascii", "str_compact", "bytes_data"}
+    assert keys <= set(layout)
+    assert layout["code_type"] == id(types.CodeType)
+    # Distinct fields at distinct offsets.
+    co = [layout[k] for k in ("co_filename", "co_qualname", "co_linetable", "co_firstlineno", "co_flags")]
+    assert len(set(co)) == 5
+    fr = [layout[k] for k in ("fr_code", "fr_previous", "fr_instr")]
+    assert len(set(fr)) == 3
+
+
+def park_in(depth: int, ready: threading.Event, release: threading.Event) -> None:
+    """Recursion, a generator, a method and a non-ASCII name on the way down."""
+    if depth:
+        park_in(depth - 1, ready, release)
+        return
+    for _ in Gen().walk(ready, release):
+        pass
+
+
+class Gen:
+    def walk(self, ready: threading.Event, release: threading.Event) -> Iterator[int]:
+        yield café(ready, release)
+
+
+def café(ready: threading.Event, release: threading.Event) -> int:
+    ready.set()
+    release.wait(30)
+    return 1
+
+
+def frames_of(frame: Any) -> list[tuple[str, str, int]]:
+    out = []
+    while frame is not None:
+        out.append((frame.f_code.co_qualname, frame.f_code.co_filename, frame.f_lineno or 0))
+        frame = frame.f_back
+    return out
+
+
+def test_reader_walks_a_parked_thread_like_its_frames(layout: dict[str, int]) -> None:
+    ready, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=park_in, args=(30, ready, release), name="parked")
+    t.start()
+    try:
+        assert ready.wait(10)
+        reader = pystate.StackReader(pystate.MemReader(os.getpid()), layout)
+        threads = {ident: (native, frame) for ident, native, frame, _ts in reader.threads()}
+        assert t.ident in threads and threading.get_ident() in threads
+        native, frame = threads[t.ident]
+        assert native == t.native_id
+        walk = reader.walk(frame)
+        assert walk is not None
+        got = []
+        for i in range(0, len(walk), 2):
+            info = reader.code(walk[i])
+            assert info is not None
+            got.append((info.name, info.file, pystate.line_of(info, walk[i + 1])))
+        want = frames_of(sys._current_frames()[t.ident])
+        assert got == want
+        names = [g[0] for g in got]
+        assert names[:2] == ["Condition.wait", "Event.wait"], "parked in release.wait()"
+        assert names[2:5] == ["café", "Gen.walk", "park_in"] and names.count("park_in") == 31
+        reader.mem.close()
+    finally:
+        release.set()
+        t.join()
+
+
+def all_codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from all_codes(c)
+
+
+def test_line_table_decoder_matches_cpython_on_every_instruction() -> None:
+    # Every instruction of every function of real modules (long jumps, lines going
+    # back, instructions with no line, nested functions and comprehensions).
+    import inspect
+
+    import aiprof.importers.kineto as kineto
+    import aiprof.record.pystate as ps
+
+    checked = 0
+    for mod in (kineto, ps, json.decoder, threading):
+        src = Path(inspect.getfile(mod)).read_text()
+        top = compile(src, inspect.getfile(mod), "exec")
+        for code in all_codes(top):
+            info = pystate.CodeInfo(code.co_qualname, code.co_filename, code.co_firstlineno, code.co_linetable)
+            for i, (line, *_rest) in enumerate(code.co_positions()):
+                assert pystate.line_of(info, i) == (line or 0), (code.co_qualname, i)
+                checked += 1
+    assert checked > 20_000
+    info = pystate.CodeInfo("f", "f.py", 7, b"")
+    assert pystate.line_of(info, -1) == 7, "a frame not started yet is at its first line"
+
+
+def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
+    reader = pystate.StackReader(pystate.MemReader(os.getpid()), layout)
+    for s in ("", "plain", "é" * 3, "ĀĂ", "∑ x", "\U0001f680 rocket", "mixed é \U0001f680"):
+        assert reader.string(id(s)) == s
+    for b in (b"", b"\x00\x01\xff" * 10):
+        assert reader.bytes_at(id(b)) == b
+    assert reader.string(0) is None and reader.mem.read(8, 8) is None, "unmapped memory is refused, not a crash"
+    reader.mem.close()
+
+
+def play_parent(answer: str) -> tuple[dict[str, Any], Any, Any]:
+    """The pipes of ``aiprof record`` with ``connect`` on the job's side, answering
+    ``answer``: (the message the job sent, connect's result)."""
+    to_us, to_job = os.pipe(), os.pipe()
+    os.environ[ENV_STACKS] = f"{to_job[0]},{to_us[1]}"
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(connect(100.0)))
+    t.start()
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(to_us[0], 65536)
+        assert chunk, "the job closed the pipe without offering"
+        line += chunk
+    os.write(to_job[1], answer.encode() + b"\n")
+    t.join(10)
+    os.close(to_us[0])
+    os.close(to_job[1])
+    assert ENV_STACKS not in os.environ, "the pipe is not offered again to children"
+    sampler, why = result[0]
+    return json.loads(line), sampler, why
+
+
+def test_connect_offers_the_layout_and_obeys_the_answer() -> None:
+    msg, sampler, why = play_parent("ok")
+    assert msg["pid"] == os.getpid() and msg["layout"]["code_type"] == id(types.CodeType)
+    assert isinstance(sampler, OutsideSampler) and why == ""
+    msg, sampler, why = play_parent("cannot read the job's memory: Permission denied")
+    assert sampler is None and why == "cannot read the job's memory: Permission denied"
+
+
+def test_connect_without_aiprof_record() -> None:
+    os.environ.pop(ENV_STACKS, None)
+    sampler, why = connect(100.0)
+    assert sampler is None and "did not offer" in why
+    os.environ[ENV_STACKS] = "nonsense"
+    sampler, why = connect(100.0)
+    assert sampler is None and "bad" in why and ENV_STACKS not in os.environ
+
+
+def test_stack_poller_samples_another_process(tmp_path: Path) -> None:
+    # A real job (a child process) offers its layout; the poller reads its stacks.
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import os, sys, time\n"
+        "from aiprof.record.collectors.python_outside import connect\n"
+        "sampler, why = connect(100.0)\n"
+        "assert sampler is not None, why\n"
+        "def spin_here(t):\n"
+        "    while time.monotonic() - t < 0.8:\n"
+        "        sum(i * i for i in range(1000))\n"
+        "spin_here(time.monotonic())\n"
+    )
+    to_us, to_job = os.pipe(), os.pipe()
+    env = {**os.environ, ENV_STACKS: f"{to_job[0]},{to_us[1]}"}
+    p = subprocess.Popen([PY, str(job)], env=env, pass_fds=[to_job[0], to_us[1]])
+    os.close(to_job[0])
+    os.close(to_us[1])
+    poller = StackPoller(p.pid, 100.0, to_us[0], to_job[1])
+    poller.start()
+    assert p.wait(60) == 0
+    poller.stop()
+    assert poller.refused is None and poller.reader is not None
+    n = len(poller.ts)
+    assert 30 <= n <= 200, n
+    assert sorted(poller.ts) == poller.ts and set(poller.tids) == {p.pid}
+    by_id = {f[0]: f for f in poller.frames}
+    leaves = [by_id[s] for s in poller.stacks]
+    in_spin = [f for f in leaves if f[2] in ("spin_here", "spin_here.<locals>.<genexpr>")]
+    assert len(in_spin) >= 0.8 * n
+    assert all(f[3] == str(job) and f[4] in (6, 7) for f in in_spin)
+    # Every stack is whole: it goes back to the module.
+    for leaf in set(poller.stacks):
+        chain = []
+        while leaf >= 0:
+            chain.append(by_id[leaf])
+            leaf = by_id[leaf][1]
+        assert chain[-1][2] == "<module>" and chain[-1][3] == str(job)
+
+
+SCHEDULED = """
+import sys, time
+from aiprof.record import mark_step
+def busy(step):
+    t = time.monotonic()
+    while time.monotonic() - t < 0.1:
+        sum(i * i for i in range(1000))
+for step in range(8):
+    busy(step)
+    mark_step()
+"""
+
+
+def run_record(tmp_path: Path, body: str, *extra: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    job = tmp_path / "job.py"
+    job.write_text(body)
+    out = tmp_path / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), *extra, "--", PY, str(job)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    return out / "rank0.aiprof", rec
+
+
+def test_aiprof_record_samples_from_outside_within_the_schedule(tmp_path: Path) -> None:
+    profile, _ = run_record(tmp_path, SCHEDULED, "--schedule", "2,1,3")
+    meta = json.loads((profile / "profile.json").read_text())
+    assert meta["record"]["options"]["python_sampler"] == "outside"
+    with open_profile(profile) as p:
+        steps = p.con.execute("SELECT name, ts, ts + dur FROM events WHERE kind = 'step' ORDER BY ts").fetchall()
+        ts = [r[0] for r in p.con.execute("SELECT ts FROM samples ORDER BY ts").fetchall()]
+        hot = p.con.execute(
+            "SELECT f.function, count(*) FROM samples s JOIN frames f ON s.stack_id = f.frame_id "
+            "GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+        ).fetchone()
+    span = {name: (start, end) for name, start, end in steps}
+    # Active: steps 3, 4, 5 (wait 2, warmup 1); samples only there, about 10 a step.
+    lo, hi = span["ProfilerStep#3"][0], span["ProfilerStep#5"][1]
+    assert ts and all(lo - 20_000_000 <= t <= hi + 20_000_000 for t in ts), (lo, hi, ts[:3], ts[-3:])
+    assert 20 <= len(ts) <= 40, len(ts)
+    assert hot is not None and hot[0] in ("busy", "busy.<locals>.<genexpr>")
+
+
+def test_sample_inside_keeps_the_sampler_thread(tmp_path: Path) -> None:
+    body = SCHEDULED + (
+        "import json, threading\n"
+        "json.dump(sorted(t.name for t in threading.enumerate()), open(sys.argv[0] + '.threads', 'w'))\n"
+    )
+    profile, _ = run_record(tmp_path, body, "--sample-inside")
+    names = json.loads((tmp_path / "job.py.threads").read_text())
+    assert "aiprof-python-sampler" in names
+    meta = json.loads((profile / "profile.json").read_text())
+    assert meta["record"]["options"]["python_sampler"].startswith("in the job")
+    with open_profile(profile) as p:
+        n = p.con.execute("SELECT count(*) FROM samples").fetchone()
+    assert n is not None and n[0] >= 40
