@@ -154,7 +154,14 @@ class Profiler:
             else:
                 from .collectors.torch_ops import TorchOpsCollector
 
-                out.append(TorchOpsCollector(raw_location(self.path, self.rank), self.schedule, **self.torch_options))
+                out.append(
+                    TorchOpsCollector(
+                        raw_location(self.path, self.rank),
+                        self.schedule,
+                        process_ends=self.defer,
+                        **self.torch_options,
+                    )
+                )
         if self.device and not self.telemetry_outside:
             from .collectors.device import DeviceCollector
 
