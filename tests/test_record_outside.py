@@ -138,9 +138,11 @@ sys.exit(subprocess.run([sys.executable, "-c", rank, sys.argv[1]], env=env).retu
 
 def test_ranks_of_a_launcher_poll_in_process(tmp_path: Path) -> None:
     profile, threads = record(tmp_path, RANKS)
-    # The rank is not aiprof record's child: no one outside polls it, so it does.
-    assert "aiprof-system" in threads
+    # The rank is not aiprof record's child: no one outside polls it, so it does;
+    # its stacks are still read from outside (aiprof record takes every rank's offer).
+    assert "aiprof-system" in threads and "aiprof-python-sampler" not in threads
     meta = json.loads((profile / "profile.json").read_text())
     assert meta["record"]["options"]["telemetry_outside"] is False
+    assert meta["record"]["options"]["python_sampler"] == "outside"
     duration = meta["record"]["clock"]["mono1"] - meta["record"]["clock"]["mono0"]
     check_process_metrics(counters(profile), duration)

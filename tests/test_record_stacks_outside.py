@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 
 from aiprof.record import pystate
 from aiprof.record.collectors.python_outside import ENV_STACKS, OutsideSampler, connect
-from aiprof.record.outside import StackPoller
+from aiprof.record.outside_stacks import StackServer
 from aiprof.store import open_profile
 
 PY = sys.executable
@@ -138,47 +140,85 @@ def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
     reader.mem.close()
 
 
-def play_parent(answer: str) -> tuple[dict[str, Any], Any, Any]:
-    """The pipes of ``aiprof record`` with ``connect`` on the job's side, answering
-    ``answer``: (the message the job sent, connect's result)."""
-    to_us, to_job = os.pipe(), os.pipe()
-    os.environ[ENV_STACKS] = f"{to_job[0]},{to_us[1]}"
-    result: list[Any] = []
-    t = threading.Thread(target=lambda: result.append(connect(100.0)))
+def test_connect_offers_the_layout_to_the_server() -> None:
+    # The real server, taking this very process's offer (as aiprof record takes its
+    # job's): it checks the peer by SO_PEERCRED, reads our memory, answers "ok".
+    server = StackServer(100.0)
+    server.start()
+    os.environ[ENV_STACKS] = server.name
+    try:
+        sampler, why = connect(100.0)
+        assert isinstance(sampler, OutsideSampler) and why == ""
+        assert list(server.pollers) == [os.getpid()] and not server.refused
+        poller = server.pollers[os.getpid()]
+        time.sleep(0.3)
+        assert len(poller.ts) >= 5, "it samples us"
+        mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
+        assert mine, "the main thread is among the samples"
+    finally:
+        os.environ.pop(ENV_STACKS, None)
+        server.stop()
+
+
+def test_connect_obeys_a_refusal() -> None:
+    # A server that cannot read the job (here: a socket that answers so).
+    name = f"aiprof-test-{os.getpid()}"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(1)
+    got: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = srv.accept()
+        line = b""
+        while not line.endswith(b"\n"):
+            line += conn.recv(65536)
+        got.append(line)
+        conn.sendall(b"cannot read the process's memory: Permission denied\n")
+        conn.close()
+
+    t = threading.Thread(target=answer)
     t.start()
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(to_us[0], 65536)
-        assert chunk, "the job closed the pipe without offering"
-        line += chunk
-    os.write(to_job[1], answer.encode() + b"\n")
-    t.join(10)
-    os.close(to_us[0])
-    os.close(to_job[1])
-    assert ENV_STACKS not in os.environ, "the pipe is not offered again to children"
-    sampler, why = result[0]
-    return json.loads(line), sampler, why
-
-
-def test_connect_offers_the_layout_and_obeys_the_answer() -> None:
-    msg, sampler, why = play_parent("ok")
+    os.environ[ENV_STACKS] = name
+    try:
+        sampler, why = connect(100.0)
+    finally:
+        os.environ.pop(ENV_STACKS, None)
+        t.join(10)
+        srv.close()
+    assert sampler is None and why == "cannot read the process's memory: Permission denied"
+    msg = json.loads(got[0])
     assert msg["pid"] == os.getpid() and msg["layout"]["code_type"] == id(types.CodeType)
-    assert isinstance(sampler, OutsideSampler) and why == ""
-    msg, sampler, why = play_parent("cannot read the job's memory: Permission denied")
-    assert sampler is None and why == "cannot read the job's memory: Permission denied"
 
 
 def test_connect_without_aiprof_record() -> None:
     os.environ.pop(ENV_STACKS, None)
     sampler, why = connect(100.0)
     assert sampler is None and "did not offer" in why
-    os.environ[ENV_STACKS] = "nonsense"
-    sampler, why = connect(100.0)
-    assert sampler is None and "bad" in why and ENV_STACKS not in os.environ
+    os.environ[ENV_STACKS] = f"aiprof-nobody-listens-{os.getpid()}"
+    try:
+        sampler, why = connect(100.0)
+    finally:
+        os.environ.pop(ENV_STACKS, None)
+    assert sampler is None and why.startswith("cannot reach aiprof record")
 
 
-def test_stack_poller_samples_another_process(tmp_path: Path) -> None:
-    # A real job (a child process) offers its layout; the poller reads its stacks.
+def test_server_refuses_an_offer_for_another_pid() -> None:
+    server = StackServer(100.0)
+    server.start()
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("\0" + server.name)
+        s.sendall(json.dumps({"pid": os.getpid() + 1, "layout": {}}).encode() + b"\n")
+        assert s.recv(4096).startswith(b"refused")
+        s.close()
+        assert not server.pollers
+    finally:
+        server.stop()
+
+
+def test_stack_server_samples_another_process(tmp_path: Path) -> None:
+    # A real job (a child process) offers its layout; the server reads its stacks.
     job = tmp_path / "job.py"
     job.write_text(
         "import os, sys, time\n"
@@ -190,16 +230,13 @@ def test_stack_poller_samples_another_process(tmp_path: Path) -> None:
         "        sum(i * i for i in range(1000))\n"
         "spin_here(time.monotonic())\n"
     )
-    to_us, to_job = os.pipe(), os.pipe()
-    env = {**os.environ, ENV_STACKS: f"{to_job[0]},{to_us[1]}"}
-    p = subprocess.Popen([PY, str(job)], env=env, pass_fds=[to_job[0], to_us[1]])
-    os.close(to_job[0])
-    os.close(to_us[1])
-    poller = StackPoller(p.pid, 100.0, to_us[0], to_job[1])
-    poller.start()
+    server = StackServer(100.0)
+    server.start()
+    p = subprocess.Popen([PY, str(job)], env={**os.environ, ENV_STACKS: server.name})
     assert p.wait(60) == 0
-    poller.stop()
-    assert poller.refused is None and poller.reader is not None
+    server.stop()
+    assert not server.refused and list(server.pollers) == [p.pid]
+    poller = server.pollers[p.pid]
     n = len(poller.ts)
     assert 30 <= n <= 200, n
     assert sorted(poller.ts) == poller.ts and set(poller.tids) == {p.pid}
@@ -276,3 +313,42 @@ def test_sample_inside_keeps_the_sampler_thread(tmp_path: Path) -> None:
     with open_profile(profile) as p:
         n = p.con.execute("SELECT count(*) FROM samples").fetchone()
     assert n is not None and n[0] >= 40
+
+
+TWO_RANKS = """
+import os, subprocess, sys
+rank = "import time\\n"
+rank += "def rank_work(t):\\n"
+rank += "    while time.monotonic() - t < 0.6: sum(i * i for i in range(1000))\\n"
+rank += "rank_work(time.monotonic())\\n"
+procs = [
+    subprocess.Popen([sys.executable, "-c", rank], env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2"})
+    for r in range(2)
+]
+sys.exit(max(p.wait() for p in procs))
+"""
+
+
+def test_every_rank_of_a_launcher_is_sampled_from_outside(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(TWO_RANKS)
+    out = tmp_path / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--", PY, str(job)], capture_output=True, text=True, timeout=300
+    )
+    assert rec.returncode == 0, rec.stderr
+    pids = set()
+    for r in range(2):
+        profile = out / f"rank{r}.aiprof"
+        meta = json.loads((profile / "profile.json").read_text())
+        assert meta["record"]["options"]["python_sampler"] == "outside"
+        pids.add(meta["record"]["pid"])
+        with open_profile(profile) as p:
+            got = p.con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE f.function LIKE 'rank_work%'), min(s.pid), max(s.pid) "
+                "FROM samples s JOIN frames f ON s.stack_id = f.frame_id"
+            ).fetchone()
+        # Most in the rank's work; the rest is its start (imports) once recording began.
+        assert got is not None and got[0] >= 30 and got[1] >= 0.6 * got[0], got
+        assert got[2] == got[3] == meta["record"]["pid"]
+    assert len(pids) == 2

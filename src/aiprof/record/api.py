@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import AiprofError
 from ._log import log
 from .collectors.base import Collector
+from .collectors.python_outside import ENV_STACKS
 from .controller import Controller, profile_location, rank_from_env
 from .schedule import Schedule
 
@@ -58,7 +59,10 @@ class Profiler:
         start_profile: start on ``__enter__``; False leaves starting to ``start()``
             (the MindSpore style).
         on_trace_ready: called with this profiler once its profile is written.
-        rate: Python sampling rate in Hz.
+        rate: Python sampling rate in Hz. Under ``aiprof record`` (which names its
+            socket in ``AIPROF_RECORD_STACKS``) the stacks are read from its process
+            instead of by a thread here, when this interpreter's layout verifies
+            (collectors.python_outside); :attr:`python_sampler` says which.
         record_shapes, with_stack, profile_memory: passed to torch.profiler (ops).
         collectors: extra :class:`~aiprof.record.collectors.base.Collector` objects.
         defer: only dump raw data at stop; someone else (``aiprof record``) finalizes.
@@ -131,7 +135,7 @@ class Profiler:
         out: list[Collector] = []
         if "python" in self.host:
             outside = None
-            if self.telemetry_outside:
+            if os.environ.get(ENV_STACKS):  # under aiprof record: it may read our stacks
                 from .collectors.python_outside import connect
 
                 outside, why = connect(self.rate)

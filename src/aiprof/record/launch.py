@@ -85,28 +85,28 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         shutil.rmtree(stale, ignore_errors=True)
     argv = wrap_python(cmd)
     host = options.get("host")
-    ours: tuple[int, int] | None = None
-    theirs: tuple[int, int] = (-1, -1)
-    outside = not options.get("sample_inside") and sys.platform.startswith("linux")
-    if argv is not cmd and (host is None or "python" in host) and outside:
-        # The job offers its interpreter's layout on one pipe, we answer on the other
-        # (collectors.python_outside): then its stacks are sampled from here.
-        to_us, to_job = os.pipe(), os.pipe()
-        ours, theirs = (to_us[0], to_job[1]), (to_job[0], to_us[1])
-        env[ENV_STACKS] = f"{theirs[0]},{theirs[1]}"
+    stacks = None
+    if (host is None or "python" in host) and not options.get("sample_inside") and sys.platform.startswith("linux"):
+        # Every recorded process of the job offers its interpreter's layout on this
+        # socket (collectors.python_outside): then its stacks are sampled from here.
+        from .outside_stacks import StackServer
+
+        try:
+            stacks = StackServer(float(options.get("rate", 100.0)))
+        except OSError:
+            stacks = None  # no Unix sockets: each process samples itself
+        else:
+            env[ENV_STACKS] = stacks.name
+            stacks.start()
     t0 = time.perf_counter()
     try:
-        child = subprocess.Popen(argv, env=env, pass_fds=[fd for fd in theirs if fd >= 0])
+        child = subprocess.Popen(argv, env=env)
     except OSError as e:
         from ..errors import AiprofError
 
-        for fd in ours or ():
-            os.close(fd)
+        if stacks is not None:
+            stacks.stop()
         raise AiprofError(f"cannot run {cmd[0]!r}: {e.strerror}") from None
-    finally:
-        for fd in theirs:
-            if fd >= 0:
-                os.close(fd)
     prev_term = signal.getsignal(signal.SIGTERM)
     prev_int = signal.getsignal(signal.SIGINT)
 
@@ -118,7 +118,7 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .outside import ChildPoller
 
-    poller = ChildPoller(child.pid, options, ours)
+    poller = ChildPoller(child.pid, options)
     try:
         poller.start()
         rc = child.wait()
@@ -127,6 +127,8 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         signal.signal(signal.SIGINT, prev_int)
     job_s = time.perf_counter() - t0
     poller.stop()
+    if stacks is not None:
+        stacks.stop()
     code = 128 - rc if rc < 0 else rc
     result = RecordResult(returncode=code, job_s=job_s)
     reason = None
@@ -144,6 +146,8 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             continue
         try:
             poller.merge(raw)
+            if stacks is not None:
+                stacks.merge(raw)
             result.summaries.append(finalize(raw, partial_reason=reason))
         except Exception as e:
             result.problems.append(f"{raw.name}: {type(e).__name__}: {e}")

@@ -1,13 +1,14 @@
-"""The job's side of Python stacks sampled from outside (aiprof.record.outside).
+"""The job's side of Python stacks sampled from outside (aiprof.record.outside_stacks).
 
-Under ``aiprof record``, the job's stacks are read from ``aiprof record``'s own
-process (aiprof.record.pystate), so the job runs no sampler thread and never hands
-its GIL to one. The job only:
+Under ``aiprof record``, the stacks of every recorded process of the job (the job,
+or each rank of a launcher) are read from ``aiprof record``'s own process
+(aiprof.record.pystate), so it runs no sampler thread and never hands its GIL to
+one. The recorded process only:
 
 1. measures its interpreter's layout at start and sends it to ``aiprof record``
-   through the pipe named by :data:`ENV_STACKS` (:func:`connect`); if the layout
-   cannot be measured, or ``aiprof record`` cannot read the job's memory, the job
-   samples itself as before (:class:`~.python_stacks.PythonSampler`);
+   through the Unix socket named by :data:`ENV_STACKS` (:func:`connect`); if the
+   layout cannot be measured, or ``aiprof record`` cannot read the job's memory, the
+   job samples itself as before (:class:`~.python_stacks.PythonSampler`);
 2. keeps, as the ``python`` collector, what only it knows: when the schedule
    recorded, which threads are aiprof's own, thread names, and the frames shown
    under another name (``SHOWN_AS``). ``aiprof record`` merges its samples with
@@ -22,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._log import log
 from .base import SHOWN_AS, Collector
 
-#: ``READ_FD,WRITE_FD``: the job's ends of the two pipes to ``aiprof record``.
+#: The name, in the abstract namespace, of ``aiprof record``'s Unix socket that takes
+#: the offers (aiprof.record.outside_stacks.StackServer).
 ENV_STACKS = "AIPROF_RECORD_STACKS"
 #: Seconds the job waits for ``aiprof record`` to say it reads the stacks.
 ANSWER_TIMEOUT_S = 5.0
@@ -73,38 +74,43 @@ class OutsideSampler(Collector):
 def connect(rate_hz: float) -> tuple[OutsideSampler | None, str]:
     """Offer this process's layout to ``aiprof record``; the collector to use if it
     took it (else None), and why not."""
-    spec = os.environ.pop(ENV_STACKS, None)
-    if not spec:
+    name = os.environ.get(ENV_STACKS)
+    if not name:
         return None, "aiprof record did not offer to read them (--sample-inside)"
-    try:
-        rfd, wfd = (int(x) for x in spec.split(","))
-    except ValueError:
-        return None, f"bad {ENV_STACKS}={spec!r}"
-    try:
-        import json
+    # _socket, not socket: the job should not pay for importing socket.py.
+    import _socket
+    import json
 
-        from ..pystate import LayoutError, calibrate
+    from ..pystate import LayoutError, calibrate
 
-        try:
-            msg: dict[str, Any] = {"layout": calibrate(), "pid": os.getpid()}
-        except (LayoutError, OSError) as e:
-            msg = {"error": str(e)}
-        os.write(wfd, (json.dumps(msg) + "\n").encode())
+    try:
+        msg: dict[str, Any] = {"layout": calibrate(), "pid": os.getpid()}
+    except (LayoutError, OSError) as e:
+        msg = {"error": str(e), "pid": os.getpid()}
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(ANSWER_TIMEOUT_S)
+        sock.connect("\0" + name)
+        sock.sendall((json.dumps(msg) + "\n").encode())
         if "error" in msg:
             return None, f"interpreter layout: {msg['error']}"
-        import select
-
-        ready, _, _ = select.select([rfd], [], [], ANSWER_TIMEOUT_S)
-        answer = os.read(rfd, 256).decode(errors="replace").strip() if ready else "no answer"
-        if answer != "ok":
-            return None, answer or "no answer"
-        return OutsideSampler(rate_hz), ""
+        answer = read_line(sock)
     except OSError as e:
-        log.debug("stacks from outside: %s", e)
-        return None, str(e)
+        return None, f"cannot reach aiprof record: {e}"
     finally:
-        for fd in (rfd, wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        sock.close()
+    text = answer.decode(errors="replace").strip()
+    if text != "ok":
+        return None, text or "no answer"
+    return OutsideSampler(rate_hz), ""
+
+
+def read_line(sock: Any) -> bytes:
+    """Bytes from ``sock`` up to a newline (what came before EOF if none does)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        line += chunk
+    return line

@@ -1,7 +1,7 @@
 """Python stack sampler: every thread, at a fixed rate, into the samples/frames tables.
 
-This is the sampler inside the job: for the Profiler API, for ranks started by a
-launcher, and under ``aiprof record`` when the job's stacks cannot be read from
+This is the sampler inside the job: for the Profiler API used without ``aiprof
+record``, and under ``aiprof record`` when a process's stacks cannot be read from
 outside (python_outside.py, which ``aiprof record`` prefers: it takes nothing from
 the job, where this thread must take the job's GIL at every tick).
 

@@ -1,0 +1,295 @@
+"""Python stacks of ``aiprof record``'s job, sampled from ``aiprof record``'s process.
+
+Every recorded process of the job (the job itself, or each rank a launcher starts)
+measures its interpreter's layout when it starts recording and offers it on the Unix
+socket named by :data:`~aiprof.record.collectors.python_outside.ENV_STACKS`
+(collectors.python_outside). :class:`StackServer` takes each offer: it checks that the
+peer is who it says (same user, same pid, by ``SO_PEERCRED``) and that it can read
+that process's memory with the layout, answers "ok" (or why not, and the process
+samples itself), and starts a :class:`StackPoller` for it: a thread of ``aiprof
+record`` reading that process's stacks (aiprof.record.pystate) ``rate_hz`` times a
+second, so the recorded process runs no sampler thread and never hands its GIL over.
+
+After the job, :meth:`StackServer.merge` fills each recorded process's raw ``python``
+data (which holds what only the process knows: the schedule's windows, its own
+threads, thread names) with the samples taken while it recorded, in the in-process
+sampler's format: the finalizer cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .collectors.base import PollingThread
+from .collectors.python_outside import read_line
+from .controller import MANIFEST, encode_raw, load_raw, write_atomic
+
+log = logging.getLogger("aiprof.record")
+
+#: Walks retried when a stack changed while it was read, before the sample is lost.
+RETRIES = 2
+#: Distinct stacks remembered by the fast path (as in the in-process sampler).
+STACK_CACHE_SIZE = 20_000
+#: Seconds a connected process has to send its offer.
+OFFER_TIMEOUT_S = 10.0
+
+
+class StackPoller:
+    """Samples the Python stacks of one process by reading its memory.
+
+    Stacks are interned as the in-process sampler does: a flat (code address,
+    instruction) key per stack, and new ones walked into a tree of frames (parent,
+    function, file, line).
+    """
+
+    def __init__(self, pid: int, rate_hz: float) -> None:
+        self.pid = pid
+        self.rate_hz = rate_hz
+        self.reader: Any = None
+        self._poller: PollingThread | None = None
+        self.ts: list[int] = []
+        self.idents: list[int] = []
+        self.tids: list[int] = []
+        self.stacks: list[int] = []
+        self.torn = 0
+        """Walks dropped because the stack changed while it was read (after retries)."""
+        self.failed: str | None = None
+        self._known: dict[tuple[int, ...], int] = {}
+        self._nodes: dict[tuple[int, int, int], int] = {}
+        self._frame_ids: dict[tuple[int, str, str, int], int] = {}
+        self.frames: list[tuple[int, int, str, str, int]] = []
+
+    def attach(self, layout: dict[str, int]) -> str:
+        """Open the process's memory with ``layout``: "ok", or why it cannot be read."""
+        from .pystate import MemReader, StackReader
+
+        try:
+            reader = StackReader(MemReader(self.pid), layout)
+        except OSError as e:
+            return f"cannot read the process's memory: {e.strerror or e}"
+        except (KeyError, TypeError, ValueError) as e:
+            return f"bad layout: {type(e).__name__}: {e}"
+        if not reader.threads():
+            reader.mem.close()
+            return "cannot find the process's threads in its memory"
+        self.reader = reader
+        return "ok"
+
+    def start(self) -> None:
+        def tick() -> None:
+            if not self.sample() and self._poller is not None:
+                self._poller.stop()  # the process is gone
+
+        def failed(e: BaseException) -> None:
+            self.failed = f"sampling: {type(e).__name__}: {e}"
+            log.warning("collector python failed (%s); it stops, the job runs on", self.failed)
+
+        self._poller = PollingThread(f"aiprof-stacks-{self.pid}", 1.0 / self.rate_hz, tick, failed, set())
+        self._poller.start()
+
+    def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.stop()
+        if self.reader is not None:
+            self.reader.mem.close()
+
+    def sample(self) -> bool:
+        """Take one sample of every thread; False once the process cannot be read."""
+        reader = self.reader
+        now = time.monotonic_ns()
+        threads = reader.threads()
+        if not threads:
+            return self._alive()
+        for ident, native, frame, tstate in threads:
+            walk = reader.walk(frame)
+            for _ in range(RETRIES):
+                if walk is not None:
+                    break
+                # Read while it changed: once more, from the thread's frame now.
+                frame = reader.current_frame(tstate)
+                walk = reader.walk(frame) if frame else None
+            if walk is None:
+                self.torn += 1
+                continue
+            key = tuple(walk)
+            leaf = self._known.get(key)
+            if leaf is None:
+                leaf = self._intern(walk)
+                if leaf < 0:
+                    self.torn += 1
+                    continue
+                if len(self._known) >= STACK_CACHE_SIZE:
+                    self._known.clear()
+                self._known[key] = leaf
+            self.ts.append(now)
+            self.idents.append(ident)
+            self.tids.append(native)
+            self.stacks.append(leaf)
+        return True
+
+    def _alive(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except (OSError, IndexError):
+            return False
+
+    def _intern(self, walk: list[int]) -> int:
+        from .pystate import line_of
+
+        reader = self.reader
+        parent = -1
+        for i in range(len(walk) - 2, -1, -2):
+            code, index = walk[i], walk[i + 1]
+            key = (parent, code, index)
+            node = self._nodes.get(key)
+            if node is None:
+                info = reader.code(code)
+                if info is None:
+                    return -1
+                fkey = (parent, info.name, info.file, line_of(info, index))
+                node = self._frame_ids.get(fkey)
+                if node is None:
+                    node = self._frame_ids[fkey] = len(self.frames)
+                    self.frames.append((node, *fkey))
+                self._nodes[key] = node
+            parent = node
+        return parent
+
+    def merge_into(self, data: dict[str, Any], lo: int, hi: int) -> None:
+        """Fill a process's ``python`` raw data (:class:`OutsideSampler`'s) with the
+        samples taken while it recorded, in the in-process sampler's format."""
+        side = data.pop("outside", None) or {}
+        windows = [(int(t), bool(on)) for t, on in side.get("windows", [])]
+        own = set(side.get("own", []))
+        shown = {(q, f): label for q, f, label in side.get("shown_as", [])}
+        ts, tids, stacks = [], [], []
+        w = 0
+        on = False
+        n = min(len(self.ts), len(self.idents), len(self.tids), len(self.stacks))
+        for i in range(n):
+            t = self.ts[i]
+            while w < len(windows) and windows[w][0] <= t:
+                on = windows[w][1]
+                w += 1
+            if on and lo <= t <= hi and self.idents[i] not in own:
+                ts.append(t)
+                tids.append(self.tids[i])
+                stacks.append(self.stacks[i])
+        # Only the frames of kept stacks (aiprof's own threads are sampled too).
+        used: set[int] = set()
+        for leaf in set(stacks):
+            while leaf >= 0 and leaf not in used:
+                used.add(leaf)
+                leaf = self.frames[leaf][1]
+        frames = []
+        for fid, up, name, file, line in self.frames:
+            if fid not in used:
+                continue
+            label = shown.get((name, file))
+            frames.append((fid, up, label, "<aiprof>", 0) if label is not None else (fid, up, name, file, line))
+        data.update({"ts": ts, "tid": tids, "stack": stacks, "frames": frames, "sampled_from": "outside"})
+        data["torn_walks"] = self.torn
+
+
+class StackServer:
+    """Takes the layout offers of the job's recorded processes; one poller each."""
+
+    def __init__(self, rate_hz: float) -> None:
+        self.rate_hz = rate_hz
+        self.name = f"aiprof-record-{os.getpid()}-{secrets.token_hex(6)}"
+        """The socket's name in the abstract namespace (the value of ENV_STACKS)."""
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind("\0" + self.name)
+        self._sock.listen(64)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="aiprof-stacks-server", daemon=True)
+        self.pollers: dict[int, StackPoller] = {}
+        self.refused: dict[int, str] = {}
+        """pid -> why its stacks are not read from here (it samples itself)."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self._sock.close()
+        for p in list(self.pollers.values()):
+            p.stop()
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                self._take(conn)
+            except Exception as e:  # one bad offer must not stop the others
+                log.debug("stack offer: %s: %s", type(e).__name__, e)
+            finally:
+                conn.close()
+
+    def _take(self, conn: socket.socket) -> None:
+        conn.settimeout(OFFER_TIMEOUT_S)
+        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        line = read_line(conn)
+        if not line.endswith(b"\n"):
+            return  # gone before it offered
+        msg = json.loads(line)
+        if uid != os.getuid() or msg.get("pid") != pid:
+            conn.sendall(b"refused: not a process of this job\n")
+            return
+        if "layout" not in msg:
+            self.refused[pid] = str(msg.get("error", "no layout"))
+            return
+        poller = StackPoller(pid, self.rate_hz)
+        answer = poller.attach(msg["layout"])
+        if answer == "ok" and not self._stop.is_set():
+            old = self.pollers.pop(pid, None)
+            if old is not None:
+                old.stop()
+            self.pollers[pid] = poller
+            poller.start()
+        else:
+            self.refused[pid] = answer
+        conn.sendall(answer.encode() + b"\n")
+
+    def merge(self, raw_dir: Path) -> bool:
+        """Put the samples of the process that recorded ``raw_dir`` into its raw
+        ``python`` data, if that process left its stacks to us; True if it did."""
+        try:
+            manifest = json.loads((raw_dir / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return False
+        poller = self.pollers.get(manifest.get("pid"))
+        entry = (manifest.get("collectors") or {}).get("python") or {}
+        if poller is None or not entry.get("file"):
+            return False
+        data = load_raw(raw_dir / entry["file"])
+        if "outside" not in data:
+            return False
+        clock = manifest["clock"]
+        poller.merge_into(data, int(clock["mono0"]), int(clock.get("mono1", 1 << 63)))
+        write_atomic(raw_dir / entry["file"], encode_raw(data))
+        if poller.failed and not entry.get("failed"):
+            entry["failed"] = poller.failed
+            write_atomic(raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
+        return True
+
+
+__all__ = ["StackPoller", "StackServer"]
