@@ -136,13 +136,36 @@ sys.exit(subprocess.run([sys.executable, "-c", rank, sys.argv[1]], env=env).retu
 """
 
 
-def test_ranks_of_a_launcher_poll_in_process(tmp_path: Path) -> None:
+def test_ranks_of_a_launcher_are_polled_from_outside(tmp_path: Path) -> None:
     profile, threads = record(tmp_path, RANKS)
-    # The rank is not aiprof record's child: no one outside polls it, so it does;
-    # its stacks are still read from outside (aiprof record takes every rank's offer).
-    assert "aiprof-system" in threads and "aiprof-python-sampler" not in threads
+    # The rank is not aiprof record's child, but it offers itself on aiprof record's
+    # socket: its stacks are read and its telemetry polled from there too.
+    assert not [t for t in threads if t.startswith("aiprof-") and t != "aiprof-checkpoint"], threads
+    meta = json.loads((profile / "profile.json").read_text())
+    assert meta["record"]["options"]["telemetry_outside"] is True
+    assert meta["record"]["options"]["python_sampler"] == "outside"
+    duration = meta["record"]["clock"]["mono1"] - meta["record"]["clock"]["mono0"]
+    c = counters(profile)
+    check_process_metrics(c, duration)
+    assert "cpu_util" in c, "device telemetry (the CPU as a device) reached the rank's profile"
+
+
+def test_with_sample_inside_ranks_do_it_all_in_process(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(RANKS)
+    names = tmp_path / "threads.json"
+    out = tmp_path / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "--sample-inside", "-o", str(out), "--", PY, str(job), str(names)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    threads = json.loads(names.read_text())
+    assert "aiprof-system" in threads and "aiprof-python-sampler" in threads
+    profile = out / "rank0.aiprof"
     meta = json.loads((profile / "profile.json").read_text())
     assert meta["record"]["options"]["telemetry_outside"] is False
-    assert meta["record"]["options"]["python_sampler"] == "outside"
     duration = meta["record"]["clock"]["mono1"] - meta["record"]["clock"]["mono0"]
     check_process_metrics(counters(profile), duration)

@@ -143,12 +143,12 @@ def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
 def test_connect_offers_the_layout_to_the_server() -> None:
     # The real server, taking this very process's offer (as aiprof record takes its
     # job's): it checks the peer by SO_PEERCRED, reads our memory, answers "ok".
-    server = StackServer(100.0)
+    server = StackServer({"rate": 100.0})
     server.start()
     os.environ[ENV_STACKS] = server.name
     try:
-        sampler, why = connect(100.0)
-        assert isinstance(sampler, OutsideSampler) and why == ""
+        sampler, why, took = connect(100.0)
+        assert isinstance(sampler, OutsideSampler) and why == "" and not took
         assert list(server.pollers) == [os.getpid()] and not server.refused
         poller = server.pollers[os.getpid()]
         time.sleep(0.3)
@@ -174,37 +174,37 @@ def test_connect_obeys_a_refusal() -> None:
         while not line.endswith(b"\n"):
             line += conn.recv(65536)
         got.append(line)
-        conn.sendall(b"cannot read the process's memory: Permission denied\n")
+        conn.sendall(b'{"stacks": "cannot read the process\'s memory: Permission denied", "telemetry": false}\n')
         conn.close()
 
     t = threading.Thread(target=answer)
     t.start()
     os.environ[ENV_STACKS] = name
     try:
-        sampler, why = connect(100.0)
+        sampler, why, took = connect(100.0, telemetry=True)
     finally:
         os.environ.pop(ENV_STACKS, None)
         t.join(10)
         srv.close()
-    assert sampler is None and why == "cannot read the process's memory: Permission denied"
+    assert sampler is None and why == "cannot read the process's memory: Permission denied" and not took
     msg = json.loads(got[0])
-    assert msg["pid"] == os.getpid() and msg["layout"]["code_type"] == id(types.CodeType)
+    assert msg["pid"] == os.getpid() and msg["layout"]["code_type"] == id(types.CodeType) and msg["telemetry"]
 
 
 def test_connect_without_aiprof_record() -> None:
     os.environ.pop(ENV_STACKS, None)
-    sampler, why = connect(100.0)
-    assert sampler is None and "did not offer" in why
+    sampler, why, took = connect(100.0)
+    assert sampler is None and "did not offer" in why and not took
     os.environ[ENV_STACKS] = f"aiprof-nobody-listens-{os.getpid()}"
     try:
-        sampler, why = connect(100.0)
+        sampler, why, took = connect(100.0)
     finally:
         os.environ.pop(ENV_STACKS, None)
     assert sampler is None and why.startswith("cannot reach aiprof record")
 
 
 def test_server_refuses_an_offer_for_another_pid() -> None:
-    server = StackServer(100.0)
+    server = StackServer({"rate": 100.0})
     server.start()
     try:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -223,14 +223,14 @@ def test_stack_server_samples_another_process(tmp_path: Path) -> None:
     job.write_text(
         "import os, sys, time\n"
         "from aiprof.record.collectors.python_outside import connect\n"
-        "sampler, why = connect(100.0)\n"
+        "sampler, why, took = connect(100.0)\n"
         "assert sampler is not None, why\n"
         "def spin_here(t):\n"
         "    while time.monotonic() - t < 0.8:\n"
         "        sum(i * i for i in range(1000))\n"
         "spin_here(time.monotonic())\n"
     )
-    server = StackServer(100.0)
+    server = StackServer({"rate": 100.0})
     server.start()
     p = subprocess.Popen([PY, str(job)], env={**os.environ, ENV_STACKS: server.name})
     assert p.wait(60) == 0
@@ -351,4 +351,9 @@ def test_every_rank_of_a_launcher_is_sampled_from_outside(tmp_path: Path) -> Non
         # Most in the rank's work; the rest is its start (imports) once recording began.
         assert got is not None and got[0] >= 30 and got[1] >= 0.6 * got[0], got
         assert got[2] == got[3] == meta["record"]["pid"]
+        # Its telemetry was polled from outside too: the rank's own RSS readings.
+        assert meta["record"]["options"]["telemetry_outside"] is True
+        with open_profile(profile) as p:
+            rss = p.con.execute("SELECT count(*), min(value) FROM counters WHERE metric = 'rss'").fetchone()
+        assert rss is not None and rss[0] >= 3 and rss[1] > 5 * 2**20
     assert len(pids) == 2

@@ -133,13 +133,16 @@ class Profiler:
         from .controller import raw_location
 
         out: list[Collector] = []
-        if "python" in self.host:
-            outside = None
-            if os.environ.get(ENV_STACKS):  # under aiprof record: it may read our stacks
-                from .collectors.python_outside import connect
+        outside = None
+        wants_telemetry = not self.telemetry_outside and ("system" in self.host or bool(self.device))
+        if os.environ.get(ENV_STACKS) and ("python" in self.host or wants_telemetry):
+            # Under aiprof record: it may read our stacks, and poll our telemetry.
+            from .collectors.python_outside import connect
 
-                outside, why = connect(self.rate)
-                self.python_sampler = "outside" if outside is not None else f"in the job ({why})"
+            outside, why, took = connect(self.rate, stacks="python" in self.host, telemetry=wants_telemetry)
+            self.python_sampler = "outside" if outside is not None else f"in the job ({why})"
+            self.telemetry_outside = self.telemetry_outside or took
+        if "python" in self.host:
             if outside is not None:
                 out.append(outside)
             else:
@@ -191,6 +194,7 @@ class Profiler:
                 **self.torch_options,
             }
             collectors = self._build()
+            options["telemetry_outside"] = self.telemetry_outside
             if "python" in self.host:
                 options["python_sampler"] = self.python_sampler
             ctl = Controller(

@@ -84,15 +84,15 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     for stale in find_raw(output):
         shutil.rmtree(stale, ignore_errors=True)
     argv = wrap_python(cmd)
-    host = options.get("host")
     stacks = None
-    if (host is None or "python" in host) and not options.get("sample_inside") and sys.platform.startswith("linux"):
-        # Every recorded process of the job offers its interpreter's layout on this
-        # socket (collectors.python_outside): then its stacks are sampled from here.
+    if not options.get("sample_inside") and sys.platform.startswith("linux"):
+        # Every recorded process of the job offers its interpreter's layout (and a
+        # launcher's ranks their telemetry) on this socket (collectors.python_outside):
+        # then its stacks are sampled, and the ranks' telemetry polled, from here.
         from .outside_stacks import StackServer
 
         try:
-            stacks = StackServer(float(options.get("rate", 100.0)))
+            stacks = StackServer(options)
         except OSError:
             stacks = None  # no Unix sockets: each process samples itself
         else:

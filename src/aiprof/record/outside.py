@@ -7,8 +7,9 @@ child; that child, told so by :data:`ENV_POLLER` (the poller's pid, which is its
 parent's), records only its GC pauses and steps (its Python stacks are read from
 outside too, by aiprof.record.outside_stacks, for every recorded process of the job).
 Any other recorded process of the job (the ranks of a launcher) is not the poller's
-child and polls its telemetry in-process, as a script using
-:class:`~aiprof.record.Profiler` directly does.
+child: it asks for the same through ``aiprof record``'s socket, whose server then
+runs a poller for it (outside_stacks.StackServer), or, without ``aiprof record``,
+polls in-process, as a script using :class:`~aiprof.record.Profiler` directly does.
 
 After the job exits, :meth:`ChildPoller.merge` writes the readings into the child's
 raw folder in the format its in-process collectors would have written (the same

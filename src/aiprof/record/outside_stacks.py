@@ -1,4 +1,5 @@
-"""Python stacks of ``aiprof record``'s job, sampled from ``aiprof record``'s process.
+"""Python stacks of ``aiprof record``'s job, sampled from ``aiprof record``'s process
+(and the telemetry of its launcher ranks, polled from there).
 
 Every recorded process of the job (the job itself, or each rank a launcher starts)
 measures its interpreter's layout when it starts recording and offers it on the Unix
@@ -9,6 +10,9 @@ that process's memory with the layout, answers "ok" (or why not, and the process
 samples itself), and starts a :class:`StackPoller` for it: a thread of ``aiprof
 record`` reading that process's stacks (aiprof.record.pystate) ``rate_hz`` times a
 second, so the recorded process runs no sampler thread and never hands its GIL over.
+A process that is not ``aiprof record``'s direct child (a rank of a launcher) may
+also leave its system and device telemetry to the server, which then polls it with an
+:class:`~aiprof.record.outside.ChildPoller` as it does the direct child's.
 
 After the job, :meth:`StackServer.merge` fills each recorded process's raw ``python``
 data (which holds what only the process knows: the schedule's windows, its own
@@ -204,8 +208,10 @@ class StackPoller:
 class StackServer:
     """Takes the layout offers of the job's recorded processes; one poller each."""
 
-    def __init__(self, rate_hz: float) -> None:
-        self.rate_hz = rate_hz
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        """``aiprof record``'s recording options (rate, host, device)."""
+        self.rate_hz = float(options.get("rate", 100.0))
         self.name = f"aiprof-record-{os.getpid()}-{secrets.token_hex(6)}"
         """The socket's name in the abstract namespace (the value of ENV_STACKS)."""
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -216,6 +222,9 @@ class StackServer:
         self.pollers: dict[int, StackPoller] = {}
         self.refused: dict[int, str] = {}
         """pid -> why its stacks are not read from here (it samples itself)."""
+        self.telemetry: dict[int, Any] = {}
+        """pid -> the :class:`~aiprof.record.outside.ChildPoller` polling its telemetry
+        (processes that are not ``aiprof record``'s direct child: launcher ranks)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -227,6 +236,8 @@ class StackServer:
         self._sock.close()
         for p in list(self.pollers.values()):
             p.stop()
+        for t in list(self.telemetry.values()):
+            t.stop()
 
     def _serve(self) -> None:
         self._sock.settimeout(0.2)
@@ -254,28 +265,44 @@ class StackServer:
         if uid != os.getuid() or msg.get("pid") != pid:
             conn.sendall(b"refused: not a process of this job\n")
             return
-        if "layout" not in msg:
-            self.refused[pid] = str(msg.get("error", "no layout"))
-            return
-        poller = StackPoller(pid, self.rate_hz)
-        answer = poller.attach(msg["layout"])
-        if answer == "ok" and not self._stop.is_set():
-            old = self.pollers.pop(pid, None)
+        stacks: str | None = None
+        poller = None
+        if "layout" in msg:
+            poller = StackPoller(pid, self.rate_hz)
+            stacks = poller.attach(msg["layout"])
+            if stacks != "ok":
+                self.refused[pid] = stacks
+        elif "error" in msg:
+            self.refused[pid] = str(msg["error"])
+        telemetry = bool(msg.get("telemetry")) and not self._stop.is_set()
+        if poller is not None and stacks == "ok":
+            old = self.pollers.pop(pid, None)  # a pid used again
             if old is not None:
                 old.stop()
             self.pollers[pid] = poller
+        tele = None
+        if telemetry:
+            from .outside import ChildPoller
+
+            tele = self.telemetry[pid] = ChildPoller(pid, self.options)
+        conn.sendall(json.dumps({"stacks": stacks, "telemetry": telemetry}).encode() + b"\n")
+        # Started after the answer: the process waits for it, not for them.
+        if poller is not None and stacks == "ok":
             poller.start()
-        else:
-            self.refused[pid] = answer
-        conn.sendall(answer.encode() + b"\n")
+        if tele is not None:
+            tele.start()
 
     def merge(self, raw_dir: Path) -> bool:
-        """Put the samples of the process that recorded ``raw_dir`` into its raw
-        ``python`` data, if that process left its stacks to us; True if it did."""
+        """Put the samples (and telemetry) taken from the process that recorded
+        ``raw_dir`` into its raw data, if it left them to us; True if it did."""
         try:
             manifest = json.loads((raw_dir / MANIFEST).read_text())
         except (OSError, ValueError):
             return False
+        tele = self.telemetry.get(manifest.get("pid"))
+        if tele is not None:
+            tele.merge(raw_dir)
+            manifest = json.loads((raw_dir / MANIFEST).read_text())
         poller = self.pollers.get(manifest.get("pid"))
         entry = (manifest.get("collectors") or {}).get("python") or {}
         if poller is None or not entry.get("file"):

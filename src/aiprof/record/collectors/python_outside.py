@@ -71,38 +71,45 @@ class OutsideSampler(Collector):
         }
 
 
-def connect(rate_hz: float) -> tuple[OutsideSampler | None, str]:
-    """Offer this process's layout to ``aiprof record``; the collector to use if it
-    took it (else None), and why not."""
+def connect(rate_hz: float, *, stacks: bool = True, telemetry: bool = False) -> tuple[OutsideSampler | None, str, bool]:
+    """Offer this process to ``aiprof record``: its layout (``stacks``), and its
+    telemetry to poll (``telemetry``). Returns the stack collector to use if the
+    layout was taken (else None) and why not, and whether the telemetry was taken."""
     name = os.environ.get(ENV_STACKS)
     if not name:
-        return None, "aiprof record did not offer to read them (--sample-inside)"
+        return None, "aiprof record did not offer to read them (--sample-inside)", False
     # _socket, not socket: the job should not pay for importing socket.py.
     import _socket
     import json
 
-    from ..pystate import LayoutError, calibrate
+    msg: dict[str, Any] = {"pid": os.getpid(), "telemetry": telemetry}
+    if stacks:
+        from ..pystate import LayoutError, calibrate
 
-    try:
-        msg: dict[str, Any] = {"layout": calibrate(), "pid": os.getpid()}
-    except (LayoutError, OSError) as e:
-        msg = {"error": str(e), "pid": os.getpid()}
+        try:
+            msg["layout"] = calibrate()
+        except (LayoutError, OSError) as e:
+            msg["error"] = f"interpreter layout: {e}"
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(ANSWER_TIMEOUT_S)
         sock.connect("\0" + name)
         sock.sendall((json.dumps(msg) + "\n").encode())
-        if "error" in msg:
-            return None, f"interpreter layout: {msg['error']}"
-        answer = read_line(sock)
+        line = read_line(sock)
     except OSError as e:
-        return None, f"cannot reach aiprof record: {e}"
+        return None, f"cannot reach aiprof record: {e}", False
     finally:
         sock.close()
-    text = answer.decode(errors="replace").strip()
-    if text != "ok":
-        return None, text or "no answer"
-    return OutsideSampler(rate_hz), ""
+    try:
+        answer = json.loads(line)
+        took_stacks, took_telemetry = str(answer["stacks"]), bool(answer["telemetry"])
+    except (ValueError, KeyError, TypeError):
+        return None, line.decode(errors="replace").strip() or "no answer", False
+    if not stacks:
+        return None, "", took_telemetry
+    if took_stacks != "ok":
+        return None, msg.get("error") or took_stacks, took_telemetry
+    return OutsideSampler(rate_hz), "", took_telemetry
 
 
 def read_line(sock: Any) -> bytes:
