@@ -245,13 +245,16 @@ def test_stack_server_samples_another_process(tmp_path: Path) -> None:
     in_spin = [f for f in leaves if f[2] in ("spin_here", "spin_here.<locals>.<genexpr>")]
     assert len(in_spin) >= 0.8 * n
     assert all(f[3] == str(job) and f[4] in (6, 7) for f in in_spin)
-    # Every stack is whole: it goes back to the module.
+    # Every stack is whole: it goes back to the module (or, once the script is done,
+    # to the interpreter's exit, which runs threading._shutdown from C).
     for leaf in set(poller.stacks):
         chain = []
         while leaf >= 0:
             chain.append(by_id[leaf])
             leaf = by_id[leaf][1]
-        assert chain[-1][2] == "<module>" and chain[-1][3] == str(job)
+        root = chain[-1]
+        at_exit = root[2] == "_shutdown" and root[3].endswith("threading.py")
+        assert (root[2] == "<module>" and root[3] == str(job)) or at_exit, chain
 
 
 SCHEDULED = """
