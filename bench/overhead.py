@@ -18,7 +18,9 @@ Modes, each a fresh process, interleaved, repeated, median taken (noisy machines
 For aiprof two times are shown: "job" (the command's wall time up to the job's exit,
 what the workload pays) and "total" (plus writing the profile after the job). Ratios
 are given on the medians and on the minima of the repeats (noise only adds time, so
-the minimum is the steadier estimate of a mode's own cost). Peak
+the minimum is the steadier estimate of a mode's own cost), and paired ("pair"): the
+median over repeats of the ratio between runs of the same repeat, which a machine
+drifting slower or faster during the benchmark moves less. Peak
 memory is the maximum RSS of the process tree (wait4), minus the plain run's.
 
 Usage: python bench/overhead.py [--repeat 3] [--steps 300] [--quick]
@@ -104,6 +106,15 @@ def run(cmd: list[str]) -> tuple[float, int, str]:
 _JOB_RE = re.compile(r"job ([0-9.]+) s, profile written in ([0-9.]+) s")
 
 
+def _paired(times: list[float], base: list[float], reps: list[int], base_reps: list[int]) -> float:
+    """Median over repeats of (this mode's time / the base's time in the same repeat):
+    the runs of one repeat are minutes apart at most, so a machine that slows down or
+    speeds up over the benchmark moves both alike."""
+    by_rep = dict(zip(base_reps, base, strict=True))
+    ratios = [t / by_rep[r] for t, r in zip(times, reps, strict=True) if r in by_rep]
+    return statistics.median(ratios) if ratios else float("nan")
+
+
 def ensure_py_spy() -> str | None:
     exe = shutil.which("py-spy", path=str(Path(PY).parent)) or shutil.which("py-spy")
     if exe:
@@ -160,8 +171,10 @@ def main() -> None:
         walls: dict[str, list[float]] = {m: [] for m in modes}
         jobs: dict[str, list[float]] = {m: [] for m in modes}
         rss: dict[str, list[int]] = {m: [] for m in modes}
+        okay: dict[str, list[int]] = {m: [] for m in modes}
+        """The repeats each mode completed (to pair its runs with the plain ones)."""
         broken: dict[str, str] = {}
-        for _ in range(args.repeat):
+        for rep in range(args.repeat):
             for m, cmd in modes.items():
                 if m in broken:
                     continue
@@ -171,6 +184,7 @@ def main() -> None:
                     broken[m] = str(e).splitlines()[-1][:120]
                     continue
                 walls[m].append(wall)
+                okay[m].append(rep)
                 rss[m].append(peak)
                 got = _JOB_RE.search(err)
                 jobs[m].append(float(got.group(1)) if got else wall)
@@ -183,8 +197,8 @@ def main() -> None:
         base_min = min(walls["plain"])
         alone_min = min(walls["torch.profiler alone"]) if walls["torch.profiler alone"] else None
         print(
-            f"{'mode':24} {'job s':>8} {'job x':>7} {'min x':>7} {'total s':>8} {'total x':>8} {'vs torch':>9} "
-            f"{'min vs':>7} {'extra MiB':>10}"
+            f"{'mode':24} {'job s':>8} {'job x':>7} {'min x':>7} {'pair x':>7} {'total s':>8} {'total x':>8} "
+            f"{'vs torch':>9} {'min vs':>7} {'pair vs':>8} {'extra MiB':>10}"
         )
         for m in modes:
             if m in broken or not walls[m]:
@@ -195,9 +209,11 @@ def main() -> None:
             vs = f"{job / t_alone:9.3f}" if t_alone and ops else f"{'':9}"
             vs_min = f"{job_min / alone_min:7.3f}" if alone_min and ops else f"{'':7}"
             extra = (statistics.median(rss[m]) - base_rss) / 1024
+            pair = _paired(jobs[m], walls["plain"], okay[m], okay["plain"])
+            pair_vs = _paired(jobs[m], walls["torch.profiler alone"], okay[m], okay["torch.profiler alone"])
             print(
-                f"{m:24} {job:8.3f} {job / base:7.3f} {job_min / base_min:7.3f} {tot:8.3f} {tot / base:8.3f} {vs} "
-                f"{vs_min} {extra:10.1f}"
+                f"{m:24} {job:8.3f} {job / base:7.3f} {job_min / base_min:7.3f} {pair:7.3f} {tot:8.3f} "
+                f"{tot / base:8.3f} {vs} {vs_min} {f'{pair_vs:8.3f}' if ops else f'{chr(32) * 8}'} {extra:10.1f}"
             )
     print("\ngoals: aiprof default job x <= 1.03 on both workloads; aiprof ops job <= torch.profiler alone x 1.02")
     shutil.rmtree(tmp, ignore_errors=True)
