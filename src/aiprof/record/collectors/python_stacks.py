@@ -34,6 +34,10 @@ from .base import SHOWN_AS, Collector, PollingThread, fail
 DEFAULT_RATE_HZ = 100.0
 
 
+#: Switch interval while a sample is taken: long enough that no other thread runs
+#: before the sampler lets the GIL go (a walk takes tens of microseconds).
+GIL_HOLD_S = 1.0
+
 #: Distinct stacks remembered by the fast path; past that it starts afresh (the tree,
 #: and so the data, is not affected: only new stacks cost an intern walk again).
 STACK_CACHE_SIZE = 20_000
@@ -94,8 +98,21 @@ class PythonSampler(Collector):
         self.recording = on
 
     def _tick(self) -> None:
-        if self.recording:
-            self.sample(sys._current_frames(), self._clock())
+        if not self.recording:
+            return
+        # Keep the GIL for the whole walk, and until no frame object of another
+        # thread is held: a thread that ran in the middle of it could pop the frames
+        # being walked. Reading frames that another thread changes under the reader is
+        # a known crash of in-process samplers on 3.11 (gh-99110; ddtrace and sentry
+        # reports); the job crashed once in bench/overhead.py with --sample-inside.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_HOLD_S)
+        try:
+            frames = sys._current_frames()
+            self.sample(frames, self._clock())
+            del frames
+        finally:
+            sys.setswitchinterval(switch)
 
     def sample(self, frames: dict[int, FrameType], now_ns: int) -> None:
         """Record one sample of each thread in ``frames`` (thread ident -> top frame)."""
