@@ -102,7 +102,7 @@ class StackReader:
         self._co_size = (
             max(L["co_filename"], L["co_qualname"], L["co_linetable"], L["co_firstlineno"], L["co_flags"]) + 8
         )
-        self._codes: dict[int, CodeInfo | None] = {}
+        self._codes: dict[int, CodeInfo] = {}
 
     def threads(self) -> list[tuple[int, int, int, int]]:
         """(ident, native id, address of the current frame, address of the thread
@@ -149,15 +149,13 @@ class StackReader:
         out: list[int] = []
         push = out.append
         depth = 0
-        info: CodeInfo | bool | None = None
+        info: CodeInfo | None = None
         while frame:
             b = read(frame, size)
             if b is None:
                 return None
             code = _u64(b, off_code)
-            info = codes.get(code, False)
-            if info is False:
-                info = self.code(code)
+            info = codes.get(code) or self.code(code)
             if info is None:
                 return None
             push(code)
@@ -166,14 +164,15 @@ class StackReader:
             depth += 1
             if depth > MAX_DEPTH:
                 return None
-        if isinstance(info, CodeInfo) and info.resumable:
+        if info is not None and info.resumable:
             return None
         return out
 
     def code(self, addr: int) -> CodeInfo | None:
         """The code object at ``addr`` (remembered), or None if it is not one."""
-        if addr in self._codes:
-            return self._codes[addr]
+        info = self._codes.get(addr)
+        if info is not None:
+            return info
         info = self._read_code(addr)
         if info is not None:
             self._codes[addr] = info
@@ -331,8 +330,8 @@ class _Probe:
             raise LayoutError(f"cannot read {size} bytes at {addr:#x}")
         return b
 
-    def _find(self, block: bytes, value: int, start: int = 0, stop: int | None = None) -> int:
-        for off in range(start, min(stop or len(block), len(block)) - 7, 8):
+    def _find(self, block: bytes, value: int, start: int = 0) -> int:
+        for off in range(start, len(block) - 7, 8):
             if _u64(block, off) == value:
                 return off
         raise LayoutError(f"value {value:#x} not found")
