@@ -160,6 +160,27 @@ def test_connect_offers_the_layout_to_the_server() -> None:
         server.stop()
 
 
+def test_a_second_offer_keeps_the_first_poller() -> None:
+    # A process that records twice (start, stop, start) offers twice: the samples
+    # taken for its first recording must not be thrown away with a new poller.
+    server = StackServer({"rate": 100.0})
+    server.start()
+    os.environ[ENV_STACKS] = server.name
+    try:
+        assert connect(100.0)[0] is not None
+        first = server.pollers[os.getpid()]
+        time.sleep(0.2)
+        taken = len(first.ts)
+        assert taken >= 3
+        assert connect(100.0)[0] is not None
+        assert server.pollers[os.getpid()] is first
+        time.sleep(0.2)
+        assert len(first.ts) > taken, "it goes on sampling"
+    finally:
+        os.environ.pop(ENV_STACKS, None)
+        server.stop()
+
+
 def test_connect_obeys_a_refusal() -> None:
     # A server that cannot read the job (here: a socket that answers so).
     name = f"aiprof-test-{os.getpid()}"

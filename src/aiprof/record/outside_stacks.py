@@ -222,6 +222,8 @@ class StackServer:
         self.pollers: dict[int, StackPoller] = {}
         self.refused: dict[int, str] = {}
         """pid -> why its stacks are not read from here (it samples itself)."""
+        self._started: dict[int, int | None] = {}
+        """pid -> its process's start time (to tell a pid used again)."""
         self.telemetry: dict[int, Any] = {}
         """pid -> the :class:`~aiprof.record.outside.ChildPoller` polling its telemetry
         (processes that are not ``aiprof record``'s direct child: launcher ranks)."""
@@ -265,32 +267,45 @@ class StackServer:
         if uid != os.getuid() or msg.get("pid") != pid:
             conn.sendall(b"refused: not a process of this job\n")
             return
+        # A process that records again (start, stop, start) offers again: it keeps
+        # its pollers, whose samples and readings every one of its recordings takes
+        # its own window of. A pid taken by a new process gets new ones.
+        started = _start_time(pid)
+        if self._started.get(pid) != started:
+            self._forget(pid)
+            self._started[pid] = started
         stacks: str | None = None
         poller = None
-        if "layout" in msg:
+        if pid in self.pollers:
+            stacks = "ok"
+        elif "layout" in msg:
             poller = StackPoller(pid, self.rate_hz)
             stacks = poller.attach(msg["layout"])
-            if stacks != "ok":
+            if stacks == "ok":
+                self.pollers[pid] = poller
+            else:
                 self.refused[pid] = stacks
         elif "error" in msg:
             self.refused[pid] = str(msg["error"])
         telemetry = bool(msg.get("telemetry")) and not self._stop.is_set()
-        if poller is not None and stacks == "ok":
-            old = self.pollers.pop(pid, None)  # a pid used again
-            if old is not None:
-                old.stop()
-            self.pollers[pid] = poller
         tele = None
-        if telemetry:
+        if telemetry and pid not in self.telemetry:
             from .outside import ChildPoller
 
             tele = self.telemetry[pid] = ChildPoller(pid, self.options)
         conn.sendall(json.dumps({"stacks": stacks, "telemetry": telemetry}).encode() + b"\n")
         # Started after the answer: the process waits for it, not for them.
-        if poller is not None and stacks == "ok":
+        if poller is not None and pid in self.pollers:
             poller.start()
         if tele is not None:
             tele.start()
+
+    def _forget(self, pid: int) -> None:
+        poller, tele = self.pollers.pop(pid, None), self.telemetry.pop(pid, None)
+        if poller is not None:
+            poller.stop()
+        if tele is not None:
+            tele.stop()
 
     def merge(self, raw_dir: Path) -> bool:
         """Put the samples (and telemetry) taken from the process that recorded
@@ -317,6 +332,15 @@ class StackServer:
             entry["failed"] = poller.failed
             write_atomic(raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
         return True
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 __all__ = ["StackPoller", "StackServer"]
