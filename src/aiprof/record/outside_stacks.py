@@ -141,11 +141,8 @@ class StackPoller:
         return True
 
     def _alive(self) -> bool:
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-        except (OSError, IndexError):
-            return False
+        stat = _stat(self.pid)
+        return bool(stat) and stat[0] != b"Z"
 
     def _intern(self, walk: list[int]) -> int:
         from .pystate import line_of
@@ -334,13 +331,20 @@ class StackServer:
         return True
 
 
-def _start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks since boot), None if unknown."""
+def _stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or []
+    if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot), None if unknown."""
+    stat = _stat(pid)
+    return int(stat[19]) if len(stat) > 19 else None
 
 
 __all__ = ["StackPoller", "StackServer"]
