@@ -22,6 +22,11 @@ from ..errors import AiprofError
 @click.option("--ops/--no-ops", default=False, show_default=True, help="Record framework operators (torch.profiler).")
 @click.option("--no-device", is_flag=True, help="Do not poll device telemetry.")
 @click.option(
+    "--no-device-trace",
+    is_flag=True,
+    help="Without --ops: do not trace the kernels, copies and launches of an accelerator torch can use.",
+)
+@click.option(
     "--schedule", "schedule_text", metavar="W,WU,A[,R[,S]]", help="wait,warmup,active[,repeat[,skip_first]] steps."
 )
 @click.option("--shapes", is_flag=True, help="With --ops: record input shapes.")
@@ -35,6 +40,7 @@ def command(
     sample_inside: bool,
     ops: bool,
     no_device: bool,
+    no_device_trace: bool,
     schedule_text: str | None,
     shapes: bool,
     stack: bool,
@@ -42,7 +48,8 @@ def command(
     cmd: tuple[str, ...],
 ) -> None:
     """Run COMMAND and record it: Python stacks, system and device telemetry, steps,
-    and with --ops the framework operators. Exits with COMMAND's exit status."""
+    what an accelerator ran (kernels, copies, launches, when torch sees one), and with
+    --ops the framework operators. Exits with COMMAND's exit status."""
     from ..record.controller import default_output
     from ..record.launch import run
     from ..record.schedule import parse_schedule
@@ -58,6 +65,7 @@ def command(
     options = {
         "host": host,
         "device": not no_device,
+        "device_trace": not no_device_trace,
         "rate": rate,
         "sample_inside": sample_inside,
         "schedule": schedule_text,

@@ -64,6 +64,10 @@ class Profiler:
             instead of by a thread here, when this interpreter's layout verifies
             (collectors.python_outside); :attr:`python_sampler` says which.
         record_shapes, with_stack, profile_memory: passed to torch.profiler (ops).
+        device_trace: without the ``ops`` collector, trace what the accelerator ran
+            (kernels, copies, memsets, runtime launches) through torch.profiler's device
+            activities alone, once the job imports torch and torch sees a device
+            (collectors.device_trace); nothing happens on a machine without one.
         collectors: extra :class:`~aiprof.record.collectors.base.Collector` objects.
         defer: only dump raw data at stop; someone else (``aiprof record``) finalizes.
         telemetry_outside: system metrics and device telemetry are polled by another
@@ -84,6 +88,7 @@ class Profiler:
         record_shapes: bool = False,
         with_stack: bool = False,
         profile_memory: bool = False,
+        device_trace: bool = True,
         collectors: Sequence[Collector] = (),
         defer: bool = False,
         telemetry_outside: bool = False,
@@ -108,6 +113,7 @@ class Profiler:
             "with_stack": with_stack,
             "profile_memory": profile_memory,
         }
+        self.device_trace = device_trace
         self.extra = list(collectors)
         self.defer = defer
         self.telemetry_outside = telemetry_outside
@@ -166,9 +172,15 @@ class Profiler:
                         raw_location(self.path, self.rank),
                         self.schedule,
                         process_ends=self.defer,
-                        **self.torch_options,
+                        record_shapes=self.torch_options["record_shapes"],
+                        with_stack=self.torch_options["with_stack"],
+                        profile_memory=self.torch_options["profile_memory"],
                     )
                 )
+        elif self.device_trace:
+            from .collectors.device_trace import DeviceTraceCollector
+
+            out.append(DeviceTraceCollector(raw_location(self.path, self.rank), self.schedule, process_ends=self.defer))
         if self.device and not self.telemetry_outside:
             from .collectors.device import DeviceCollector
 
@@ -191,6 +203,7 @@ class Profiler:
                 # Deferred profilers are the whole-process ones that `aiprof record` starts.
                 "whole_process": self.defer,
                 "telemetry_outside": self.telemetry_outside,
+                "device_trace": self.device_trace and "ops" not in self.host,
                 **self.torch_options,
             }
             collectors = self._build()

@@ -168,6 +168,7 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
             "clock": clock,
             "options": manifest.get("options"),
             "collectors": {k: {"failed": v.get("failed")} for k, v in collectors.items()},
+            "device_trace": (ops or {}).get("device_trace"),
         }
         meta["sources"].append({"importer": "aiprof.record", "path": str(profile), "collectors": sorted(collectors)})
     if not keep_raw:
@@ -393,10 +394,12 @@ def _write_ops(
         if offsets:
             origin = offsets[len(offsets) // 2] + mono0
         else:
-            # No marker (an active window that saw no step edge): torch's clock is Unix.
+            # No marker (an active window that saw no step edge, or a device-only
+            # trace, which records no record_function): torch's clock is Unix.
             base = _base_time(path)
             origin = int(clock["unix0"]) - base
-            ctx.warn(f"{name}: no clock-sync marker; aligned through the wall clock")
+            if data.get("clock_markers", True):
+                ctx.warn(f"{name}: no clock-sync marker; aligned through the wall clock")
         ctx.origin_raw_ns = origin
         load_chrome_trace(path, ctx, converter=RecordedTrace)
     summary.events.update(ctx.kinds - before)

@@ -46,6 +46,14 @@ def available_activities() -> list[Any]:
     return acts
 
 
+def device_activities() -> list[Any]:
+    """The device activities alone (kernels, copies, the runtime calls that launched
+    them): what a default recording traces, without torch's CPU operator recording."""
+    from torch.profiler import ProfilerActivity
+
+    return [a for a in available_activities() if a != ProfilerActivity.CPU]
+
+
 def _true(fn: Callable[[], Any]) -> bool:
     try:
         return bool(fn())
@@ -67,9 +75,15 @@ class TorchOpsCollector(Collector):
         with_stack: bool = False,
         profile_memory: bool = False,
         process_ends: bool = False,
+        activities: list[Any] | None = None,
     ) -> None:
         super().__init__()
         self.raw_dir = raw_dir
+        self.wanted = activities
+        """torch.profiler activities to record; None: the CPU and every device
+        (:func:`available_activities`). Without the CPU activity torch records no
+        ``record_function``, so no clock-sync marker either: the finalizer aligns
+        such traces through the wall clock."""
         self.process_ends = process_ends
         """The recording stops only when the process ends (``aiprof record``'s): the
         stopped profiler is then left to the OS instead of freed (see stop)."""
@@ -77,13 +91,16 @@ class TorchOpsCollector(Collector):
         self.options = {"record_shapes": record_shapes, "with_stack": with_stack, "profile_memory": profile_memory}
         self.traces: list[str] = []
         self.activities: list[str] = []
+        self.markers = True
+        """Whether clock-sync markers are recorded (only with the CPU activity)."""
         self._prof: Any = None
 
     def start(self) -> None:
         import torch.profiler as tp
 
-        acts = available_activities()
+        acts = available_activities() if self.wanted is None else list(self.wanted)
         self.activities = [a.name for a in acts]
+        self.markers = "CPU" in self.activities
         sched = None
         if self.schedule is not None:
             ours = self.schedule
@@ -112,7 +129,7 @@ class TorchOpsCollector(Collector):
         )
 
     def _sync(self) -> None:
-        if self._recording():
+        if self.markers and self._recording():
             from torch.profiler import record_function
 
             with record_function(f"{SYNC_PREFIX}{time.monotonic_ns()}"):
@@ -150,4 +167,9 @@ class TorchOpsCollector(Collector):
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(prof))
 
     def dump(self, raw_dir: Path) -> dict[str, Any]:
-        return {"traces": list(self.traces), "activities": self.activities, "options": self.options}
+        return {
+            "traces": list(self.traces),
+            "activities": self.activities,
+            "options": self.options,
+            "clock_markers": self.markers,
+        }
