@@ -48,7 +48,12 @@ def test_child_poller_fills_a_recording_that_left_telemetry_to_it(tmp_path: Path
     poller.start()
     prof = Profiler(tmp_path / "out", host=["system"], device=True, defer=True, telemetry_outside=True)
     prof.start()
-    assert {c.name for c in prof._controller.collectors} == {"system"}  # type: ignore[union-attr]
+    # No telemetry poller in the job: the system collector (its GC listener only) and the
+    # device trace, which polls nothing (it waits for torch and a device it can trace).
+    from aiprof.record.collectors.device_trace import DeviceTraceCollector
+
+    collectors = {c.name: c for c in prof._controller.collectors}  # type: ignore[union-attr]
+    assert set(collectors) == {"system", "ops"} and isinstance(collectors["ops"], DeviceTraceCollector)
     t0 = time.monotonic()
     while time.monotonic() - t0 < 0.6:
         sum(i * i for i in range(10000))
