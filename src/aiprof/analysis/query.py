@@ -20,8 +20,11 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import QueryError
+
+_ARROW_MAJOR = int(pa.__version__.split(".")[0])
 
 OPS = ("in", "not_in", "contains", "not_contains", "range", "ge", "gt", "le", "lt")
 _EXPR = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(!=|!~|>=|<=|=|~|>|<)\s*(.*?)\s*$")
@@ -136,6 +139,8 @@ class Query:
 
     def apply(self, table: pa.Table) -> tuple[pa.Table, int]:
         """Filter, sort and page ``table``; returns (page, rows matching before paging)."""
+        if not self.filters:
+            return self._sort_and_page(table), table.num_rows
         con = duckdb.connect(":memory:")
         try:
             con.register("t", table)
@@ -143,6 +148,25 @@ class Query:
         finally:
             con.close()
         return page.cast(table.schema), total
+
+    def _sort_and_page(self, table: pa.Table) -> pa.Table:
+        # Without filters Arrow sorts and slices in place: a DuckDB connection per call
+        # cost ~15 ms, most of the time of a small view (the report runs 18 of them).
+        # Same order as the SQL path: nulls last in either direction, ties kept stable.
+        for c, _ in self.sort:
+            if c not in table.schema.names:
+                raise QueryError(f"no column {c!r} to sort on; columns: {', '.join(table.schema.names)}")
+        if self.sort and table.num_rows > 1:
+            orders = [(c, "descending" if desc else "ascending") for c, desc in self.sort]
+            if _ARROW_MAJOR >= 25:  # null placement per key (the global option is deprecated)
+                idx = pc.sort_indices(table, sort_keys=[(c, o, "at_end") for c, o in orders])
+            else:
+                idx = pc.sort_indices(table, sort_keys=orders, null_placement="at_end")
+            table = table.take(idx)
+        start = int(self.offset or 0)
+        if self.limit is not None:
+            return table.slice(start, int(self.limit))
+        return table.slice(start) if start else table
 
     def apply_sql(self, con: duckdb.DuckDBPyConnection, sql: str) -> tuple[pa.Table, int]:
         """Same as :meth:`apply` for the rows of a SQL query on ``con``, so DuckDB filters
