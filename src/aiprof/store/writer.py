@@ -206,6 +206,11 @@ class ProfileWriter:
         for w in self._writers.values():
             w.close()
         self._writers.clear()
+        if self.rows.get("memory"):
+            from .memory_totals import derive_allocated
+
+            for message in derive_allocated(self._tmp / "memory.parquet"):
+                self.warn(message)
         self.meta["tables"] = dict(self.rows)
         (self._tmp / META_FILE).write_text(json.dumps(self.meta, indent=1, default=_json_default))
         if self.path.exists():
