@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kineto_builders import span, write_trace
 
 from aiprof.analysis import full_table
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
+from kineto_builders import span, write_trace
 
 
 def mem(ts: float, addr: int, b: int, device: int = 0, **totals: int) -> dict[str, Any]:
