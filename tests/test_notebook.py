@@ -132,12 +132,15 @@ def test_cell_shows_breakdown_advice_and_top_functions(recorded: tuple[list[Any]
         ov = [r for r in run(prof, "overview").rows if r["section"] == "breakdown" and r["step"] is None]
         items = advise(prof)
         top_py = run(prof, "python", None).rows
+        accelerators = [d for d in prof.devices if d.get("type") != "cpu"]
     shown = max(ov, key=lambda r: r["percent"])
     assert f"{shown['category']} " in page and f"({shown['percent']:.1f}%)" in page
     assert items, "the example's profile gives advice"
     for a in items[:3]:
         assert html.escape(a.title) in page and html.escape(a.fix) in page
     assert "Evidence:" in page and "Fix:" in page
+    assert 'class="aiprof-devices"' in page
+    assert ("No accelerator in this profile" in page) == (not accelerators)
     top = max(top_py, key=lambda r: r["self_samples"])
     assert 'class="aiprof-top-python"' in page and html.escape(top["function"]) in page
     assert "<script" not in page  # plain HTML: the same in JupyterLab, VS Code and a saved file
@@ -157,6 +160,32 @@ def test_cell_timeline_is_served_by_the_kernel(recorded: tuple[list[Any], str, P
     assert [p["id"] for p in listing["profiles"]] == [pid]
     with urllib.request.urlopen(base + f"api/v1/profiles/{pid}/timeline?width=800", timeout=60) as r:
         assert r.status == 200
+
+
+def test_only_the_cells_threads_are_sampled(kernel: Kernel, recorded: tuple[list[Any], str, Path], work: Path) -> None:
+    prof = work / "threads.aiprof"
+    out, status = kernel.run(
+        "import urllib.request\n"
+        "urllib.request.urlopen(_aiprof.serve().url + 'api/v1/profiles').read()  # the server's workers exist now"
+    )
+    assert status == "ok", out
+    out, status = kernel.run(
+        f"%%aiprof -o {prof} --no-timeline\n"
+        "import threading, time\n"
+        "def spin():\n"
+        "    t = time.time()\n"
+        "    while time.time() - t < 0.4:\n"
+        "        pass\n"
+        "names = [t.name for t in threading.enumerate()]\n"
+        "w = threading.Thread(target=spin, name='user-worker'); w.start(); time.sleep(0.4); w.join()\n"
+        "print(threading.main_thread().native_id, w.native_id, 'AnyIO worker thread' in names, len(names))"
+    )
+    assert status == "ok", out
+    main_tid, user_tid, workers, n = streams(out).split()
+    assert workers == "True" and int(n) >= 6  # the kernel's and the server's threads were running
+    with open_profile(prof) as p:
+        tids = {r["tid"] for r in p.sql("SELECT DISTINCT tid FROM samples").to_pylist()}
+    assert tids == {int(main_tid), int(user_tid)}
 
 
 def test_error_in_the_cell_is_the_cells(kernel: Kernel, work: Path) -> None:
@@ -246,7 +275,10 @@ def test_handle_rows_are_the_clis(kernel: Kernel, recorded: tuple[list[Any], str
     subprocess.run(
         [*AIPROF, "timechart", str(path), "-o", str(cli_chart)], check=True, capture_output=True, timeout=300
     )
-    assert json.loads(chart.read_text()) == json.loads(cli_chart.read_text())
+    mine, theirs = json.loads(chart.read_text()), json.loads(cli_chart.read_text())
+    # The same events; counters of one timestamp come in no fixed order.
+    ordered = [sorted(json.dumps(e, sort_keys=True) for e in d.pop("traceEvents")) for d in (mine, theirs)]
+    assert ordered[0] == ordered[1] and len(ordered[0]) > 1000 and mine == theirs
 
 
 def test_table_displays_and_converts(kernel: Kernel) -> None:
@@ -279,3 +311,25 @@ def test_table_displays_and_converts(kernel: Kernel) -> None:
             assert rest[0].startswith("AiprofError") and f"pip install {lib}" in rest[0] and rest[0].endswith("True")
     page = html_outputs(out)[0]
     assert "<table" in page and "duration_us (µs)" in page
+
+
+def test_example_notebook_runs(tmp_path: Path) -> None:
+    """examples/notebook.ipynb, every cell, as a user runs it (in its own folder)."""
+    import shutil
+
+    for f in ("notebook.ipynb", "train_cpu.py"):
+        shutil.copy(EXAMPLES / f, tmp_path / f)
+    nb = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # raises CellExecutionError on any failing cell
+    pages = [h for c in nb.cells if c.cell_type == "code" for h in html_outputs(c.outputs) if "aiprof-overview" in h]
+    assert len(pages) == 3  # the two recorded cells and %aiprof
+    recorded = sorted((tmp_path / "aiprof-notebook").glob("cell*.aiprof"), key=lambda p: int(p.name[4:].split("-")[0]))
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%aiprof")]
+    assert [int(p.name[4:].split("-")[0]) for p in recorded] == counts  # named for the cell's In [N]
+    with open_profile(recorded[0]) as p:
+        assert len([r for r in run(p, "steps").rows if r["step"] is not None]) >= 200
+    with open_profile(recorded[1]) as p:
+        assert p.tables.get("events", 0) > 0 and run(p, "operators").rows

@@ -28,7 +28,7 @@ TOP_ADVICE = 3
 #: Rows of each top table (functions, operators, kernels).
 TOP_ROWS = 5
 #: Steps drawn as bars in the chart; the rest are counted in a note.
-MAX_STEP_BARS = 120
+MAX_STEP_BARS = 300
 #: Ranks drawn in the chart.
 MAX_RANKS = 4
 #: Characters of a name shown in a table cell (the full name is its tooltip).
@@ -184,7 +184,7 @@ def _table(rows: list[dict[str, Any]], cols: list[str], numeric: Iterable[str] =
     return f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _device_table(ov: list[dict[str, Any]]) -> str:
+def _device_table(ov: list[dict[str, Any]], accelerators: bool) -> str:
     rows = [r for r in ov if r["section"] in ("utilization", "device") and r.get("step") is None]
     if not rows:
         return f'<p style="{_MUTED};margin:2px 0">No device activity in this profile (host only).</p>'
@@ -207,7 +207,11 @@ def _device_table(ov: list[dict[str, Any]]) -> str:
         f'<th style="{_CELL};text-align:{a}">{t}</th>'
         for t, a in (("rank", "left"), ("device", "left"), ("figure", "left"), ("time (µs)", "right"), ("%", "right"))
     )
-    return f'<table class="aiprof-devices" style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{"".join(out)}</tbody></table>'
+    note = ""
+    if not accelerators and all(not r.get("time_us") for r in rows):
+        note = f'<p style="{_MUTED};margin:2px 0">No accelerator in this profile: the host did all the work.</p>'
+
+    return f'<table class="aiprof-devices" style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{"".join(out)}</tbody></table>{note}'
 
 
 def advice_html(items: list[dict[str, Any]], total: int) -> str:
@@ -296,7 +300,7 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         parts.append(f'<p style="{_MUTED}">{esc(errors.get("overview") or "No step time to break down.")}</p>')
 
     parts.append(f'<div style="{_H}">Device utilization</div>')
-    parts.append(_device_table(ov))
+    parts.append(_device_table(ov, any(d.get("type") != "cpu" for d in prof.devices)))
 
     parts.append(f'<div style="{_H}">Top advice</div>')
     advice = data.get("advice")

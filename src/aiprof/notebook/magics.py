@@ -71,7 +71,7 @@ class AiprofMagics(Magics):
     # -- %%aiprof ----------------------------------------------------------------------
 
     def _record(self, line: str, cell: str) -> None:
-        from .cell_profiler import CellProfiler, kernel_threads
+        from .cell_profiler import CellProfiler
 
         opts = parse(record_command(), line)
         if opts is None:
@@ -80,8 +80,9 @@ class AiprofMagics(Magics):
         shell: Any = self.shell
         if _needs_await(shell, cell):
             raise AiprofError("%%aiprof cannot record a cell with top-level await: call the coroutine from a function")
-        out = opts["output"] or default_output(shell.execution_count)
-        prof = CellProfiler(out, skip_threads=kernel_threads(), **settings)
+        count = shell.execution_count - 1  # IPython counts the cell before running it: In [count]
+        out = opts["output"] or default_output(count)
+        prof = CellProfiler(out, **settings)
         outer = shell.displayhook.exec_result
         prof.start()
         result = None
@@ -100,7 +101,7 @@ class AiprofMagics(Magics):
         if path is None:
             return
         notes = prof.summary.lines()[1:] if prof.summary is not None else []
-        h = handles.ProfileHandle([path], label=f"cell [{shell.execution_count}] · {path.name}", notes=notes)
+        h = handles.ProfileHandle([path], label=f"cell [{count}] · {path.name}", notes=notes)
         self._publish(h)
         if not opts["no_display"]:
             try:
