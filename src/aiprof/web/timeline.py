@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -104,7 +105,10 @@ class Timeline:
             if self._built:
                 return
             con = self.profile.con
-            con.execute("SET enable_progress_bar = false")
+            try:
+                con.execute("SET enable_progress_bar = false")
+            except duckdb.Error:
+                pass  # in Jupyter without ipywidgets DuckDB refuses the setting (off there already)
             con.execute(
                 f"""
                 CREATE OR REPLACE TEMP TABLE tl_tracks AS
