@@ -125,3 +125,23 @@ def test_steps_view_energy_and_diff(tmp_path: Path) -> None:
     assert v["energy_j"]["change_pct"] == pytest.approx(20.0, abs=0.5)
     assert v["j_per_sample"]["verdict"] == "higher"
     assert v["avg_w"]["verdict"] == "no significant change"
+
+
+def test_recorded_sample_counts(tmp_path: Path) -> None:
+    # A real recording: annotate(..., samples=N) counts per step; batch_size is kept.
+    from aiprof.analysis.energy import batch_size, step_samples
+    from aiprof.record import Profiler, annotate
+
+    with Profiler(output=tmp_path / "r.aiprof", host=[], device=False, batch_size=48) as prof:
+        for n in (16, 32, 48):
+            with annotate("forward", samples=n):
+                sum(range(1000))
+            with annotate("backward"):
+                sum(range(1000))
+            prof.step()
+    with open_profile(tmp_path / "r.aiprof") as p:
+        assert batch_size(p) == 48
+        counted = step_samples(p)
+        steps = sorted(k for k in counted if k[1] >= 0)
+        assert [counted[k] for k in steps] == [16.0, 32.0, 48.0]
+        assert counted[(steps[0][0], -1)] == 96.0

@@ -16,8 +16,9 @@ spike shorter than the sampling interval is invisible to any sampler); docs/ener
 derives it. Without step marks each rank's span is one window (step null); a profile
 with counters but no events (an SMI log) gets one window per device: its sampled span.
 
-Samples per step come from the recording's ``--batch-size`` (profile.json
-``record.options.batch_size``).
+Samples per step: the sum of the ``samples`` counts the script gave
+``aiprof.annotate(name, samples=N)`` inside the step, else the recording's
+``--batch-size`` (profile.json ``record.options.batch_size``).
 """
 
 from __future__ import annotations
@@ -128,6 +129,28 @@ def batch_size(profile: Profile) -> int | None:
     return None
 
 
+def step_samples(profile: Profile) -> dict[tuple[int, int], float]:
+    """(rank, step) -> samples counted by ``annotate(..., samples=N)``; step -1 holds a
+    rank's total (for the whole-span window of a run without step marks)."""
+    t = profile.sql(
+        "SELECT rank, coalesce(step, -1) AS step, sum(TRY_CAST(json_extract_string(args, '$.samples') AS DOUBLE)) "
+        "FROM events WHERE kind = 'user_annotation' AND cat = 'aiprof' AND args LIKE '%\"samples\"%' GROUP BY ALL"
+    )
+    out: dict[tuple[int, int], float] = {}
+    for r, s, n in zip(*(t.column(i).to_pylist() for i in range(3))):
+        if not n:
+            continue
+        out[(int(r), int(s))] = out.get((int(r), int(s)), 0.0) + float(n)
+        if s != -1:
+            out[(int(r), -1)] = out.get((int(r), -1), 0.0) + float(n)
+    return out
+
+
+def _samples_of(counted: dict[tuple[int, int], float], batch: int | None, rank: int, step: int | None) -> float | None:
+    n = counted.get((rank, -1 if step is None else step))
+    return n if n else (float(batch) if batch else None)
+
+
 def _windows(profile: Profile) -> dict[str, np.ndarray]:
     from .overview import _compute_all
 
@@ -146,7 +169,8 @@ def _energy(profile: Profile) -> list[dict[str, Any]]:
         if not len(c["ts"]):
             return []
         w = _windows(profile)
-        samples = batch_size(profile)
+        batch = batch_size(profile)
+        counted = step_samples(profile)
         rows: list[dict[str, Any]] = []
         keys = sorted({(int(r), str(t), int(d)) for r, t, d in zip(c["rank"], c["device_type"], c["device"])})
         for rank, dtype, dev in keys:
@@ -172,9 +196,10 @@ def _energy(profile: Profile) -> list[dict[str, Any]]:
                 steps = [None]
             fn = integrate_energy if metric == ENERGY_METRIC else integrate_power
             joules, err = fn(ts, val, w0, w1)
-            inside = np.searchsorted(ts, w1, side="left") - np.searchsorted(ts, w0, side="left")
+            inside = np.searchsorted(ts, w1, side="right") - np.searchsorted(ts, w0, side="left")
             for i, step in enumerate(steps):
                 dur_s = (w1[i] - w0[i]) / 1e9
+                samples = _samples_of(counted, batch, rank, step)
                 rows.append(
                     {
                         "rank": rank,
@@ -182,7 +207,7 @@ def _energy(profile: Profile) -> list[dict[str, Any]]:
                         "device_type": dtype,
                         "device": dev,
                         "source": metric,
-                        "samples": int(inside[i]),
+                        "readings": int(inside[i]),
                         "duration_us": (w1[i] - w0[i]) / 1000.0,
                         "energy_j": float(joules[i]),
                         "error_j": float(err[i]),
@@ -202,7 +227,7 @@ _SCHEMA = pa.schema(
         ("device_type", pa.string()),
         ("device", pa.int64()),
         ("source", pa.string()),
-        ("samples", pa.int64()),
+        ("readings", pa.int64()),
         ("duration_us", pa.float64()),
         ("energy_j", pa.float64()),
         ("error_j", pa.float64()),
@@ -220,7 +245,7 @@ _SCHEMA = pa.schema(
 )
 def energy(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank, step window and device with power or energy counters: source
-    (energy: a cumulative counter; power: integrated samples), samples (counter readings
+    (energy: a cumulative counter; power: integrated samples), readings (counter readings
     inside the window), duration_us, energy_j and its bound error_j (J), avg_w (W),
     j_per_sample (J, when the batch size is known). Step null: the rank's whole span
     (no step marks) or an SMI log's sampled span."""
@@ -247,7 +272,9 @@ def step_columns(profile: Profile, rank: np.ndarray, step: np.ndarray, dur_ns: n
     }
     with np.errstate(divide="ignore", invalid="ignore"):
         out["avg_w"] = np.where(dur_ns > 0, out["energy_j"] / (np.asarray(dur_ns) / 1e9), np.nan)
-    samples = batch_size(profile)
-    if samples:
-        out["j_per_sample"] = out["energy_j"] / samples
+    batch = batch_size(profile)
+    counted = step_samples(profile)
+    if batch or counted:
+        n = np.array([_samples_of(counted, batch, r, None if s < 0 else s) or np.nan for r, s in keys])
+        out["j_per_sample"] = out["energy_j"] / n
     return out

@@ -70,6 +70,7 @@ def profiler_from_env() -> Profiler:
         record_shapes=bool(opts.get("record_shapes")),
         with_stack=bool(opts.get("with_stack")),
         profile_memory=bool(opts.get("profile_memory")),
+        batch_size=opts.get("batch_size"),
         defer=os.environ.get(ENV_DEFER) == "1",
         telemetry_outside=os.environ.get(ENV_POLLER) == str(os.getppid()),
     )
