@@ -14,7 +14,7 @@ prints each diff's medians, change, confidence interval and p-value, the energy 
 step and per sample where the machine has power counters, and the false-positive and
 false-negative counts.
 
-    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 100]
+    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 400]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def line(label: str, rc: int, doc: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--keep", type=Path, help="keep the recordings in this folder")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aiprof-diff-bench-")) if args.keep is None else args.keep

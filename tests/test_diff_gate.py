@@ -123,3 +123,14 @@ def test_cross_vendor_diff_names_devices(tmp_path: Path) -> None:
     }
     st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
     assert st["verdict"] == "no significant change"
+
+
+def test_rule_on_a_figure_only_b_has() -> None:
+    # A kernel that appears in B (A's median 0) is an unbounded, significant increase.
+    row = {"figure": "kernel:nccl*", "change_pct": None, "verdict": "slower", "a_median": 0.0, "b_median": 50.0}
+    failed, detail = parse_rule("kernel:nccl*>+20%").check(row)
+    assert failed and "from 0" in detail
+    row = {**row, "verdict": "no significant change", "b_median": 0.0}
+    assert parse_rule("kernel:nccl*>+20%").check(row)[0] is False
+    row = {"figure": "x_us", "change_pct": None, "verdict": "too few steps", "a_total": 0.0, "b_total": 9.0}
+    assert parse_rule("x_us>+5%").check(row)[0] is True

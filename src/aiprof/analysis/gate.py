@@ -14,6 +14,7 @@ threshold alone, and the report says so.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,16 +42,21 @@ class Rule:
         if row is None:
             return False, f"{self.figure}: absent from both runs (nothing to compare)"
         change = row.get("change_pct")
-        if change is None:
-            return False, f"{self.figure}: no change computable (A is 0)"
         verdict = row["verdict"]
+        if change is None:
+            # A is zero: something that B alone has (a kernel that appeared) is an
+            # unbounded increase; nothing on either side is no change.
+            grew = (row.get("b_median") or 0) > 0 if verdict != TOO_FEW else (row.get("b_total") or 0) > 0
+            change = math.inf if grew else 0.0
         past = change > self.threshold_pct if self.op == ">" else change < self.threshold_pct
         if verdict == TOO_FEW:
-            return past, f"{self.figure}: total {change:+.1f}% (too few steps for a test; totals only)"
+            shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
+            return past, f"{self.figure}: total {shown} (too few steps for a test; totals only)"
         moved = verdict in (_UP if self.op == ">" else _DOWN)
         p = row.get("p_value")
         ptext = f", p={p:.3g}" if p is not None else ""
-        return past and moved, f"{self.figure}: median {change:+.1f}% ({verdict}{ptext})"
+        shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
+        return past and moved, f"{self.figure}: median {shown} ({verdict}{ptext})"
 
 
 def parse_rule(text: str) -> Rule:
