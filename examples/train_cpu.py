@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,8 +63,11 @@ def batches(loader: DataLoader[Any], steps: int) -> Iterator[tuple[torch.Tensor,
             yield b
 
 
-def train(steps: int, batch_size: int) -> float:
-    """Train for ``steps`` steps; return the checksum of the final weights."""
+def train(steps: int, batch_size: int, slowdown: float = 0.0) -> float:
+    """Train for ``steps`` steps; return the checksum of the final weights.
+
+    ``slowdown`` (a fraction, 0.15 = 15%) spins at the end of each step for that share
+    of the step's own time: a planted regression for ``bench/diff_power.py``."""
     torch.manual_seed(0)
     data = Spirals(4096)
     loader = DataLoader(data, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(1))
@@ -71,6 +75,7 @@ def train(steps: int, batch_size: int) -> float:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for x, y in batches(loader, steps):
+        t0 = time.perf_counter()
         with annotate("forward"):
             loss = loss_fn(model(x), y)
         with annotate("backward"):
@@ -78,6 +83,10 @@ def train(steps: int, batch_size: int) -> float:
             loss.backward()
         with annotate("optimizer"):
             opt.step()
+        if slowdown > 0:
+            end = time.perf_counter() + (time.perf_counter() - t0) * slowdown
+            while time.perf_counter() < end:
+                pass
         mark_step()
     with torch.no_grad():
         return float(sum((p.double() * (i + 1)).sum() for i, p in enumerate(model.parameters())))
@@ -87,6 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--slowdown", type=float, default=0.0, help="plant a slowdown: 0.15 makes each step 15%% longer")
     ap.add_argument("--profile", metavar="OUT", help="record with the aiprof Python API into OUT")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -94,9 +104,9 @@ def main() -> None:
         if Profiler is None:
             raise SystemExit("--profile needs aiprof installed")
         with Profiler(output=args.profile):
-            checksum = train(args.steps, args.batch_size)
+            checksum = train(args.steps, args.batch_size, args.slowdown)
     else:
-        checksum = train(args.steps, args.batch_size)
+        checksum = train(args.steps, args.batch_size, args.slowdown)
     print(f"checksum {checksum:.10f}")
 
 

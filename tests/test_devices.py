@@ -87,12 +87,14 @@ def test_rapl_power_from_energy_files(tmp_path: Path) -> None:
     _rapl(tmp_path, "intel-rapl:0", 51_000_000)  # +50 J
     _rapl(tmp_path, "intel-rapl:1", 35_000_000)  # +30 J
     assert r.power(3 * 10**9) == pytest.approx(40.0)  # 80 J over 2 s
+    assert r.energy_j == pytest.approx(80.0)  # the cumulative counter energy per step reads
     _rapl(tmp_path, "intel-rapl:0", 1_000_000, rng=100_000_000)  # wrapped around
     r2 = RaplReader(tmp_path)
     r2.power(0)
     _rapl(tmp_path, "intel-rapl:0", 500_000, rng=100_000_000)
     _rapl(tmp_path, "intel-rapl:1", 35_000_000)
     assert r2.power(10**9) == pytest.approx(99.5)  # (100 - 1 + 0.5) J in 1 s
+    assert r2.energy_j == pytest.approx(99.5)
 
 
 # -- NVML: no GPU here, so a minimal stand-in for the pynvml module -----------------------
@@ -143,6 +145,7 @@ def fake_pynvml(calls: dict[str, int]) -> Any:
         nvmlDeviceGetName=counted("name", b"NVIDIA H100 80GB HBM3"),
         nvmlDeviceGetMemoryInfo=counted("mem", SimpleNamespace(total=80 * 2**30, used=3 * 2**30, free=77 * 2**30)),
         nvmlDeviceGetPowerUsage=counted("power", 65123),
+        nvmlDeviceGetTotalEnergyConsumption=counted("energy", 123456789),
         nvmlDeviceGetTemperature=counted("temp", 41),
         nvmlDeviceGetFieldValues=counted(
             "fields", [SimpleNamespace(nvmlReturn=0, valueType=1, value=SimpleNamespace(uiVal=52))]
@@ -170,6 +173,7 @@ def test_nvml_units_and_slow_calls() -> None:
     (s,) = b.sample()
     v = s.values
     assert v["power"] == pytest.approx(65.123)  # mW -> W
+    assert v["energy"] == pytest.approx(123456.789)  # mJ -> J
     assert v["fb_used"] == 3 * 1024 and v["mem_total"] == 80 * 1024  # bytes -> MiB
     assert v["bar1_used"] == 5
     assert v["pcie_rx"] == pytest.approx(21846) and v["pcie_tx"] == pytest.approx(6849)  # KB/s -> MB/s

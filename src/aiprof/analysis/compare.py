@@ -96,3 +96,30 @@ def compare_tables(ta: pa.Table, tb: pa.Table, view: str) -> pa.Table:
         ]
     )
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def compare_runs(a: list[Profile], b: list[Profile], view: str = "kernels") -> pa.Table:
+    """:func:`compare` with a side made of several runs (a baseline folder): each side's
+    times and counts are the mean over its runs, so one run of B compares with a typical
+    run of A."""
+    if view not in ("kernels", "operators"):
+        raise ValueError(f"compare works on kernels or operators, not {view!r}")
+    return compare_tables(_mean_table(a, view), _mean_table(b, view), view)
+
+
+def _mean_table(runs: list[Profile], view: str) -> pa.Table:
+    key, value, count = COMPARABLE[view]
+    sums: dict[str, list[float]] = {}
+    for p in runs:
+        for r in full_table(p, view).select([key, value, count]).to_pylist():
+            acc = sums.setdefault(r[key], [0.0, 0.0])
+            acc[0] += float(r[value] or 0.0)
+            acc[1] += float(r[count] or 0)
+    n = max(len(runs), 1)
+    return pa.table(
+        {
+            key: pa.array(list(sums), pa.string()),
+            value: pa.array([v[0] / n for v in sums.values()], pa.float64()),
+            count: pa.array([round(v[1] / n) for v in sums.values()], pa.int64()),
+        }
+    )

@@ -17,7 +17,8 @@ Two views share the computation:
 ``steps`` (one row per rank and step)
     rank, step, start_us, duration_us, the breakdown categories as <category>_us,
     device_busy_us, idle_us, compute_us, non_compute_us (device figures inside the
-    step's window, all devices of the rank together).
+    step's window, all devices of the rank together); with power or energy counters
+    also energy_j, energy_error_j, avg_w and j_per_sample (see energy.py).
 
 Breakdown: each instant of a step is counted once, in the first category active at
 that instant in this priority: kernel > memcpy > memset > communication > runtime >
@@ -252,4 +253,7 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     cols["idle_us"] = us(np.maximum(w["dur"] - per["busy"], 0))
     cols["compute_us"] = us(per["compute"])
     cols["non_compute_us"] = us(per["busy"] - per["compute"])
+    from .energy import step_columns  # energy reads this module's windows
+
+    cols.update(step_columns(profile, w["rank"], w["step"], w["dur"]))
     return pa.table(cols)

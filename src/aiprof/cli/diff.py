@@ -1,16 +1,79 @@
-"""``aiprof diff A B``: what changed between two runs."""
+"""``aiprof diff A B``: what changed between two runs, with a verdict, and a CI gate.
+
+A (and B) may be one run (a profile, a folder of one run's rank profiles, or a trace
+file) or a folder of several runs (baselines), whose steps are pooled. Exit status: 0,
+or 1 when a ``--fail-if``/``--fail-if-slower`` rule finds a significant regression
+past its threshold, 2 on bad input.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
 
 import click
+import numpy as np
 import orjson
+import pyarrow as pa
 
 from ..analysis import Query
-from ..analysis.compare import compare, step_summary
-from ..render import emit_table, format_cell
+from ..analysis.compare import compare_runs
+from ..analysis.gate import Rule, evaluate, parse_rule, parse_slower
+from ..analysis.regression import STEP_TIME, StepSeries, parse_pattern, step_series, verdicts
+from ..analysis.stats import TOO_FEW
+from ..errors import AiprofError
+from ..render import emit_table
+from ..render.diff_report import TOP_CHANGES, junit, markdown
+from ..store import Profile, find_profiles, is_profile
 from .common import open_input
+
+FORMATS = ["table", "csv", "json", "markdown", "junit"]
+
+
+def runs_in(path: str) -> list[list[str]]:
+    """The runs at ``path``, each a list of profile folders (or one trace file).
+
+    A profile, or a folder of profiles of distinct ranks, is one run; a folder of
+    profiles that repeat a rank, or of folders each holding a run, is several runs.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise AiprofError(f"{p}: no such file or folder")
+    if is_profile(p) or not p.is_dir():
+        return [[path]]
+    direct = find_profiles(p)
+    nested = sorted(c for c in p.iterdir() if c.is_dir() and not is_profile(c) and find_profiles(c))
+    if nested and not direct:
+        return [[str(c)] for c in nested]
+    if direct and not nested:
+        ranks = [tuple(json.loads((f / "profile.json").read_text()).get("ranks") or [0]) for f in direct]
+        if len(set(ranks)) == len(ranks):
+            return [[path]]
+        return [[str(f)] for f in direct]
+    if direct and nested:
+        raise AiprofError(f"{p}: holds both profiles and folders of profiles; give one run or a folder of runs")
+    return [[path]]  # open_input says what is wrong with it
+
+
+def _side(path: str, runs: list[Profile], s: StepSeries) -> dict[str, Any]:
+    return {"path": path, "runs": len(runs), "steps": s.steps, "outliers": s.outliers, "devices": s.devices}
+
+
+def _step_summary(s: StepSeries) -> dict[str, Any]:
+    """steps, mean_step_us, median_step_us, total_us over the kept steps (the JSON's
+    ``steps`` block, as before the verdicts)."""
+    d = s.values.get(STEP_TIME)
+    if d is None or not len(d):
+        return {"steps": 0, "mean_step_us": None, "median_step_us": None, "total_us": 0.0}
+    return {
+        "steps": len(d),
+        "mean_step_us": float(d.mean()),
+        "median_step_us": float(np.median(d)),
+        "total_us": float(d.sum()),
+    }
 
 
 @click.command("diff")
@@ -21,23 +84,124 @@ from .common import open_input
 @click.option("--sort", default="-delta_us", show_default=True, help="Sort column; -COL for descending.")
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0)
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def command(a: str, b: str, view: str, filters: tuple[str, ...], sort: str, limit: int, offset: int, fmt: str) -> None:
-    """Compare run B against run A: step time, then the largest changes by name."""
-    with open_input(a) as pa_, open_input(b) as pb:
-        sa, sb = step_summary(pa_), step_summary(pb)
-        table, total = Query.parse(list(filters), sort, limit, offset).apply(compare(pa_, pb, view))
-    steps = {"a": sa, "b": sb}
-    if sa["mean_step_us"] and sb["mean_step_us"]:
-        steps["ratio"] = sb["mean_step_us"] / sa["mean_step_us"]
-    if fmt == "json":
-        doc = {"steps": steps, "view": view, "rows": table.to_pylist(), "total": total}
-        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--fail-if-slower", "slower", metavar="N%", help="Exit 1 when the step time is significantly more than N% slower."
+)
+@click.option(
+    "--fail-if",
+    "rules",
+    multiple=True,
+    metavar="EXPR",
+    help="Exit 1 when a figure rises (FIG>+N%) or falls (FIG<-N%) significantly past N%: a steps-view "
+    "column (communication_us, energy_j...), kernel:GLOB or operator:GLOB. Repeatable.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to a file.")
+def command(
+    a: str,
+    b: str,
+    view: str,
+    filters: tuple[str, ...],
+    sort: str,
+    limit: int,
+    offset: int,
+    fmt: str,
+    slower: str | None,
+    rules: tuple[str, ...],
+    output: Path | None,
+) -> None:
+    """Compare run B against run A (or a folder of baseline runs): per-step figures with
+    a statistical verdict, then the largest changes by name."""
+    if output is not None and fmt not in ("json", "markdown", "junit"):
+        raise AiprofError(f"--output writes the json, markdown or junit report, not {fmt}")
+    gate: list[Rule] = ([parse_slower(slower)] if slower else []) + [parse_rule(r) for r in rules]
+    patterns = [r.figure for r in gate if parse_pattern(r.figure)]
+    query = Query.parse(list(filters), sort, limit, offset)
+    with ExitStack() as stack:
+        ra = [stack.enter_context(open_input(*run)) for run in runs_in(a)]
+        rb = [stack.enter_context(open_input(*run)) for run in runs_in(b)]
+        sa, sb = step_series(ra, patterns), step_series(rb, patterns)
+        table, total = query.apply(compare_runs(ra, rb, view))
+        other = "operators" if view == "kernels" else "kernels"
+        top = {view: table.to_pylist()[:TOP_CHANGES]}
+        top[other] = Query.parse([], "-delta_us", TOP_CHANGES, 0).apply(compare_runs(ra, rb, other))[0].to_pylist()
+        for rule in gate:
+            if rule.figure not in sa.values or rule.figure not in sb.values:
+                known = sorted(k for k in sa.values if k in sb.values)
+                raise AiprofError(f"{rule.text}: no figure {rule.figure!r}; figures: {', '.join(known)}")
+            if parse_pattern(rule.figure) and not (sa.values[rule.figure].any() or sb.values[rule.figure].any()):
+                raise AiprofError(f"{rule.text}: no {rule.figure.partition(':')[0]} matches in either run")
+        rows = verdicts(sa, sb).to_pylist()
+        results = evaluate(gate, rows)
+        note = None
+        if any(r["verdict"] == TOO_FEW for r in rows):
+            note = (
+                "too few steps for a statistical test (fewer than 4 on a side, one per run without step marks): "
+                "totals compared only"
+            )
+        steps: dict[str, Any] = {"a": _step_summary(sa), "b": _step_summary(sb)}
+        if steps["a"]["mean_step_us"] and steps["b"]["mean_step_us"]:
+            steps["ratio"] = steps["b"]["mean_step_us"] / steps["a"]["mean_step_us"]
+        doc: dict[str, Any] = {
+            "steps": steps,
+            "a": _side(a, ra, sa),
+            "b": _side(b, rb, sb),
+            "note": note,
+            "verdicts": rows,
+            "gate": results,
+            "failed": any(g["failed"] for g in results),
+            "view": view,
+            "rows": table.to_pylist(),
+            "total": total,
+            "top": top,
+        }
+    _write(doc, fmt, output, table, total, view)
+    if doc["failed"]:
+        sys.exit(1)
+
+
+def _write(doc: dict[str, Any], fmt: str, output: Path | None, table: Any, total: int, view: str) -> None:
+    if fmt in ("json", "markdown", "junit"):
+        if fmt == "markdown":
+            text = markdown(doc)
+        elif fmt == "junit":
+            text = junit(doc)
+        else:
+            text = orjson.dumps(doc).decode() + "\n"
+        if output is not None:
+            try:
+                output.write_text(text)
+            except OSError as e:
+                raise AiprofError(f"{output}: cannot write the report: {e.strerror}") from None
+        else:
+            sys.stdout.write(text)
         return
-    if fmt == "table":
-        line = f"step time: A {format_cell(sa['mean_step_us'])} µs mean over {sa['steps']} steps; "
-        line += f"B {format_cell(sb['mean_step_us'])} µs over {sb['steps']}"
-        if "ratio" in steps:
-            line += f"  (B/A = {steps['ratio']:.3f})"
-        click.echo(line)
-    emit_table(table, fmt, title=f"{view}: B - A", total=total)
+    if fmt == "csv":
+        emit_table(table, fmt)
+        return
+    for key in ("a", "b"):
+        s = doc[key]
+        click.echo(
+            f"{key.upper()}: {s['path']}: {s['runs']} run(s), {s['steps']} steps ({s['outliers']} outliers left out); "
+            + ("; ".join(s["devices"]) or "no device recorded")
+        )
+    if doc["note"]:
+        click.echo(doc["note"])
+    shown = [
+        {
+            "figure": r["figure"],
+            "a_median": r["a_median"],
+            "b_median": r["b_median"],
+            "unit": r["unit"],
+            "change_pct": r["change_pct"],
+            "ci_95_pct": "-" if r["ci_low_pct"] is None else f"[{r['ci_low_pct']:+.1f}, {r['ci_high_pct']:+.1f}]",
+            "p_value": r["p_value"],
+            "verdict": r["verdict"],
+        }
+        for r in doc["verdicts"]
+    ]
+    if shown:
+        emit_table(pa.Table.from_pylist(shown), "table", title="per-step figures: B vs A (medians)")
+    for g in doc["gate"]:
+        click.echo(f"{'FAIL' if g['failed'] else 'pass'}  {g['rule']}: {g['detail']}")
+    emit_table(table, "table", title=f"{view}: B - A", total=total)

@@ -32,6 +32,11 @@ from ..errors import AiprofError
 @click.option("--shapes", is_flag=True, help="With --ops: record input shapes.")
 @click.option("--stack", is_flag=True, help="With --ops: record the Python stack of each operator.")
 @click.option("--memory", is_flag=True, help="With --ops: record allocator events.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    help="Samples per step: the energy view and the steps view then give joules per sample.",
+)
 @click.argument("cmd", metavar="COMMAND...", nargs=-1, required=True, type=click.UNPROCESSED)
 def command(
     output: Path | None,
@@ -45,6 +50,7 @@ def command(
     shapes: bool,
     stack: bool,
     memory: bool,
+    batch_size: int | None,
     cmd: tuple[str, ...],
 ) -> None:
     """Run COMMAND and record it: Python stacks, system and device telemetry, steps,
@@ -73,6 +79,8 @@ def command(
         "with_stack": stack,
         "profile_memory": memory,
     }
+    if batch_size is not None:
+        options["batch_size"] = batch_size
     out = output or default_output()
     result = run(list(cmd), out, options)
     for s in result.summaries:

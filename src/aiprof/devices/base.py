@@ -9,7 +9,8 @@ Conventions shared by every vendor: ``gpu_temp`` is the accelerator chip's tempe
 and ``sm_util`` its main compute utilization (NVIDIA SM, Ascend AI Core, MLU, Gaudi
 AIP); ``fb_used``/``mem_total`` are device memory used/size; memory is in MiB labelled
 ``MB`` as dmon prints it; ``None`` is a value the device cannot give (dmon's ``-``).
-Names ``base.detail`` (``cpu_util.core3``) take the unit of ``base`` (:func:`metric_unit`).
+``energy`` is a cumulative counter (J, from an arbitrary zero: NVML's total energy,
+RAPL's package energy), read by differences. Names ``base.detail`` (``cpu_util.core3``) take the unit of ``base`` (:func:`metric_unit`).
 
 Backends must be cheap to sample at 10 Hz; anything slow (process lists, PCIe
 throughput, a CLI call) is read at most once a second and cached.
@@ -62,6 +63,7 @@ METRICS: dict[str, Metric] = {
         Metric("throttle_reasons", "bitmask"),
         Metric("cpu_temp", "C"),
         Metric("power_limit", "W"),
+        Metric("energy", "J"),
         Metric("fan_speed", "%"),
         Metric("ecc_errors", "errors"),
         Metric("processes", "count"),

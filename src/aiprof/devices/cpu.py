@@ -43,9 +43,12 @@ class RaplReader:
                     continue
                 self.domains.append((energy, rng))
         self._last: tuple[int, list[int]] | None = None
+        self.energy_j: float | None = None
+        """Joules since the first reading (counter wrap-arounds undone); None before it."""
 
     def power(self, now_ns: int) -> float | None:
-        """Watts since the previous call; None on the first call or when unreadable."""
+        """Watts since the previous call; None on the first call or when unreadable.
+        Also advances :attr:`energy_j`."""
         if not self.domains:
             return None
         try:
@@ -53,12 +56,16 @@ class RaplReader:
         except (OSError, ValueError):
             return None
         last, self._last = self._last, (now_ns, now)
-        if last is None or now_ns <= last[0]:
+        if last is None:
+            self.energy_j = 0.0
             return None
         joules = 0.0
         for (_, rng), a, b in zip(self.domains, last[1], now, strict=False):
             delta = b - a if b >= a else b + rng - a
             joules += delta / 1e6
+        self.energy_j = (self.energy_j or 0.0) + joules
+        if now_ns <= last[0]:
+            return None
         return joules / ((now_ns - last[0]) / 1e9)
 
 
@@ -133,7 +140,7 @@ class CpuBackend(DeviceBackend):
 
     def sample(self) -> list[Sample]:
         """One sample: cpu_util (%), cpu_util.core<N> (%), cpu_freq (MHz), cpu_temp (C),
-        power (W, RAPL), mem_used / mem_total (MiB, labelled MB as dmon does)."""
+        power (W, RAPL), energy (J since the first sample, RAPL), mem_used / mem_total (MiB, labelled MB as dmon does)."""
         now = self._clock()
         times = self._busy()
         values: dict[str, float | None] = {}
@@ -152,6 +159,7 @@ class CpuBackend(DeviceBackend):
         values["cpu_freq"] = self._freq
         values["cpu_temp"] = self._temp
         values["power"] = self._rapl.power(now)
+        values["energy"] = self._rapl.energy_j
         vm = psutil.virtual_memory()
         values["mem_used"] = (vm.total - vm.available) / _MIB
         values["mem_total"] = vm.total / _MIB

@@ -6,8 +6,8 @@ run at most once a second and their last values are reused in between. A query t
 GPU does not support (NVML_ERROR_NOT_SUPPORTED) is not asked again and reads None,
 printed as ``-`` like dmon does.
 
-Unit handling: NVML gives power in mW, memory in bytes, PCIe throughput in KB/s and
-violation time in ns; the samples carry W, MiB (labelled MB, as dmon), MB/s and %.
+Unit handling: NVML gives power in mW, total energy in mJ, memory in bytes, PCIe throughput in KB/s and
+violation time in ns; the samples carry W, J, MiB (labelled MB, as dmon), MB/s and %.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class NvmlBackend(DeviceBackend):
             self._slow[i] = slow
 
     def sample(self) -> list[Sample]:
-        """Per GPU: power W, gpu_temp/mem_temp C, sm/mem/enc/dec_util %, sm/mem_clock MHz,
+        """Per GPU: power W, energy J (cumulative), gpu_temp/mem_temp C, sm/mem/enc/dec_util %, sm/mem_clock MHz,
         power/thermal_violation %/bool, fb_used/bar1_used/mem_total MB, sbecc/dbecc/pci_replays
         counts, pcie_rx/tx MB/s, throttle_reasons bitmask, processes count."""
         n = self.nvml
@@ -137,6 +137,9 @@ class NvmlBackend(DeviceBackend):
             v: dict[str, float | None] = {}
             mw = self._call(i, "power", partial(n.nvmlDeviceGetPowerUsage, h))
             v["power"] = mw / 1000.0 if mw is not None else None
+            total = getattr(n, "nvmlDeviceGetTotalEnergyConsumption", None)  # mJ since the driver loaded (Volta+)
+            mj = self._call(i, "energy", partial(total, h)) if total else None
+            v["energy"] = mj / 1000.0 if mj is not None else None
             v["gpu_temp"] = self._call(i, "gtemp", partial(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU))
             fv = self._call(i, "mtemp", partial(n.nvmlDeviceGetFieldValues, h, [n.NVML_FI_DEV_MEMORY_TEMP]))
             v["mem_temp"] = _field_value(fv[0]) if fv else None

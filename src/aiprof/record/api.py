@@ -73,6 +73,8 @@ class Profiler:
         telemetry_outside: system metrics and device telemetry are polled by another
             process (``aiprof record`` polls its job), so this one keeps only the GC
             listener of the ``system`` collector: no polling thread in the job.
+        batch_size: samples per step, kept in profile.json so the energy figures give
+            joules per sample (``annotate(..., samples=N)`` counts them per step instead).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Profiler:
         collectors: Sequence[Collector] = (),
         defer: bool = False,
         telemetry_outside: bool = False,
+        batch_size: int | None = None,
     ) -> None:
         if host is None:
             hosts = ["python", "system"] + (["ops"] if "torch" in sys.modules else [])
@@ -117,6 +120,9 @@ class Profiler:
         self.extra = list(collectors)
         self.defer = defer
         self.telemetry_outside = telemetry_outside
+        if batch_size is not None and batch_size <= 0:
+            raise AiprofError(f"batch size must be > 0, got {batch_size}")
+        self.batch_size = batch_size
         self.rank, self.world_size = rank_from_env()
         self.path: Path = profile_location(output, self.rank)
         """The profile folder this profiler writes."""
@@ -208,6 +214,8 @@ class Profiler:
             }
             collectors = self._build()
             options["telemetry_outside"] = self.telemetry_outside
+            if self.batch_size is not None:
+                options["batch_size"] = self.batch_size
             if "python" in self.host:
                 options["python_sampler"] = self.python_sampler
             ctl = Controller(
@@ -292,10 +300,10 @@ class Profiler:
 
     # -- for the annotations and hooks ----------------------------------------------
 
-    def _annotate(self, start: int, dur: int, name: str, tid: int) -> None:
+    def _annotate(self, start: int, dur: int, name: str, tid: int, samples: int | None = None) -> None:
         ctl = self._controller
         if ctl is not None:
-            ctl.annotate(start, dur, name, tid)
+            ctl.annotate(start, dur, name, tid, samples)
 
     def _optimizer_step(self) -> None:
         # Explicit step() calls win over the optimizer hook (they are never doubled).
@@ -405,10 +413,13 @@ class annotate:
     The range becomes a ``user_annotation`` event in aiprof, and also a
     ``torch.profiler.record_function`` (when torch is imported) and an NVTX range
     (when CUDA is available), so torch.profiler, Nsight and vendor tools see it too.
+    ``samples``: how many samples (batch items) the range processed; their sum per step
+    gives the energy view's joules per sample.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, samples: int | None = None) -> None:
         self.name = name
+        self.samples = samples
         self._open: list[tuple[int, Any, bool]] = []
 
     def __enter__(self) -> annotate:
@@ -433,7 +444,7 @@ class annotate:
             rf.__exit__(None, None, None)
         prof = _active
         if prof is not None:
-            prof._annotate(start, end - start, self.name, threading.get_native_id())
+            prof._annotate(start, end - start, self.name, threading.get_native_id(), self.samples)
 
     def __call__(self, fn: F) -> F:
         name = self.name

@@ -71,6 +71,7 @@ def profiler_from_env() -> Profiler:
         with_stack=bool(opts.get("with_stack")),
         profile_memory=bool(opts.get("profile_memory")),
         device_trace=bool(opts.get("device_trace", True)),
+        batch_size=opts.get("batch_size"),
         defer=os.environ.get(ENV_DEFER) == "1",
         telemetry_outside=os.environ.get(ENV_POLLER) == str(os.getppid()),
     )

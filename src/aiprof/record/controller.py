@@ -90,7 +90,7 @@ class Marks:
 
     __slots__ = ("annotations", "steps")
 
-    def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[int, int, str, int]]) -> None:
+    def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[Any, ...]]) -> None:
         self.steps = steps
         """(start, end, step number, tid) in monotonic ns."""
         self.annotations = annotations
@@ -213,9 +213,12 @@ class Controller:
             del self.marks.steps[-n:]
             self.step_num -= n
 
-    def annotate(self, start: int, dur: int, name: str, tid: int) -> None:
-        """Keep one user annotation (monotonic ns)."""
-        self.marks.annotations.append((start, dur, name, tid))
+    def annotate(self, start: int, dur: int, name: str, tid: int, samples: int | None = None) -> None:
+        """Keep one user annotation (monotonic ns), with its sample count when given."""
+        if samples is None:
+            self.marks.annotations.append((start, dur, name, tid))
+        else:
+            self.marks.annotations.append((start, dur, name, tid, samples))
 
     def stop(self, *, partial: bool = False, reason: str | None = None) -> Path:
         """Stop every collector and dump the raw folder; returns the raw folder."""

@@ -197,7 +197,7 @@ def _write_marks(
         # imports and setup; keep that time as a named span, not as a training step.
         start, end, _num, tid = steps.pop(0)
         ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
-    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step")}
+    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step", "args")}
     for start, end, num, tid in steps:
         rows["kind"].append("step")
         rows["name"].append(f"ProfilerStep#{num}")
@@ -205,13 +205,15 @@ def _write_marks(
         rows["dur"].append(end - start)
         rows["tid"].append(tid)
         rows["step"].append(num)
-    for start, dur, name, tid in ann:
+        rows["args"].append(None)
+    for start, dur, name, tid, *samples in ann:
         rows["kind"].append("user_annotation")
         rows["name"].append(name)
         rows["ts"].append(start - mono0)
         rows["dur"].append(dur)
         rows["tid"].append(tid)
         rows["step"].append(None)
+        rows["args"].append(json.dumps({"samples": samples[0]}) if samples else None)
     _append_host_events(w, rows, rank, pid, "aiprof")
     summary.steps = len(steps)
     if steps:

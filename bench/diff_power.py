@@ -1,0 +1,131 @@
+"""Does the ``aiprof diff`` gate tell a real 15% slowdown from run-to-run noise?
+
+Each repeat records the bundled example (examples/train_cpu.py) three times with
+``aiprof record --batch-size``: a base run, the same code again, and the code with a
+planted 15% slowdown (``--slowdown 0.15``: each step spins for 15% of its own time),
+in the order base, slow, same so that drift in the machine's load does not favour one
+side. Then:
+
+- ``aiprof diff base slow --fail-if-slower 5%`` must exit 1 (else a false negative);
+- ``aiprof diff base same --fail-if-slower 5%`` must exit 0 (else a false positive);
+
+and once more with the base runs of every repeat as a pooled baseline folder. It
+prints each diff's medians, change, confidence interval and p-value, the energy per
+step and per sample where the machine has power counters, and the false-positive and
+false-negative counts.
+
+    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "train_cpu.py"
+AIPROF = [sys.executable, "-m", "aiprof"]
+BATCH = 64
+SLOWDOWN = 0.15
+THRESHOLD = "5%"
+
+
+def record(out: Path, steps: int, slowdown: float) -> None:
+    cmd = [*AIPROF, "record", "-o", str(out), "--batch-size", str(BATCH), "--", sys.executable, str(EXAMPLE)]
+    cmd += ["--steps", str(steps), "--batch-size", str(BATCH)]
+    if slowdown:
+        cmd += ["--slowdown", str(slowdown)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+
+
+def diff(a: Path, b: Path) -> tuple[int, dict[str, Any]]:
+    r = subprocess.run(
+        [*AIPROF, "diff", str(a), str(b), "--fail-if-slower", THRESHOLD, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"aiprof diff failed ({r.returncode}): {r.stderr.strip()}")
+    return r.returncode, json.loads(r.stdout)
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def line(label: str, rc: int, doc: dict[str, Any]) -> str:
+    v = {x["figure"]: x for x in doc["verdicts"]}
+    st = v["step_time_us"]
+    ci = "-" if st["ci_low_pct"] is None else f"[{st['ci_low_pct']:+.1f}, {st['ci_high_pct']:+.1f}]"
+    out = (
+        f"  {label:<14} A {_fmt(st['a_median'], '8.1f')} µs  B {_fmt(st['b_median'], '8.1f')} µs  "
+        f"{_fmt(st['change_pct'], '+6.1f')}%  CI {ci:<16} p {_fmt(st['p_value'], '.2g'):<8} "
+        f"{st['verdict']:<22} exit {rc}"
+    )
+    if "energy_j" in v:
+        e = v["energy_j"]
+        out += f"  energy/step {_fmt(e['a_median'], '.3f')} -> {_fmt(e['b_median'], '.3f')} J"
+        if "j_per_sample" in v:
+            out += f", per sample {_fmt(v['j_per_sample']['b_median'], '.4f')} J"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--keep", type=Path, help="keep the recordings in this folder")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="aiprof-diff-bench-")) if args.keep is None else args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"examples/train_cpu.py, {args.steps} steps, batch {BATCH}; planted slowdown {SLOWDOWN:.0%}; "
+        f"gate --fail-if-slower {THRESHOLD}; {args.repeats} repeats"
+    )
+    fp = fn = 0
+    bases = work / "bases"
+    bases.mkdir(exist_ok=True)
+    runs: list[tuple[Path, Path]] = []
+    try:
+        for i in range(args.repeats):
+            base, slow, same = bases / f"base{i}", work / f"slow{i}", work / f"same{i}"
+            record(base, args.steps, 0.0)
+            record(slow, args.steps, SLOWDOWN)
+            record(same, args.steps, 0.0)
+            runs.append((slow, same))
+            print(f"repeat {i + 1}")
+            rc, doc = diff(base, slow)
+            fn += rc != 1
+            print(line("base vs slow", rc, doc))
+            rc, doc = diff(base, same)
+            fp += rc != 0
+            print(line("base vs same", rc, doc))
+            if i == 0 and not any(x["figure"] == "energy_j" for x in doc["verdicts"]):
+                print("  (no power or energy counters on this machine: energy not compared)")
+        print(
+            f"one run against one run: false negatives {fn} of {args.repeats}, false positives {fp} of {args.repeats}"
+        )
+        pfp = pfn = 0
+        print(f"pooled baseline ({args.repeats} base runs) against each run:")
+        for slow, same in runs:
+            rc, doc = diff(bases, slow)
+            pfn += rc != 1
+            print(line(f"pool vs {slow.name}", rc, doc))
+            rc, doc = diff(bases, same)
+            pfp += rc != 0
+            print(line(f"pool vs {same.name}", rc, doc))
+        print(f"pooled baseline: false negatives {pfn} of {len(runs)}, false positives {pfp} of {len(runs)}")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The regression gate of ``aiprof diff``: rules on the verdicts, and which of them fail.
+
+A rule is ``FIGURE>+N%`` (fail when B is significantly higher than A by more than N%
+of A's median) or ``FIGURE<-N%`` (fail when significantly lower by more than N%).
+FIGURE is a figure of :func:`.regression.verdicts`: ``step_time_us``, a breakdown
+category or any other steps-view column (``communication_us``, ``energy_j``...), or
+``kernel:GLOB`` / ``operator:GLOB`` (the per-step time of the matching names).
+``--fail-if-slower 5%`` is ``step_time_us>+5%``.
+
+"Significantly" is the verdict of :mod:`.stats` (Mann-Whitney at ALPHA). With too few
+steps for a test (one step per run), the rule compares the totals against the
+threshold alone, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AiprofError
+from .regression import STEP_TIME
+from .stats import TOO_FEW
+
+_RULE = re.compile(r"^\s*(?P<figure>[^<>]+?)\s*(?P<op>[<>])\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*%\s*$")
+_ALIASES = {"step_time": STEP_TIME, "duration_us": STEP_TIME, "step": STEP_TIME}
+_UP = ("slower", "higher")
+_DOWN = ("faster", "lower")
+
+
+@dataclass(frozen=True)
+class Rule:
+    figure: str
+    op: str
+    """'>' (fail on an increase) or '<' (fail on a decrease)."""
+    threshold_pct: float
+    text: str
+
+    def check(self, row: dict[str, Any] | None) -> tuple[bool, str]:
+        """(failed, why) for the verdict row of this rule's figure (None: absent)."""
+        if row is None:
+            return False, f"{self.figure}: absent from both runs (nothing to compare)"
+        change = row.get("change_pct")
+        verdict = row["verdict"]
+        if change is None:
+            # A is zero: something that B alone has (a kernel that appeared) is an
+            # unbounded increase; nothing on either side is no change.
+            grew = (row.get("b_median") or 0) > 0 if verdict != TOO_FEW else (row.get("b_total") or 0) > 0
+            change = math.inf if grew else 0.0
+        past = change > self.threshold_pct if self.op == ">" else change < self.threshold_pct
+        if verdict == TOO_FEW:
+            shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
+            return past, f"{self.figure}: total {shown} (too few steps for a test; totals only)"
+        moved = verdict in (_UP if self.op == ">" else _DOWN)
+        p = row.get("p_value")
+        ptext = f", p={p:.3g}" if p is not None else ""
+        shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
+        return past and moved, f"{self.figure}: median {shown} ({verdict}{ptext})"
+
+
+def parse_rule(text: str) -> Rule:
+    """``FIGURE>+N%`` / ``FIGURE<-N%`` -> :class:`Rule`; bad text raises AiprofError."""
+    m = _RULE.match(text)
+    if not m:
+        raise AiprofError(f"--fail-if {text!r}: expected FIGURE>+N% or FIGURE<-N% (e.g. communication_us>+10%)")
+    figure = _ALIASES.get(m["figure"], m["figure"])
+    value = float(m["value"])
+    return Rule(figure, m["op"], value, text.strip())
+
+
+def parse_slower(text: str) -> Rule:
+    """``--fail-if-slower 5%`` (or ``5``) -> the step-time rule."""
+    m = re.fullmatch(r"\s*\+?(\d+(?:\.\d+)?)\s*%?\s*", text)
+    if not m:
+        raise AiprofError(f"--fail-if-slower {text!r}: expected a percentage such as 5%")
+    return Rule(STEP_TIME, ">", float(m[1]), f"{STEP_TIME}>+{m[1]}%")
+
+
+def evaluate(rules: list[Rule], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per rule: rule, figure, failed (bool), detail."""
+    by_figure = {r["figure"]: r for r in rows}
+    out = []
+    for rule in rules:
+        failed, detail = rule.check(by_figure.get(rule.figure))
+        out.append({"rule": rule.text, "figure": rule.figure, "failed": failed, "detail": detail})
+    return out

@@ -1,0 +1,205 @@
+"""Per-step figures of two runs (or of a pooled baseline and a run), compared with a test.
+
+:func:`step_series` turns opened profiles into one sample per step for every figure of
+the steps view (step time, each breakdown category, device busy and idle...), the
+energy view's joules per step when the run has power counters, and, on request, the
+per-step time of the kernels or operators whose name matches a glob
+(``kernel:ncclKernel*``). Outlier steps (:mod:`.outliers`, the rule the steps view
+uses) are left out of every figure, per rank. Several profiles (baseline runs) pool
+their steps.
+
+:func:`verdicts` compares two such series figure by figure with
+:func:`.stats.compare_samples` and returns one row per figure (a table the common
+query filters, sorts and pages).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import AiprofError
+from ..store import Profile
+from .base import full_table
+from .outliers import outlier_mask
+from .stats import FASTER, SLOWER, compare_samples
+
+#: The figure a plain ``--fail-if-slower`` tests: the step's wall time.
+STEP_TIME = "step_time_us"
+#: Prefixes of the per-name figures: the per-step time of matching kernels / operators.
+PATTERN_KINDS = {"kernel": "kind IN ('kernel', 'collective') AND device_type <> 'cpu'", "operator": "kind = 'cpu_op'"}
+#: Steps-view columns that are not per-step figures.
+_NOT_FIGURES = {"rank", "step", "start_us", "energy_error_j"}
+#: Words of the verdict for figures that are not times (joules, watts).
+_LESS_MORE = {SLOWER: "higher", FASTER: "lower"}
+
+
+@dataclass
+class StepSeries:
+    """One value per kept step for each figure, with its unit."""
+
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    steps: int = 0
+    """Steps kept (after outliers)."""
+    outliers: int = 0
+    """Steps left out by the outlier rule."""
+    runs: int = 0
+    marked: bool = True
+    """False when a run has no step marks (each rank's whole span is one 'step')."""
+    devices: list[str] = field(default_factory=list)
+    """'cuda: NVIDIA H100 (x8)'-style names of the devices the runs used."""
+
+
+def device_names(profile: Profile) -> list[str]:
+    """The devices of a profile as 'type: name (xN)', accelerators before the CPU."""
+    seen: dict[tuple[str, str], int] = {}
+    for d in profile.devices:
+        key = (str(d.get("type") or d.get("device_type") or "?"), str(d.get("name") or "?"))
+        seen[key] = seen.get(key, 0) + 1
+    if not seen:  # an importer that names no device: the device types its events ran on
+        t = profile.sql("SELECT DISTINCT device_type FROM events WHERE device_type <> 'cpu' ORDER BY 1")
+        return [f"{x}: (unnamed)" for x in t.column(0).to_pylist()]
+    order = sorted(seen, key=lambda k: (k[0] == "cpu", k))
+    return [f"{t}: {n}" + (f" (x{seen[(t, n)]})" if seen[(t, n)] > 1 else "") for t, n in order]
+
+
+def unit_of(figure: str) -> str:
+    """Unit of a steps-view figure, from its name's suffix (_us, _j, _w)."""
+    if figure.startswith("j_per_"):
+        return "J"
+    return {"us": "µs", "j": "J", "w": "W"}.get(figure.rpartition("_")[2], "")
+
+
+def parse_pattern(metric: str) -> tuple[str, str] | None:
+    """``kernel:GLOB`` / ``operator:GLOB`` -> (kind, glob); other names -> None."""
+    kind, sep, glob = metric.partition(":")
+    if sep and kind in PATTERN_KINDS:
+        if not glob:
+            raise AiprofError(f"{metric!r}: a name pattern is missing after '{kind}:'")
+        return kind, glob
+    return None
+
+
+def _pattern_per_step(profile: Profile, kind: str, glob: str) -> dict[tuple[int, int], float]:
+    t = profile.sql(
+        f"SELECT rank, step, sum(dur) / 1000.0 AS us FROM events WHERE {PATTERN_KINDS[kind]} "
+        "AND step IS NOT NULL AND name GLOB ? GROUP BY rank, step",
+        [glob],
+    )
+    return {(int(r), int(s)): float(v) for r, s, v in zip(*(t.column(i).to_pylist() for i in range(3)))}
+
+
+def _pattern_total(profile: Profile, kind: str, glob: str) -> dict[int, float]:
+    t = profile.sql(
+        f"SELECT rank, sum(dur) / 1000.0 AS us FROM events WHERE {PATTERN_KINDS[kind]} AND name GLOB ? GROUP BY rank",
+        [glob],
+    )
+    return {int(r): float(v) for r, v in zip(t.column(0).to_pylist(), t.column(1).to_pylist())}
+
+
+def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> StepSeries:
+    """The per-step figures of ``profiles`` pooled (see module doc)."""
+    out = StepSeries(runs=len(profiles))
+    cols: dict[str, list[np.ndarray]] = {}
+    devices: list[str] = []
+    for prof in profiles:
+        steps = full_table(prof, "steps")
+        rank = np.asarray(steps.column("rank").to_numpy(zero_copy_only=False), dtype=np.int64)
+        step_col = steps.column("step")
+        valid = np.asarray(step_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        step = np.asarray(step_col.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        marked = bool(valid.any())
+        keep = valid if marked else np.ones(len(rank), dtype=bool)
+        out.marked = out.marked and marked
+        dur = np.asarray(steps.column("duration_us").to_numpy(zero_copy_only=False), dtype=np.float64)
+        for r in np.unique(rank[keep]):
+            sel = np.flatnonzero(keep & (rank == r))
+            bad = outlier_mask(dur[sel])
+            out.outliers += int(bad.sum())
+            keep[sel[bad]] = False
+        out.steps += int(keep.sum())
+        figures: dict[str, np.ndarray] = {}
+        for name in steps.column_names:
+            if name in _NOT_FIGURES:
+                continue
+            key = STEP_TIME if name == "duration_us" else name
+            figures[key] = np.asarray(steps.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+            out.units[key] = unit_of(key)
+        for metric in patterns:
+            parsed = parse_pattern(metric)
+            if parsed is None:
+                continue
+            if marked:
+                got = _pattern_per_step(prof, *parsed)
+                figures[metric] = np.array([got.get((int(r), int(s)), 0.0) for r, s in zip(rank, step)])
+            else:
+                tot = _pattern_total(prof, *parsed)
+                figures[metric] = np.array([tot.get(int(r), 0.0) for r in rank])
+            out.units[metric] = "µs"
+        for name, v in figures.items():
+            cols.setdefault(name, []).append(v[keep])
+        devices += [d for d in device_names(prof) if d not in devices]
+    out.values = {k: np.concatenate(v) for k, v in cols.items()}
+    out.devices = devices
+    return out
+
+
+def known_figures(a: StepSeries, b: StepSeries) -> list[str]:
+    """Figures both sides have (the ones :func:`verdicts` reports)."""
+    return [k for k in a.values if k in b.values]
+
+
+_SCHEMA = pa.schema(
+    [
+        ("figure", pa.string()),
+        ("unit", pa.string()),
+        ("a_n", pa.int64()),
+        ("b_n", pa.int64()),
+        ("a_median", pa.float64()),
+        ("b_median", pa.float64()),
+        ("change_pct", pa.float64()),
+        ("ci_low_pct", pa.float64()),
+        ("ci_high_pct", pa.float64()),
+        ("p_value", pa.float64()),
+        ("verdict", pa.string()),
+        ("a_total", pa.float64()),
+        ("b_total", pa.float64()),
+    ]
+)
+
+
+def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
+    """One row per figure both sides have: figure, unit, a_n / b_n (steps), a_median /
+    b_median, change_pct (of the median; of the total with too few steps), ci_low_pct /
+    ci_high_pct (95% bootstrap interval of the median change), p_value (Mann-Whitney),
+    verdict (slower / faster / no significant change / too few steps; higher / lower
+    for energy and power), a_total / b_total (sums over the kept steps).
+
+    Figures that are zero in every step of both runs (a category the runs never use)
+    are left out."""
+    rows = []
+    for name in known_figures(a, b):
+        va, vb = a.values[name], b.values[name]
+        if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
+            continue
+        c = compare_samples(va, vb).as_row()
+        unit = a.units.get(name, "")
+        if unit != "µs":
+            c["verdict"] = _LESS_MORE.get(c["verdict"], c["verdict"])
+        rows.append({"figure": name, "unit": unit, **c})
+    return pa.Table.from_pylist(rows, schema=_SCHEMA)
+
+
+def pattern_matches(profile: Profile, metric: str) -> list[str]:
+    """Names a ``kernel:GLOB`` / ``operator:GLOB`` figure matches (for messages)."""
+    parsed = parse_pattern(metric)
+    if parsed is None:
+        return []
+    kind, glob = parsed
+    t = profile.sql(f"SELECT DISTINCT name FROM events WHERE {PATTERN_KINDS[kind]}")
+    return [n for n in t.column(0).to_pylist() if n is not None and fnmatch.fnmatchcase(n, glob)]

@@ -1,0 +1,183 @@
+"""Two-sample statistics for ``aiprof diff``: is run B's per-step figure different from A's?
+
+Pure numpy, no printing. The steps of a run are the samples. Two robust tools, both
+free of any assumption about the shape of the distribution (step times are skewed,
+often bimodal):
+
+- the Mann-Whitney U test (Wilcoxon rank-sum), two-sided: exact null distribution for
+  small samples without ties, else the normal approximation with tie and continuity
+  corrections (as ``scipy.stats.mannwhitneyu(method="auto")`` does);
+- a percentile bootstrap confidence interval of the change of the median,
+  ``(median(B) - median(A)) / median(A)`` in %, resampling each run's steps.
+
+:func:`compare_samples` combines them into one verdict: ``slower`` / ``faster`` when
+the test rejects "same distribution" at :data:`ALPHA` (the sign is that of the median
+change), else ``no significant change``. With fewer than :data:`MIN_STEPS` steps on a
+side no test is possible: the verdict is ``too few steps`` and only totals compare.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+#: Significance level of the test (the conventional 5%).
+ALPHA = 0.05
+#: Confidence level of the bootstrap interval (95%, matching ALPHA).
+CI_LEVEL = 0.95
+#: Bootstrap resamples: 2000 puts the 2.5% / 97.5% percentiles within ~0.5 percentile
+#: points of their limit (Efron & Tibshirani, "An Introduction to the Bootstrap", ch. 19).
+BOOTSTRAP_RESAMPLES = 2000
+#: Fewest steps per side for a test: with 3 vs 3 the exact two-sided Mann-Whitney
+#: p-value cannot go below 0.1, so nothing would ever be significant at ALPHA.
+MIN_STEPS = 4
+#: Largest m*n for the exact Mann-Whitney distribution (a (m*n+1)-long table per size).
+_EXACT_MAX_CELLS = 2500
+#: Fixed seed: the same two runs always give the same interval.
+_SEED = 0x5EED
+
+SLOWER, FASTER, SAME, TOO_FEW = "slower", "faster", "no significant change", "too few steps"
+
+
+def _ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average ranks (1-based) of ``x`` and the sizes of its tie groups."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    # Start of each run of equal values.
+    starts = np.flatnonzero(np.concatenate([[True], xs[1:] != xs[:-1]]))
+    sizes = np.diff(np.concatenate([starts, [len(xs)]]))
+    avg = starts + (sizes + 1) / 2.0
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.repeat(avg, sizes)
+    return ranks, sizes
+
+
+def _exact_sf(u: float, m: int, n: int) -> float:
+    """P(U >= u) under the null, for sizes m, n without ties (counting arrangements)."""
+    # f[k] = number of arrangements of (i, j) with U = k, built up one sample at a time:
+    # c(i, j, k) = c(i - 1, j, k - j) + c(i, j - 1, k).
+    cells = m * n
+    table = [np.zeros(cells + 1) for _ in range(n + 1)]
+    for j in range(n + 1):
+        table[j][0] = 1.0
+    for _ in range(1, m + 1):
+        new = [np.zeros(cells + 1) for _ in range(n + 1)]
+        new[0][0] = 1.0
+        for j in range(1, n + 1):
+            new[j] = new[j - 1].copy()
+            new[j][j:] += table[j][: cells + 1 - j]
+        table = new
+    counts = table[n]
+    total = counts.sum()
+    k = math.ceil(u - 1e-9)
+    return float(counts[k:].sum() / total)
+
+
+def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test: (U of ``b`` against ``a``, p-value).
+
+    U counts the pairs (a_i, b_j) with b_j > a_i (ties count one half), so U above
+    m*n/2 means B tends to be larger.
+    """
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    m, n = len(x), len(y)
+    if m == 0 or n == 0:
+        raise ValueError("mann_whitney_u needs two non-empty samples")
+    ranks, ties = _ranks(np.concatenate([x, y]))
+    u_b = float(ranks[m:].sum() - n * (n + 1) / 2.0)
+    mean = m * n / 2.0
+    has_ties = bool((ties > 1).any())
+    if not has_ties and m * n <= _EXACT_MAX_CELLS:
+        big = max(u_b, m * n - u_b)
+        p = 2.0 * _exact_sf(big, m, n)
+        return u_b, min(1.0, p)
+    tie_term = float((ties**3 - ties).sum())
+    var = m * n / 12.0 * ((m + n + 1) - tie_term / ((m + n) * (m + n - 1)))
+    if var <= 0:  # every value equal
+        return u_b, 1.0
+    z = (abs(u_b - mean) - 0.5) / math.sqrt(var)
+    p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
+    return u_b, min(1.0, p)
+
+
+def bootstrap_median_change(
+    a: Any, b: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL, seed: int = _SEED
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``100 * (median(b) - median(a)) / median(a)``."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    ma = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
+    mb = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = np.where(ma != 0, 100.0 * (mb - ma) / np.where(ma != 0, ma, 1.0), np.nan)
+    change = change[np.isfinite(change)]
+    if change.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(change, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure compared between two runs (times in the series' own unit)."""
+
+    a_n: int
+    b_n: int
+    a_median: float | None
+    b_median: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None
+    verdict: str
+    a_total: float
+    b_total: float
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(a: float, b: float) -> float | None:
+    return 100.0 * (b - a) / a if a else None
+
+
+def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA) -> Comparison:
+    """Compare two samples (one value per step) and give the verdict (module doc)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    ta, tb = float(x.sum()), float(y.sum())
+    if len(x) < MIN_STEPS or len(y) < MIN_STEPS:
+        ma = float(np.median(x)) if len(x) else None
+        mb = float(np.median(y)) if len(y) else None
+        return Comparison(len(x), len(y), ma, mb, _pct(ta, tb), None, None, None, TOO_FEW, ta, tb)
+    ma, mb = float(np.median(x)), float(np.median(y))
+    _, p = mann_whitney_u(x, y)
+    lo, hi = bootstrap_median_change(x, y)
+    change = _pct(ma, mb)
+    if p < alpha:
+        # The test says the distributions differ; the direction is the medians'.
+        # (With equal medians but shifted bulk, the mean ranks tell the side.)
+        sign = (mb > ma) - (mb < ma) or (1 if np.mean(y) > np.mean(x) else -1)
+        verdict = SLOWER if sign > 0 else FASTER
+    else:
+        verdict = SAME
+    return Comparison(
+        len(x),
+        len(y),
+        ma,
+        mb,
+        change,
+        lo if math.isfinite(lo) else None,
+        hi if math.isfinite(hi) else None,
+        p,
+        verdict,
+        ta,
+        tb,
+    )

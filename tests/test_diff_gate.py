@@ -1,0 +1,136 @@
+"""``aiprof diff`` as a CI gate: verdicts on built runs, exit codes, reports, baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import numpy as np
+
+from aiprof.analysis.gate import parse_rule, parse_slower
+from aiprof.analysis.regression import step_series, verdicts
+from aiprof.store import open_profile
+from diff_builders import build_run
+from test_cli import cli
+
+
+def _steps(seed: int, n: int, base: float, slow: float = 1.0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(base * slow * (1 + rng.normal(0, 0.03, n)))
+
+
+def test_verdicts_on_built_runs(tmp_path: Path) -> None:
+    a = build_run(tmp_path / "a", _steps(1, 30, 1000.0))
+    b = build_run(tmp_path / "b", [*_steps(2, 30, 1000.0, 1.15), 9000.0])  # and one outlier step
+    with open_profile(a) as pa_, open_profile(b) as pb:
+        sa, sb = step_series([pa_]), step_series([pb], ["kernel:nccl*"])
+        assert (sa.steps, sb.steps, sb.outliers) == (30, 30, 1)
+        rows = {r["figure"]: r for r in verdicts(sa, sb).to_pylist()}
+    st = rows["step_time_us"]
+    assert st["verdict"] == "slower" and st["p_value"] < 1e-6
+    assert 10 < st["change_pct"] < 20 and st["ci_low_pct"] < 15 < st["ci_high_pct"]
+    assert st["a_n"] == 30 and st["b_n"] == 30  # the 9000 µs step is left out
+    assert rows["kernel_us"]["verdict"] == "slower"
+    assert "memcpy_us" not in rows  # zero in every step of both runs
+
+
+def test_rules_parse() -> None:
+    r = parse_rule("kernel:ncclKernel*>+20%")
+    assert (r.figure, r.op, r.threshold_pct) == ("kernel:ncclKernel*", ">", 20.0)
+    assert parse_rule("communication_us > 10%").threshold_pct == 10.0
+    assert parse_rule("step_time<-5%").figure == "step_time_us"
+    assert parse_slower("5%").text == "step_time_us>+5%"
+
+
+def test_gate_exit_codes_and_reports(tmp_path: Path) -> None:
+    base = build_run(tmp_path / "base", _steps(1, 20, 1000.0))
+    same = build_run(tmp_path / "same", _steps(2, 20, 1000.0))
+    slow = build_run(tmp_path / "slow", _steps(3, 20, 1000.0, 1.15), comm_share=0.2)
+
+    r = cli("diff", base, same, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["gate"][0]["failed"] is False and doc["failed"] is False
+
+    r = cli("diff", base, slow, "--fail-if-slower", "5%", "--fail-if", "kernel:nccl*>+50%", "--format", "junit")
+    assert r.returncode == 1, r.stderr
+    root = ET.fromstring(r.stdout)
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("failures") == "2"
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failed == ["step_time_us>+5%", "kernel:nccl*>+50%"]
+    assert "ncclKernel_AllReduce" in (suite.findtext("system-out") or "")
+
+    # A higher threshold than the change: passes, though the change is significant.
+    r = cli("diff", base, slow, "--fail-if-slower", "30%", "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    assert "✅ no regression" in r.stdout and "| step_time_us |" in r.stdout and "slower" in r.stdout
+    assert "`sm90_gemm`" in r.stdout and "cuda: NVIDIA H100" in r.stdout
+
+    for bad in (("--fail-if", "nonsense"), ("--fail-if", "no_such_us>+5%"), ("--fail-if", "kernel:zzz*>+5%")):
+        r = cli("diff", base, slow, *bad)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = cli("diff", base, tmp_path / "missing", "--fail-if-slower", "5%")
+    assert r.returncode == 2
+
+
+def test_one_step_compares_totals(tmp_path: Path) -> None:
+    a = build_run(tmp_path / "a", [1000.0])
+    b = build_run(tmp_path / "b", [1200.0])
+    r = cli("diff", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "too few steps" and st["p_value"] is None and abs(st["change_pct"] - 20) < 1e-9
+    assert "totals" in doc["note"] and "totals only" in doc["gate"][0]["detail"]
+
+
+def test_baseline_folder_pools_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "baselines"
+    for i in range(3):
+        build_run(folder / f"run{i}", _steps(10 + i, 10, 1000.0))
+    new = build_run(tmp_path / "new", _steps(20, 10, 1000.0, 1.2))
+    r = cli("diff", folder, new, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["a"]["runs"] == 3 and doc["a"]["steps"] == 30 and doc["b"]["runs"] == 1
+    gemm = next(x for x in doc["top"]["kernels"] if x["name"] == "sm90_gemm")
+    # Per-run means: 10 launches a run on each side.
+    assert gemm["a_count"] == 10 and gemm["b_count"] == 10 and gemm["delta_pct"] > 10
+
+
+def test_cross_vendor_diff_names_devices(tmp_path: Path) -> None:
+    a = build_run(tmp_path / "cuda", _steps(1, 10, 1000.0))
+    b = build_run(
+        tmp_path / "npu",
+        _steps(2, 10, 1000.0),
+        device_type="npu",
+        device_name="Ascend910B",
+        kernel_name="MatMul",
+        comm_name="hcom_allReduce",
+    )
+    r = cli("diff", a, b, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["a"]["devices"] == ["cuda: NVIDIA H100"] and doc["b"]["devices"] == ["npu: Ascend910B"]
+    status = {x["name"]: x["status"] for x in doc["rows"]}
+    assert status == {
+        "sm90_gemm": "removed",
+        "MatMul": "added",
+        "ncclKernel_AllReduce_RING_LL_Sum_float": "removed",
+        "hcom_allReduce": "added",
+    }
+    st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "no significant change"
+
+
+def test_rule_on_a_figure_only_b_has() -> None:
+    # A kernel that appears in B (A's median 0) is an unbounded, significant increase.
+    row = {"figure": "kernel:nccl*", "change_pct": None, "verdict": "slower", "a_median": 0.0, "b_median": 50.0}
+    failed, detail = parse_rule("kernel:nccl*>+20%").check(row)
+    assert failed and "from 0" in detail
+    row = {**row, "verdict": "no significant change", "b_median": 0.0}
+    assert parse_rule("kernel:nccl*>+20%").check(row)[0] is False
+    row = {"figure": "x_us", "change_pct": None, "verdict": "too few steps", "a_total": 0.0, "b_total": 9.0}
+    assert parse_rule("x_us>+5%").check(row)[0] is True

@@ -1,0 +1,147 @@
+"""Energy per step: integration on built counter series, the real dmon and hl-smi
+captures, the steps view's columns and ``aiprof diff`` on energy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aiprof.analysis import Query, run
+from aiprof.analysis.energy import integrate_energy, integrate_power
+from aiprof.importers import import_paths
+from aiprof.store import open_profile
+from diff_builders import build_run
+from test_cli import cli
+
+S = 1e9  # ns per second
+
+
+def test_constant_and_linear_power_are_exact() -> None:
+    ts = np.arange(11) * 0.1 * S
+    j, err = integrate_power(ts, np.full(11, 200.0), np.array([0.0, 0.25 * S]), np.array([1.0 * S, 0.5 * S]))
+    assert j == pytest.approx([200.0, 50.0]) and err == pytest.approx([0.0, 0.0])
+    # A ramp 0 -> 100 W over 1 s: the integral over [0.25 s, 0.75 s] is 25 J, and the
+    # trapezoid is exact on a line even for windows cutting intervals.
+    j, err = integrate_power(ts, np.linspace(0, 100, 11), np.array([0.25 * S]), np.array([0.75 * S]))
+    assert j[0] == pytest.approx(25.0)
+    assert err[0] > 0  # the bound does not know the signal is a line
+
+
+def test_bound_holds_for_monotone_paths_between_samples() -> None:
+    # The true power moves monotonically between samples (a jump at a random instant of
+    # each interval); the coarse estimate must stay within its bound on any window.
+    rng = np.random.default_rng(7)
+    coarse_t = np.arange(0, 21) * 0.1 * S
+    coarse_p = rng.uniform(50, 400, 21)
+    fine_t = np.arange(0, 2 * S + 1, 1e5)  # 0.1 ms
+    jump = coarse_t[:-1] + rng.uniform(0, 0.1 * S, 20)
+    k = np.clip(np.searchsorted(coarse_t, fine_t, side="right") - 1, 0, 19)
+    fine_p = np.where(fine_t < jump[k], coarse_p[k], coarse_p[k + 1])
+    w0 = rng.uniform(0, 1.5 * S, 50)
+    w1 = w0 + rng.uniform(0.001 * S, 0.5 * S, 50)
+    est, bound = integrate_power(coarse_t, coarse_p, w0, w1)
+    true, _ = integrate_power(fine_t, fine_p, w0, w1)
+    assert (np.abs(est - true) <= bound + 1e-6).all()
+    assert (bound > 0).all()
+
+
+def test_energy_counter() -> None:
+    # 150 W through a cumulative counter read every 0.2 s (reset between 1.4 and 1.6 s).
+    ts = np.arange(0, 11) * 0.2 * S
+    e = 150.0 * ts / S
+    e[8:] -= e[8]  # the counter restarts: the increases after it still count
+    j, err = integrate_energy(ts, e, np.array([0.1 * S, 0.0]), np.array([0.9 * S, 2.0 * S]))
+    assert j[1] == pytest.approx(150.0 * 2.0 - 150.0 * 0.2)  # the reset interval is lost
+    assert j[0] == pytest.approx(120.0) and err[0] == pytest.approx(2 * 0.5 * 30.0)
+    assert err[1] == 0.0
+
+
+def _hand_trapezoid(prof_path: Path) -> dict[tuple[str, int], float]:
+    out: dict[tuple[str, int], float] = {}
+    with open_profile(prof_path) as p:
+        rows = p.sql("SELECT device_type, device, ts, value FROM counters WHERE metric = 'power' ORDER BY 1, 2, 3")
+        last: dict[tuple[str, int], tuple[int, float]] = {}
+        for dt, dev, ts, v in zip(*(rows.column(i).to_pylist() for i in range(4))):
+            key = (dt, dev)
+            if key in last:
+                t0, v0 = last[key]
+                out[key] = out.get(key, 0.0) + (ts - t0) / S * (v + v0) / 2
+            last[key] = (ts, v)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sub", "name", "forced"),
+    [
+        ("nvidia-smi", "dmon_pcut_8gpu_gnosia93_slurm-on-aws.txt", "nvidia-dmon"),
+        ("nvidia-smi", "dmon_pucvmet_DT_idle.txt", "nvidia-dmon"),
+        ("habana", "hl-smi_samples.txt", None),
+    ],
+)
+def test_real_smi_captures(shared_data: Path, tmp_path: Path, sub: str, name: str, forced: str | None) -> None:
+    out, _ = import_paths([shared_data / sub / name], tmp_path / "s.aiprof", forced=forced)
+    expected = _hand_trapezoid(out)
+    assert expected
+    with open_profile(out) as p:
+        rows = run(p, "energy", Query()).rows
+    got = {(r["device_type"], r["device"]): r for r in rows}
+    for key, joules in expected.items():
+        r = got[key]
+        assert r["source"] == "power" and r["step"] is None
+        assert r["energy_j"] == pytest.approx(joules)
+        assert r["avg_w"] == pytest.approx(joules / (r["duration_us"] / 1e6))
+        assert r["error_j"] >= 0
+    if name.startswith("dmon_pcut"):
+        # Checked by hand: GPU 0 read 365, 367, 369, 364 W one second apart.
+        assert got[("cuda", 0)]["energy_j"] == pytest.approx(1100.5)
+        assert got[("cuda", 0)]["error_j"] == pytest.approx(4.5)
+    if name.startswith("hl-smi"):
+        assert got[("hpu", 0)]["energy_j"] == pytest.approx(385.0) and got[("hpu", 0)]["error_j"] == 71
+
+
+def test_steps_view_energy_and_diff(tmp_path: Path) -> None:
+    steps = [1000.0 + 10 * (i % 3) for i in range(12)]
+    a = build_run(tmp_path / "a", steps, power_w=300.0, batch_size=32)
+    b = build_run(tmp_path / "b", [s * 1.2 for s in steps], power_w=300.0, batch_size=32)
+    with open_profile(a) as p:
+        st = run(p, "steps", Query()).rows
+        en = run(p, "energy", Query()).rows
+    assert len(st) == 12
+    for r in st:
+        assert r["energy_j"] == pytest.approx(300.0 * r["duration_us"] / 1e6)
+        assert r["j_per_sample"] == pytest.approx(r["energy_j"] / 32)
+        assert r["avg_w"] == pytest.approx(300.0)
+        assert r["energy_error_j"] == pytest.approx(0.0)
+    assert {(r["device_type"], r["device"], r["source"]) for r in en} == {("cuda", 0, "power")}
+    r = cli("diff", a, b, "--fail-if", "energy_j>+10%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    v = {x["figure"]: x for x in doc["verdicts"]}
+    assert v["energy_j"]["verdict"] == "higher" and v["energy_j"]["unit"] == "J"
+    assert v["energy_j"]["change_pct"] == pytest.approx(20.0, abs=0.5)
+    assert v["j_per_sample"]["verdict"] == "higher"
+    assert v["avg_w"]["verdict"] == "no significant change"
+
+
+def test_recorded_sample_counts(tmp_path: Path) -> None:
+    # A real recording: annotate(..., samples=N) counts per step; batch_size is kept.
+    from aiprof.analysis.energy import batch_size, step_samples
+    from aiprof.record import Profiler, annotate
+
+    with Profiler(output=tmp_path / "r.aiprof", host=[], device=False, batch_size=48) as prof:
+        for n in (16, 32, 48):
+            with annotate("forward", samples=n):
+                sum(range(1000))
+            with annotate("backward"):
+                sum(range(1000))
+            prof.step()
+    with open_profile(tmp_path / "r.aiprof") as p:
+        assert batch_size(p) == 48
+        counted = step_samples(p)
+        steps = sorted(k for k in counted if k[1] >= 0)
+        assert [counted[k] for k in steps] == [16.0, 32.0, 48.0]
+        assert counted[(steps[0][0], -1)] == 96.0
