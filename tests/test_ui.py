@@ -193,7 +193,7 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
     box = page.evaluate(
         f"""() => {{ const tl = window.__aiprof.timeline; const L = tl.layout.get({target["track"]});
              return {{x: tl.xOf({target["ts"]} + {target["dur"]} / 2),
-                     y: L.y + {target["depth"]} * 18 + 9 - tl.view.scrollY}}; }}"""
+                     y: L.y + {target["depth"]} * 18 + 9 - tl.scrollY()}}; }}"""
     )
     page.click("#tl-canvas", position={"x": box["x"], "y": box["y"]})
     page.wait_for_selector("#tl-details .ev-name")
