@@ -100,8 +100,10 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): Tr
           g = group(`r${rank}/p${key}`, pn ? `${pn} ${t.pid}` : `process ${t.pid}`);
           procs.set(key, g);
         }
-        const title = (t.thread_name || "").trim() || `thread ${t.tid}`;
-        g.children.push({ id: `t${t.track}`, title: `${title} ${t.tid}`, full: t.name, children: [], collapsed: false, track: t });
+        const tn = (t.thread_name || "").trim();
+        // Kineto names threads "thread 1102 (pt_main_thread)": show the tid once.
+        const title = !tn ? `thread ${t.tid}` : tn.includes(String(t.tid)) ? tn : `${tn} ${t.tid}`;
+        g.children.push({ id: `t${t.track}`, title, full: t.name, children: [], collapsed: false, track: t });
       }
     }
     const hostCounters = group(`r${rank}/hc`, "host counters");

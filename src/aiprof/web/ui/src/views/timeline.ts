@@ -670,7 +670,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
       return m;
     },
     get rows() {
-      return rows.map((r) => ({ id: r.node.id, title: r.node.title, y: rowY(r), h: r.h, pinned: r.pinned, collapsed: r.node.collapsed, group: !r.node.track && !r.node.counter }));
+      return rows.map((r) => ({ id: r.node.id, title: r.node.title, full: r.node.full, y: rowY(r), h: r.h, pinned: r.pinned, collapsed: r.node.collapsed, group: !r.node.track && !r.node.counter }));
     },
     counterTracks: counterNodes.map((n) => ({ label: counterLabel(n.counter!), id: n.id, unit: n.counter!.unit })),
     counterSamples: () => [...scene.series.values()].reduce((s, c) => s + c.ts.length, 0),
