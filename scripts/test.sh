@@ -8,6 +8,11 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; UI tests will say so"
 fi
+# The web UI: exact dependencies from package-lock.json (npm registry), type check,
+# unit tests; tests/test_ui_bundle.py (in pytest below) checks the committed bundle
+# and the generated API types against their sources.
+echo "== web UI: npm ci, tsc, vitest"
+(cd src/aiprof/web/ui && npm ci --no-audit --no-fund --loglevel=error && npm run -s typecheck && npm test -s)
 echo "== ruff"
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

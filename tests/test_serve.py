@@ -159,23 +159,66 @@ def test_bad_requests_are_json_4xx(client: httpx.Client) -> None:
     _err(client.get("/profiles/r0.aiprof/views/kernels", params={"filter": "nonexistent=1"}), 400)
     _err(client.get("/profiles/r0.aiprof/views/kernels", params={"filter": "what"}), 400)
     _err(client.get("/profiles/r0.aiprof/views/kernels", params={"sort": "nonexistent"}), 400)
-    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "-1"}), 400)
-    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "abc"}), 400)
-    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "99999999"}), 400)
+    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "-1"}), 422)
+    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "abc"}), 422)
+    _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "99999999"}), 422)
     _err(client.get("/profiles/r0.aiprof/views/kernels", params={"filter": "count>=abc"}), 400)
-    _err(client.post("/profiles/r0.aiprof/views/kernels", content=b"{not json"), 400)
-    _err(client.post("/profiles/r0.aiprof/views/kernels", json=[1, 2]), 400)
-    _err(client.post("/profiles/r0.aiprof/views/kernels", json={"limit": "x"}), 400)
+    _err(
+        client.post(
+            "/profiles/r0.aiprof/views/kernels", content=b"{not json", headers={"Content-Type": "application/json"}
+        ),
+        422,
+    )
+    _err(client.post("/profiles/r0.aiprof/views/kernels", json=[1, 2]), 422)
+    _err(client.post("/profiles/r0.aiprof/views/kernels", json={"limit": "x"}), 422)
     _err(client.post("/profiles/r0.aiprof/views/kernels", json={"filters": [{"column": "name", "op": "zz"}]}), 400)
     _err(client.get("/profiles/r0.aiprof/timeline", params={"t0": 10, "t1": 5}), 400)
-    _err(client.get("/profiles/r0.aiprof/timeline", params={"width": 0}), 400)
-    _err(client.get("/profiles/r0.aiprof/timeline", params={"t0": "x"}), 400)
+    _err(client.get("/profiles/r0.aiprof/timeline", params={"width": 0}), 422)
+    _err(client.get("/profiles/r0.aiprof/timeline", params={"t0": "x"}), 422)
     _err(client.get("/profiles/r0.aiprof/timeline", params={"tracks": "a,b"}), 400)
-    _err(client.get("/profiles/r0.aiprof/timeline/event", params={"track": 0}), 400)
-    _err(client.get("/profiles/r0.aiprof/counters/series"), 400)
+    _err(client.get("/profiles/r0.aiprof/timeline/event", params={"track": 0}), 422)
+    _err(client.get("/profiles/r0.aiprof/counters/series"), 422)
     _err(client.get("/profiles/r0.aiprof/nothing/here"), 404)
     _err(client.delete("/profiles/r0.aiprof"), 405)
     _err(client.post("/profiles/r0.aiprof/views/kernels", content=b"x" * (2 << 20)), 413)
+    # A 422 names the field, in the message and in detail.
+    bad = _err(client.get("/profiles/r0.aiprof/views/kernels", params={"limit": "abc"}), 422)
+    assert bad["error"].startswith("limit:") and bad["detail"][0]["field"] == "limit"
+    bad = _err(client.get("/profiles/r0.aiprof/timeline/event", params={"track": 0}), 422)
+    assert bad["error"].startswith("ts:")
+    bad = _err(client.post("/profiles/r0.aiprof/views/kernels", json={"limit": "x"}), 422)
+    assert bad["detail"][0]["field"] == "limit" and bad["detail"][0]["in"] == "body"
+    r = client.delete("/profiles/r0.aiprof")
+    assert "GET" in r.headers.get("allow", "")
+    _err(client.get("/profiles/r0.aiprof/timeline/search", params={"q": "(", "regex": "true"}), 400)
+
+
+def test_timeline_search(client: httpx.Client, served: Path) -> None:
+    """Substring, exact and regex search over event names, counted by DuckDB directly."""
+    with open_profile(served / "r0.aiprof") as p:
+        (want,) = p.con.execute(
+            "SELECT count(*) FROM events WHERE contains(lower(name), 'gemm') AND NOT (kind = 'other' AND dur = 0 "
+            "AND starts_with(coalesce(args, ''), '{\"ph\":'))"
+        ).fetchone()
+        (longest,) = p.con.execute("SELECT max(dur) FROM events WHERE contains(lower(name), 'gemm')").fetchone()
+    assert want > 10
+    s = _ok(client.get("/profiles/r0.aiprof/timeline/search", params={"q": "GEMM", "limit": 5}))
+    assert s["total"] == want and len(s["matches"]) == 5 and s["truncated"]
+    assert all("gemm" in m["name"].lower() for m in s["matches"])
+    ts = [m["ts"] for m in s["matches"]]
+    assert ts == sorted(ts)
+    top = _ok(client.get("/profiles/r0.aiprof/timeline/search", params={"q": "gemm", "order": "-dur", "limit": 1}))
+    assert top["matches"][0]["dur"] == longest
+    name = top["matches"][0]["name"]
+    ex = _ok(client.get("/profiles/r0.aiprof/timeline/search", params={"q": name, "exact": "true"}))
+    assert ex["names"] == 1 and all(m["name"] == name for m in ex["matches"])
+    rx = _ok(client.get("/profiles/r0.aiprof/timeline/search", params={"q": "^volta_.*gemm", "regex": "true"}))
+    assert rx["total"] > 0 and all(m["name"].startswith("volta_") for m in rx["matches"])
+    # The match is a real event: its details come back from /timeline/event.
+    m0 = top["matches"][0]
+    ev = _ok(client.get("/profiles/r0.aiprof/timeline/event", params={"track": m0["track"], "ts": m0["ts"]}))
+    assert any(e["name"] == name and e["dur"] == m0["dur"] for e in ev["events"])
+    _err(client.get("/profiles/r0.aiprof/timeline/search"), 422)
 
 
 def test_timeline_window_merges_but_keeps_every_event(client: httpx.Client, served: Path) -> None:
@@ -356,5 +399,39 @@ def test_compare_two_profiles(client: httpx.Client, served: Path) -> None:
     assert doc["total"] == len(expected)
     assert all(expected[r["name"]] == r["b_us"] for r in doc["rows"])
     assert doc["steps"]["a"]["steps"] == 5
-    _err(client.get("/compare", params={"a": a, "b": b, "view": "memory"}), 400)
+    _err(client.get("/compare", params={"a": a, "b": b, "view": "memory"}), 422)
     _err(client.get("/compare", params={"a": a, "b": "nope"}), 404)
+
+
+def test_answers_match_their_documented_models(client: httpx.Client) -> None:
+    """Every route's real answer validates against the model its OpenAPI entry names,
+    so the generated document (and the UI's generated types) cannot drift."""
+    from pydantic import TypeAdapter
+
+    from aiprof.web import models as m
+
+    span = _ok(client.get("/profiles/r0.aiprof/tracks"))["span_ns"]
+    mid = (span[0] + span[1]) // 2
+    win = {"t0": mid, "t1": mid + 5_000_000, "width": 800}
+    cases: list[tuple[str, dict[str, Any], Any]] = [
+        ("/profiles", {}, m.ProfilesResponse),
+        ("/views", {}, list[m.ViewInfo]),
+        ("/profiles/mem.aiprof", {}, m.ProfileMeta),
+        ("/profiles/r0.aiprof/views/kernels", {"limit": 3}, m.ViewResult),
+        ("/profiles/r0.aiprof/tracks", {}, m.TracksResponse),
+        ("/profiles/r0.aiprof/timeline", win, m.WindowResponse),
+        ("/profiles/r0.aiprof/timeline/summary", win, m.SummaryResponse),
+        ("/profiles/r0.aiprof/timeline/search", {"q": "gemm"}, m.SearchResponse),
+        ("/profiles/mem.aiprof/counters", {}, m.CounterMetrics),
+        ("/profiles/mem.aiprof/memory/series", {"width": 50}, m.MemorySeries),
+        ("/profiles/r0.aiprof/advice", {}, m.AdviceResponse),
+        ("/compare", {"a": "r0.aiprof", "b": "mem.aiprof", "limit": 3}, m.CompareResponse),
+    ]
+    doc = _ok(client.get("/openapi.json"))
+    for path, params, model in cases:
+        body = _ok(client.get(path, params=params))
+        TypeAdapter(model).validate_python(body, strict=False)
+        op = doc["paths"][
+            "/api/v1" + path.replace("r0.aiprof", "{pid}").replace("mem.aiprof", "{pid}").replace("/kernels", "/{view}")
+        ]["get"]
+        assert "200" in op["responses"] and "422" in op["responses"], path

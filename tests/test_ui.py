@@ -36,6 +36,7 @@ def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ui")
     import_paths([shared_data / "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"], root / "r0.aiprof")
     import_paths([shared_data / "kineto/V100/df_index_resolver.json.gz"], root / "mem.aiprof")
+    import_paths([shared_data / "kineto/A100-nccl-parser/nccl_data.json.gz"], root / "nccl.aiprof")
     return root
 
 
@@ -193,7 +194,7 @@ def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> Non
     box = page.evaluate(
         f"""() => {{ const tl = window.__aiprof.timeline; const L = tl.layout.get({target["track"]});
              return {{x: tl.xOf({target["ts"]} + {target["dur"]} / 2),
-                     y: L.y + {target["depth"]} * 18 + 9 - tl.view.scrollY}}; }}"""
+                     y: L.y + {target["depth"]} * 18 + 9 - tl.scrollY()}}; }}"""
     )
     page.click("#tl-canvas", position={"x": box["x"], "y": box["y"]})
     page.wait_for_selector("#tl-details .ev-name")
@@ -263,3 +264,161 @@ def test_html_report_opens_without_server(browser: Any, served: Path, tmp_path: 
     pg.screenshot(path=str(tmp_path / "report-kernels.png"))
     assert not requests
     ctx.close()
+
+
+def _timeline(page: Any, base: str, pid: str, query: str = "") -> None:
+    page.goto(f"{base}#/{pid}/timeline{query}")
+    page.wait_for_function(
+        "window.__aiprof && window.__aiprof.ready === true && window.__aiprof.painted >= 1", timeout=60000
+    )
+
+
+def test_search_finds_and_selects_an_nccl_kernel(page: Any, base: str, tmp_path: Path) -> None:
+    _timeline(page, base, "nccl.aiprof")
+    total = page.evaluate(
+        "fetch('/api/v1/profiles/nccl.aiprof/timeline/search?q=ncclKernel').then(r => r.json()).then(j => j.total)"
+    )
+    assert total > 1
+    page.keyboard.press("/")  # the search box from the keyboard
+    assert page.evaluate("document.activeElement.id") == "tl-search"
+    page.keyboard.type("ncclKernel")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#tl-details .ev-name")
+    assert page.locator("#tl-count").get_attribute("data-total") == str(total)
+    first = page.locator("#tl-details .ev-name").inner_text()
+    assert first.startswith("ncclKernel") and "collective" in page.locator("#tl-details").inner_text()
+    picked = page.evaluate("window.__aiprof.timeline.picked()")
+    v = page.evaluate("window.__aiprof.timeline.view")
+    assert v["t0"] <= picked["ts"] and picked["ts"] + picked["dur"] <= v["t1"]  # centred and in view
+    # The first match after the window's centre, counted among all of them.
+    shown = page.locator("#tl-count").inner_text()
+    n = int(shown.split(" / ")[0])
+    assert shown.split(" / ")[1].startswith(str(total)) and 1 <= n <= total
+    # Next match: another event, still an NCCL kernel; the URL holds the search and the selection.
+    page.click("#tl-next")
+    page.wait_for_function(f"window.__aiprof.timeline.picked().ts !== {picked['ts']}")
+    page.wait_for_function(f"document.querySelector('#tl-count').textContent.startsWith('{n % total + 1} / ')")
+    assert "q=ncclKernel" in page.url and "sel=" in page.url
+    page.screenshot(path=str(tmp_path / "search.png"))
+
+
+def test_url_state_survives_a_reload(page: Any, base: str) -> None:
+    _timeline(page, base, "r0.aiprof")
+    page.click("#tl-canvas", position={"x": 600, "y": 5})
+    page.mouse.move(700, 200)
+    for _ in range(6):
+        page.keyboard.press("w")
+    page.wait_for_function("location.hash.includes('t0=')")
+    top = page.evaluate(
+        "fetch('/api/v1/profiles/r0.aiprof/timeline/search?q=gemm&order=-dur&limit=1').then(r => r.json()).then(j => j.matches[0])"
+    )
+    page.evaluate("window.__aiprof.timeline.search('gemm', false)")
+    page.wait_for_selector("#tl-details .ev-name")
+    page.wait_for_function("location.hash.includes('sel=')")
+    before = page.evaluate(
+        "({v: {...window.__aiprof.timeline.view}, p: window.__aiprof.timeline.picked(), h: location.hash})"
+    )
+    page.reload()
+    page.wait_for_function("window.__aiprof && window.__aiprof.ready === true && window.__aiprof.painted >= 1")
+    page.wait_for_selector("#tl-details .ev-name")
+    after = page.evaluate("({v: {...window.__aiprof.timeline.view}, p: window.__aiprof.timeline.picked()})")
+    assert abs(after["v"]["t0"] - before["v"]["t0"]) <= 1 and abs(after["v"]["t1"] - before["v"]["t1"]) <= 1
+    assert after["p"]["ts"] == before["p"]["ts"] and after["p"]["track"] == before["p"]["track"]
+    assert page.locator("#tl-search").input_value() == "gemm"
+    assert top["name"]  # the server's longest gemm exists; the search ran against the same server
+    # A table's filter, sort and page survive a reload, and Back returns to the timeline.
+    page.goto(f"{base}#/r0.aiprof/kernels")
+    page.wait_for_function("document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total")
+    page.fill(".tablebar input", "name~gemm")
+    page.keyboard.press("Enter")
+    page.wait_for_function("location.hash.includes('filter=')")
+    page.click("th[data-col=count]")
+    page.wait_for_function("location.hash.includes('sort=-count')")
+    page.reload()
+    page.wait_for_selector("th[data-col=count].sorted-desc")
+    assert page.locator(".tablebar input").input_value() == "name~gemm"
+    names = _column(page, "name", numeric=False)
+    assert names and all("gemm" in n.lower() for n in names)
+    page.go_back()
+    page.wait_for_function("location.hash.includes('/timeline')")
+    page.wait_for_function(
+        "window.__aiprof.ready === true && window.__aiprof.timeline && window.__aiprof.timeline.picked()"
+    )
+    assert page.evaluate("window.__aiprof.timeline.picked().ts") == before["p"]["ts"]
+
+
+def test_show_on_timeline_from_the_kernels_table(page: Any, base: str, tmp_path: Path) -> None:
+    _open(page, base, "nccl.aiprof", "kernels")
+    page.wait_for_selector("table.data tbody tr button.show-tl")
+    first_name = _column(page, "name", numeric=False)[0]
+    longest = page.evaluate(
+        f"fetch('/api/v1/profiles/nccl.aiprof/timeline/search?exact=true&order=-dur&limit=1&q=' + encodeURIComponent({first_name!r})).then(r => r.json()).then(j => j.matches[0])"
+    )
+    page.locator("table.data tbody tr").first.locator("button.show-tl").click()
+    page.wait_for_function("location.hash.includes('/timeline') && window.__aiprof.ready === true")
+    page.wait_for_selector("#tl-details .ev-name")
+    assert page.locator("#tl-details .ev-name").inner_text() == first_name
+    picked = page.evaluate("window.__aiprof.timeline.picked()")
+    assert picked["ts"] == longest["ts"] and picked["dur"] == longest["dur"]
+    page.screenshot(path=str(tmp_path / "show-on-timeline.png"))
+
+
+def test_track_groups_collapse_and_expand(page: Any, base: str) -> None:
+    _timeline(page, base, "nccl.aiprof")
+    rows = page.evaluate("window.__aiprof.timeline.rows")
+    groups = [r for r in rows if r["group"]]
+    assert groups and groups[0]["title"].startswith("CUDA")  # device tracks first on an accelerator trace
+    dev = groups[0]
+    n_open = len(rows)
+    # Click the group's label: it collapses to one summary row.
+    page.click("#tl-canvas", position={"x": 40, "y": dev["y"] + 5})
+    rows2 = page.evaluate("window.__aiprof.timeline.rows")
+    assert len(rows2) < n_open and next(r for r in rows2 if r["id"] == dev["id"])["collapsed"]
+    page.click("#tl-canvas", position={"x": 40, "y": dev["y"] + 5})
+    assert len(page.evaluate("window.__aiprof.timeline.rows")) == n_open
+    # Pin a stream: it moves to the top, above the groups.
+    stream = next(r for r in rows if not r["group"] and r["y"] > dev["y"])
+    page.click("#tl-canvas", position={"x": 240 - 8, "y": stream["y"] + 5})
+    rows3 = page.evaluate("window.__aiprof.timeline.rows")
+    assert rows3[0]["id"] == stream["id"] and rows3[0]["pinned"]
+    # The tooltip gives a track's full name.
+    box = page.locator("#tl-canvas").bounding_box()
+    page.mouse.move(box["x"] + 60, box["y"] + rows3[0]["y"] + 5)
+    page.wait_for_selector("#tip", state="visible")
+    assert page.locator("#tip").inner_text().startswith(stream["full"])
+
+
+def test_unknown_profile_or_page_is_not_found(page: Any, base: str) -> None:
+    _open(page, base, "does_not_exist.aiprof", "kernels")
+    assert "Profile not found: does_not_exist.aiprof" in page.locator("#not-found").inner_text()
+    assert page.locator("table.data").count() == 0
+    _open(page, base, "r0.aiprof", "nosuchpage")
+    assert "Page not found: nosuchpage" in page.locator("#not-found").inner_text()
+
+
+def test_every_page_opens_without_console_errors_in_both_themes(browser: Any, base: str, tmp_path: Path) -> None:
+    for scheme in ("light", "dark"):
+        ctx = browser.new_context(viewport={"width": 1000, "height": 700}, color_scheme=scheme)
+        pg = ctx.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e, out=errors: out.append(str(e)))
+        pg.on("console", lambda m, out=errors: out.append(m.text) if m.type == "error" else None)
+        for view in (
+            "overview",
+            "timeline",
+            "operators",
+            "kernels",
+            "steps",
+            "memory",
+            "counters",
+            "compare",
+            "advice",
+        ):
+            _open(pg, base, "mem.aiprof", view)
+            # Nothing wider than the window (no horizontal overflow of the page).
+            assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), (scheme, view)
+        bg = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert (bg == "rgb(15, 17, 21)") == (scheme == "dark")
+        pg.screenshot(path=str(tmp_path / f"advice-{scheme}.png"))
+        ctx.close()
+        assert not errors, (scheme, errors)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import os
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..analysis import Query, run, views
 from ..errors import AiprofError
 from ..store import Profile
-from .server import advice_for, describe, dumps
+from .assets import read_asset
+from .jsonio import dumps
+from .routes import advice_for, describe
 from .timeline import Timeline
 
 TOP_ROWS = 500
@@ -36,7 +37,7 @@ REPORT_ID = "report"
 
 
 def _asset(name: str) -> str:
-    return resources.files("aiprof.web").joinpath("static").joinpath(name).read_text(encoding="utf-8")
+    return read_asset(name)
 
 
 def _script_safe(text: str) -> str:

@@ -40,6 +40,8 @@ LOD_MIN_EVENTS = 200_000
 LOD_BUCKETS = 40_000
 #: At most this many launch -> kernel arrows per window.
 MAX_FLOWS = 2000
+#: The most matches one search answer lists (the count covers them all).
+SEARCH_LIMIT = 5000
 
 _FLOW_SQL = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
 _DEVICE_KINDS_SQL = ", ".join(f"'{k}'" for k in sorted(DEVICE_KINDS))
@@ -290,6 +292,66 @@ class Timeline:
                         [r["correlation"], track, ts],
                     )
         return rows
+
+    def search(
+        self,
+        q: str,
+        *,
+        regex: bool = False,
+        exact: bool = False,
+        kind: str | None = None,
+        t0: int | None = None,
+        t1: int | None = None,
+        order: str = "ts",
+        limit: int = 500,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """Events whose name contains ``q`` (case-insensitive), equals it (``exact``) or
+        matches it as an RE2 regular expression (``regex``). The names are matched once
+        in ``tl_names``; the events are then found by name id. Returns q, regex, total
+        (events), names (distinct names), matches (track, depth, ts, dur ns, name, kind;
+        in time order or longest first), truncated."""
+        self.build()
+        if regex:
+            cond, arg = "regexp_matches(name, ?)", q
+        elif exact:
+            cond, arg = "name = ?", q
+        else:
+            cond, arg = "contains(lower(name), lower(?))", q
+        where = ["true"]
+        params: list[Any] = []
+        if kind:
+            where.append("l.kind = ?")
+            params.append(kind)
+        if t0 is not None:
+            where.append(f"l.ts + l.dur >= {int(t0)}")
+        if t1 is not None:
+            where.append(f"l.ts <= {int(t1)}")
+        sort = "l.dur DESC, l.ts" if order == "-dur" else "l.ts, l.track"
+        with self.lock:
+            try:
+                self.profile.con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE tl_hit AS SELECT name_id, name FROM tl_names WHERE {cond}", [arg]
+                )
+            except duckdb.Error as e:
+                raise QueryError(f"bad search pattern: {str(e).splitlines()[0]}") from None
+            cond_sql = " AND ".join(where)
+            total = self._rows(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
+            n_names = self._rows("SELECT count(*) AS n FROM tl_hit")
+            rows = self._rows(
+                f"""SELECT l.track, l.depth, l.ts, l.dur, h.name, l.kind FROM tl l JOIN tl_hit h USING (name_id)
+                    WHERE {cond_sql} ORDER BY {sort} LIMIT {int(limit)} OFFSET {int(offset)}""",
+                params,
+            )
+        n = int(total[0]["n"]) if total else 0
+        return {
+            "q": q,
+            "regex": regex,
+            "total": n,
+            "names": int(n_names[0]["n"]) if n_names else 0,
+            "matches": rows,
+            "truncated": offset + len(rows) < n,
+        }
 
     # -- internals ------------------------------------------------------------------
 

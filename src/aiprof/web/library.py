@@ -1,0 +1,225 @@
+"""The profiles the server serves, by id, and the analyser results kept per profile.
+
+:meth:`Library.scan` is the one place that lists the served folders. Safety by
+construction: a profile is addressed by an id from the table built when the folders
+are scanned, never by a request value joined to a path; a profile folder, or a file
+in it, that resolves outside its served folder (a symlink out) is listed as broken,
+and checked again when the profile is opened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..analysis import Query, Result, run, views
+from ..errors import AiprofError
+from ..store import PROFILE_SUFFIX, Profile, find_profiles, open_profile
+from ..store.reader import _read_meta
+from ..store.writer import META_FILE
+from .jsonio import dumps
+from .timeline import Timeline
+
+log = logging.getLogger("aiprof.serve")
+
+#: Analyser results kept per profile (the full table of a view, before the query),
+#: and the largest table worth keeping.
+CACHE_VIEWS = 32
+CACHE_ROWS = 200_000
+#: Views computed in the background when the server starts, after the timeline.
+WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a one-line message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Entry:
+    """One profile in a served folder."""
+
+    id: str
+    path: Path
+    root: Path
+    error: str | None = None
+    profile: Profile | None = None
+    timeline: Timeline | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cache: OrderedDict[str, Result] = field(default_factory=OrderedDict)
+    """Full analyser results by (view, params): pages, sorts and filters reuse them."""
+    cache_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def summary(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "name": self.path.name, "status": "broken" if self.error else "ok"}
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def _scrub(message: str, path: Path) -> str:
+    """A message without the server's absolute paths (the client knows only names)."""
+    return message.replace(str(path.resolve()), path.name).replace(str(path), path.name)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _outside_reason(path: Path, root: Path) -> str | None:
+    if not _inside(path, root):
+        return "the profile links outside the served folder"
+    for f in path.iterdir():
+        if not _inside(f, root):
+            return f"{f.name} links outside the served folder"
+    return None
+
+
+class Library:
+    """The profiles of the served folders, by id; opened on first use."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = [Path(r) for r in roots]
+        self._lock = threading.Lock()
+        self._entries: dict[str, Entry] = {}
+        self.scan()
+
+    def scan(self) -> list[Entry]:
+        """(Re)list the profiles; profiles already open stay open."""
+        with self._lock:
+            found: list[tuple[Path, Path]] = []
+            for root in self.roots:
+                if (root / META_FILE).exists() or root.name.endswith(PROFILE_SUFFIX):
+                    found.append((root, root))
+                    continue
+                good = set(find_profiles(root)) if root.is_dir() else set()
+                children = sorted(root.iterdir()) if root.is_dir() else []
+                for c in children:
+                    if c.name.startswith("."):
+                        continue
+                    if c in good or c.name.endswith(PROFILE_SUFFIX):
+                        found.append((c, root))
+            by_path = {e.path: e for e in self._entries.values()}
+            entries: dict[str, Entry] = {}
+            for path, root in found:
+                old = by_path.get(path)
+                if old is not None:
+                    entries[old.id] = old
+                    continue
+                base = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.name) or "profile"
+                pid, n = base, 2
+                while pid in entries or pid in self._entries:
+                    pid, n = f"{base}-{n}", n + 1
+                entries[pid] = Entry(pid, path, root, error=self._check(path, root))
+            self._entries = entries
+            return list(entries.values())
+
+    @staticmethod
+    def _check(path: Path, root: Path) -> str | None:
+        if not _inside(path, root):
+            return "the profile links outside the served folder"
+        if not (path / META_FILE).is_file():
+            return f"no {META_FILE}"
+        reason = _outside_reason(path, root)
+        if reason:
+            return reason
+        try:
+            _read_meta(path)
+        except AiprofError as e:
+            return _scrub(str(e), path)
+        return None
+
+    def get(self, pid: str) -> Entry:
+        """The opened entry ``pid``; 404 when unknown, 409 when broken."""
+        e = self._entries.get(pid)
+        if e is None:
+            raise ApiError(404, f"no profile {pid!r}")
+        with e.lock:
+            if e.error is None and e.profile is None:
+                # Checked again at open time: a link may have been made since the scan.
+                e.error = _outside_reason(e.path, e.root)
+            if e.error is None and e.profile is None:
+                try:
+                    e.profile = open_profile(e.path)
+                    e.profile.con.execute("SELECT count(*) FROM events").fetchall()
+                    e.timeline = Timeline(e.profile)
+                    e.timeline.lock = e.lock
+                except Exception as ex:
+                    msg = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
+                    e.error = "cannot open: " + _scrub(msg, e.path)
+                    if e.profile is not None:
+                        e.profile.close()
+                    e.profile = None
+            if e.error is not None:
+                raise ApiError(409, f"profile {pid!r} is broken: {e.error}")
+        return e
+
+    def close(self) -> None:
+        for e in self._entries.values():
+            with e.lock:
+                if e.profile is not None:
+                    e.profile.close()
+                    e.profile = None
+
+
+def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: Profile | None = None) -> Result:
+    """``run(view)`` once per (view, params) for all rows, then the query on that table.
+
+    The analyser runs through :func:`run` exactly as the CLI runs it; the page, sort and
+    filters of later requests are applied by the same :meth:`Query.apply` to the kept
+    table, so paging through a view does not recompute it. ``profile``: the profile
+    (connection) to use, ``e.profile`` by default, which needs ``e.lock`` held.
+    """
+    prof = profile or e.profile
+    assert prof is not None
+    key = view + "\x00" + dumps(params).decode()
+    with e.cache_lock:
+        full = e.cache.get(key)
+        if full is not None:
+            e.cache.move_to_end(key)
+    if full is None:
+        full = run(prof, view, Query(), params)
+        if full.table.num_rows <= CACHE_ROWS:
+            with e.cache_lock:
+                e.cache[key] = full
+                while len(e.cache) > CACHE_VIEWS:
+                    e.cache.popitem(last=False)
+    eff = q if q.sort else Query(q.filters, list(full.query.sort), q.limit, q.offset)
+    page, total = eff.apply(full.table)
+    return Result(view, page, total, eff, full.units)
+
+
+def warm_up(lib: Library) -> None:
+    """Build each profile's timeline tables, then compute its common views on a
+    connection of its own (so requests are not held up), so that the first pages a
+    user opens are fast. Runs in a daemon thread; failures only log."""
+    for e in lib.scan():
+        if e.error is not None:
+            continue
+        try:
+            entry = lib.get(e.id)
+            assert entry.timeline is not None and entry.profile is not None
+            entry.timeline.build()
+            with entry.lock:
+                own = dataclasses.replace(entry.profile, con=entry.profile.con.cursor())
+            try:
+                for view in WARM_VIEWS:
+                    if view in views():
+                        query_view(entry, view, Query(limit=0), {}, profile=own)
+            finally:
+                own.con.close()
+        except Exception:
+            log.debug("warm-up of %s failed", e.id, exc_info=True)

@@ -1,0 +1,268 @@
+"""The REST API's request and response models (pydantic): the OpenAPI document at
+``/api/v1/openapi.json`` and the UI's TypeScript types (``ui/src/lib/api-types.ts``)
+are generated from them.
+
+Responses are written with orjson straight from the analysers' rows; the models
+describe them (``tests/test_serve.py`` validates real answers against them), they do
+not re-validate every answer on the hot path. Times are int64 ns on the profile's
+time axis unless a name or a column's unit says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorResponse(Model):
+    error: str = Field(description="one line for the user")
+    status: int
+    detail: list[dict[str, Any]] | None = Field(None, description="the fields a 422 names (location, message)")
+
+
+class ProfileSummary(Model):
+    id: str
+    name: str
+    status: Literal["ok", "broken"]
+    error: str | None = None
+
+
+class ProfilesResponse(Model):
+    profiles: list[ProfileSummary]
+
+
+class ViewInfo(Model):
+    name: str
+    title: str
+    description: str = Field(description="what the view shows and its columns")
+    default_sort: list[str]
+    units: dict[str, str]
+
+
+class Column(Model):
+    name: str
+    type: str
+    unit: str | None = None
+
+
+class ViewResult(Model):
+    view: str
+    columns: list[Column]
+    rows: list[dict[str, Any]]
+    total: int = Field(description="rows matching the filters, before paging")
+    offset: int
+    limit: int | None
+    query: dict[str, Any] | None = None
+    profile: str | None = None
+
+
+class ProfileMeta(Model):
+    id: str
+    name: str
+    aiprof_version: str | None = None
+    schema_version: int | None = None
+    time_origin_ns: int | None = None
+    span_ns: list[int] = Field(description="[first, last] ns the timeline covers")
+    ranks: list[int]
+    world_size: int | None = None
+    hosts: list[Any]
+    devices: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    tables: dict[str, int]
+    warnings: list[Any]
+    steps: list[dict[str, Any]]
+    steps_error: str | None = None
+
+
+class TrackInfo(Model):
+    track: int = Field(description="dense id, used by the timeline routes")
+    rank: int
+    pid: int
+    tid: int
+    device_type: str
+    device: int | None = None
+    is_device: bool
+    name: str
+    process_name: str | None = None
+    thread_name: str | None = None
+    events: int
+    max_depth: int
+
+
+class TracksResponse(Model):
+    span_ns: list[int]
+    tracks: list[TrackInfo]
+
+
+class WindowItems(Model):
+    """Columnar: item i is (track[i], depth[i], ts[i], dur[i], names[name[i]], kind[i], n[i])."""
+
+    track: list[int]
+    depth: list[int]
+    ts: list[int]
+    dur: list[int]
+    name: list[int] = Field(description="index into names")
+    kind: list[str]
+    n: list[int] = Field(description="events merged into the item; 1 = one event")
+
+
+class Flows(Model):
+    from_track: list[int]
+    from_depth: list[int]
+    from_ts: list[int]
+    to_track: list[int]
+    to_depth: list[int]
+    to_ts: list[int]
+
+
+class WindowResponse(Model):
+    t0: int
+    t1: int
+    bucket_ns: int
+    items: WindowItems
+    names: list[str]
+    flows: Flows = Field(description="launch -> device work arrows")
+    flows_truncated: bool
+
+
+class KindTotal(Model):
+    kind: str
+    events: int
+    time_ns: int
+
+
+class NameTotal(Model):
+    kind: str
+    name: str
+    events: int
+    time_ns: int
+
+
+class SummaryResponse(Model):
+    t0: int
+    t1: int
+    events: int
+    by_kind: list[KindTotal]
+    top: list[NameTotal]
+
+
+class EventsResponse(Model):
+    events: list[dict[str, Any]] = Field(description="full event rows, each with 'linked' (events of its correlation)")
+
+
+class SearchMatch(Model):
+    track: int
+    depth: int
+    ts: int
+    dur: int
+    name: str
+    kind: str
+
+
+class SearchResponse(Model):
+    q: str
+    regex: bool
+    total: int = Field(description="events whose name matches")
+    names: int = Field(description="distinct names that match")
+    matches: list[SearchMatch] = Field(description="the first matches in the order asked")
+    truncated: bool
+
+
+class CounterMetric(Model):
+    rank: int
+    device_type: str
+    device: int | None = None
+    metric: str
+    unit: str | None = None
+    samples: int
+    min: float | None = None
+    max: float | None = None
+
+
+class CounterMetrics(Model):
+    metrics: list[CounterMetric]
+
+
+class CounterSeries(Model):
+    metric: str
+    t0: int
+    t1: int
+    bucket_ns: int
+    ts: list[int]
+    min: list[float | None]
+    max: list[float | None]
+    mean: list[float | None]
+    last: list[float | None]
+
+
+class MemoryDevice(Model):
+    rank: int
+    device_type: str
+    device: int | None = None
+    ts: list[int]
+    allocated: list[int]
+    reserved: list[int | None]
+
+
+class MemoryPeak(Model):
+    rank: int
+    device_type: str
+    device: int | None = None
+    peak_ts: int
+    peak_bytes: int
+    peak_reserved: int | None = None
+    events: int
+
+
+class MemorySeries(Model):
+    t0: int
+    t1: int
+    bucket_ns: int
+    series: list[MemoryDevice]
+    peaks: list[MemoryPeak]
+
+
+class CompareResponse(Model):
+    view: Literal["kernels", "operators"]
+    a: str
+    b: str
+    steps: dict[str, Any]
+    rows: list[dict[str, Any]] = Field(description="name, a_us, b_us, delta_us, delta_pct, a_count, b_count, status")
+    total: int
+    query: dict[str, Any]
+
+
+class AdviceResponse(Model):
+    available: bool
+    advice: list[Any]
+    reason: str | None = None
+
+
+class QueryBody(BaseModel):
+    """The common query as JSON (POST /views/{view})."""
+
+    model_config = ConfigDict(extra="forbid")
+    filters: list[str | dict[str, Any]] = Field(default_factory=list)
+    sort: list[str | dict[str, Any]] | str = Field(default_factory=list)
+    limit: int | None = Field(None, ge=0)
+    offset: int = Field(0, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class WindowBody(BaseModel):
+    """A timeline window as JSON (POST /timeline, /timeline/summary, series)."""
+
+    model_config = ConfigDict(extra="forbid")
+    t0: int | None = None
+    t1: int | None = None
+    width: int = Field(1000, ge=1, le=20000)
+    tracks: list[int] | str | None = None
+    max_items: int = Field(5000, ge=1, le=100000)
+    metric: str | None = None
+    rank: int | None = None
+    device: int | None = None

@@ -1,0 +1,406 @@
+"""The REST API's routes (FastAPI, typed): paths, parameters and answer models.
+
+Everything returned comes from the analysers (:func:`aiprof.analysis.run`), the
+timeline windows (:mod:`aiprof.web.timeline`) and, when it is installed, the advice
+proposer; nothing is computed here. Handlers are plain functions, so FastAPI runs
+them in its thread pool; a profile's DuckDB connection is used under its entry's lock.
+Bad parameters are refused by the models with a 422 that names the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+from pathlib import Path as FsPath
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query, Request
+from starlette.responses import Response
+
+from ..analysis import Query as ViewQuery
+from ..analysis import run, views
+from ..errors import AiprofError
+from ..store import Profile
+from . import models as m
+from .jsonio import json_response
+from .library import ApiError, Entry, Library, query_view
+from .timeline import MAX_ITEMS, SEARCH_LIMIT, SeriesQuery, Timeline, Window
+
+#: Rows a view returns when the request gives no limit, and the most it may ask for.
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 10000
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": m.ErrorResponse, "description": d}
+    for s, d in (
+        (400, "a value the analysers refuse (unknown column, bad filter)"),
+        (401, "a token is required"),
+        (404, "no such profile, view or event"),
+        (409, "the profile is broken"),
+        (422, "a parameter of the wrong type or range (the field is named)"),
+    )
+}
+
+Pid = Annotated[str, Path(description="profile id (from /profiles)")]
+T0 = Annotated[int | None, Query(description="window start, ns (default: the profile's first event)")]
+T1 = Annotated[int | None, Query(description="window end, ns (default: the last event's end)")]
+Width = Annotated[int, Query(ge=1, le=20000, description="pixels the window is drawn on")]
+Tracks = Annotated[str | None, Query(description="track ids 'a,b,c' (default: all)")]
+MaxItems = Annotated[int, Query(ge=1, le=100000, description="most merged items returned")]
+Rank = Annotated[int | None, Query(description="rank")]
+Device = Annotated[int | None, Query(description="device index")]
+
+
+def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[str, Any]:
+    """One profile's metadata for the API: devices, ranks, steps (the steps view),
+    sources, table sizes, warnings and the time span (ns) the timeline covers."""
+    meta = profile.metas[0]
+    timeline.build()
+    steps: list[dict[str, Any]] = []
+    steps_error = None
+    try:
+        steps = run(profile, "steps").rows
+    except AiprofError as ex:
+        steps_error = str(ex)
+    out = {
+        "id": pid,
+        "name": name,
+        "aiprof_version": meta.get("aiprof_version"),
+        "schema_version": meta.get("schema_version"),
+        "time_origin_ns": profile.time_origin_ns,
+        "span_ns": list(timeline.span),
+        "ranks": sorted({r for m in profile.metas for r in m.get("ranks", [])}),
+        "world_size": meta.get("world_size"),
+        "hosts": meta.get("hosts", []),
+        "devices": profile.devices,
+        "sources": [
+            {k: v for k, v in src.items() if k != "path"} | {"file": FsPath(str(src.get("path", ""))).name}
+            for m in profile.metas
+            for src in m.get("sources", [])
+        ],
+        "tables": profile.tables,
+        "warnings": profile.warnings,
+        "steps": steps,
+    }
+    if steps_error:
+        out["steps_error"] = steps_error
+    return out
+
+
+def advice_for(profile: Profile) -> dict[str, Any]:
+    """Advice from ``aiprof.advise`` when that module exists: {available, advice}."""
+    if importlib.util.find_spec("aiprof.advise") is None:
+        return {"available": False, "advice": [], "reason": "the advice proposer is not installed"}
+    mod = importlib.import_module("aiprof.advise")
+    for name in ("advise_json", "advice_json", "to_json", "advise"):
+        fn = getattr(mod, name, None)
+        if callable(fn):
+            out = fn(profile)
+            break
+    else:
+        return {"available": False, "advice": [], "reason": "aiprof.advise has no advise function"}
+    if hasattr(out, "to_json"):
+        out = out.to_json()
+    items = out["advice"] if isinstance(out, dict) and "advice" in out else out
+    if not isinstance(items, list):
+        items = [items]
+    norm: list[Any] = []
+    for a in items:
+        if hasattr(a, "to_json"):
+            a = a.to_json()
+        elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+            a = dataclasses.asdict(a)
+        norm.append(a)
+    return {"available": True, "advice": norm}
+
+
+def _param_values(request: Request) -> dict[str, Any]:
+    """``param.NAME=V`` query parameters (an analyser's own parameters)."""
+    qp = request.query_params
+    params: dict[str, Any] = {}
+    for k, v in qp.multi_items():
+        if k.startswith("param."):
+            name = k[len("param.") :]
+            vals = qp.getlist(k)
+            params[name] = vals if len(vals) > 1 or name in ("kinds",) else v
+    return params
+
+
+def _limited(q: ViewQuery) -> ViewQuery:
+    if q.limit is None:
+        q.limit = DEFAULT_LIMIT
+    if q.limit > MAX_LIMIT:
+        raise ApiError(422, f"limit must be at most {MAX_LIMIT}")
+    return q
+
+
+def build_router(lib: Library) -> APIRouter:
+    """The /api/v1 routes over the profiles of ``lib``."""
+    r = APIRouter(responses=ERRORS)
+
+    def entry(pid: str) -> Entry:
+        return lib.get(pid)
+
+    def timeline_of(pid: str) -> Timeline:
+        e = lib.get(pid)
+        assert e.timeline is not None
+        return e.timeline
+
+    def window(tl: Timeline, t0: int | None, t1: int | None, width: int, tracks: Any, max_items: int) -> Window:
+        tl.build()
+        return Window.parse(
+            tl.span[0] if t0 is None else t0, tl.span[1] if t1 is None else t1, width, tracks, max_items
+        )
+
+    @r.get("/views", response_model=list[m.ViewInfo], summary="The analysers: name, title, columns, default sort")
+    def list_views() -> Response:
+        return json_response(
+            [
+                {
+                    "name": a.name,
+                    "title": a.title,
+                    "description": a.description,
+                    "default_sort": list(a.default_sort),
+                    "units": a.units,
+                }
+                for a in views().values()
+            ]
+        )
+
+    @r.get("/profiles", response_model=m.ProfilesResponse, summary="The profiles in the served folders")
+    def list_profiles() -> Response:
+        return json_response({"profiles": [e.summary() for e in lib.scan()]})
+
+    @r.get("/profiles/{pid}", response_model=m.ProfileMeta, summary="One profile's metadata")
+    def profile_meta(pid: Pid) -> Response:
+        e = entry(pid)
+        assert e.profile is not None and e.timeline is not None
+        with e.lock:
+            return json_response(describe(e.profile, e.id, e.path.name, e.timeline))
+
+    def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any]) -> Response:
+        if name not in views():
+            raise ApiError(404, f"unknown view {name!r}; views: {', '.join(sorted(views()))}")
+        with e.lock:
+            res = query_view(e, name, _limited(q), params)
+        out = res.to_json()
+        out["query"] = res.query.to_json()
+        out["profile"] = e.id
+        return json_response(out)
+
+    @r.get(
+        "/profiles/{pid}/views/{view}",
+        response_model=m.ViewResult,
+        summary="Run an analyser with the common query",
+        description="filter= (repeatable, the CLI's syntax: name~gemm, count>=2), sort= ('-col' descending), "
+        "limit=, offset=; an analyser's own parameters as param.NAME=VALUE.",
+    )
+    def view_get(
+        request: Request,
+        pid: Pid,
+        view: Annotated[str, Path(description="analyser name (from /views)")],
+        filters: Annotated[list[str] | None, Query(alias="filter", description="a filter, repeatable")] = None,
+        sort: Annotated[list[str] | None, Query(description="sort columns, '-col' descending")] = None,
+        limit: Annotated[int | None, Query(ge=0, le=MAX_LIMIT)] = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        q = ViewQuery.parse(filters or [], sort or [], limit, offset)
+        return view_answer(entry(pid), view, q, _param_values(request))
+
+    @r.post("/profiles/{pid}/views/{view}", response_model=m.ViewResult, summary="Same, the query as JSON")
+    def view_post(pid: Pid, view: str, body: Annotated[m.QueryBody | None, Body()] = None) -> Response:
+        b = body or m.QueryBody.model_validate({})
+        q = ViewQuery.from_json(b.model_dump(exclude={"params"}))
+        return view_answer(entry(pid), view, q, b.params)
+
+    @r.get("/profiles/{pid}/tracks", response_model=m.TracksResponse, summary="Timeline tracks")
+    def tracks(pid: Pid) -> Response:
+        tl = timeline_of(pid)
+        rows = tl.tracks()
+        return json_response({"span_ns": list(tl.span), "tracks": rows})
+
+    @r.get(
+        "/profiles/{pid}/timeline",
+        response_model=m.WindowResponse,
+        summary="Events of [t0, t1] on tracks, merged to the pixel width",
+    )
+    def timeline(
+        pid: Pid,
+        t0: T0 = None,
+        t1: T1 = None,
+        width: Width = 1000,
+        tracks: Tracks = None,
+        max_items: MaxItems = MAX_ITEMS,
+    ) -> Response:
+        tl = timeline_of(pid)
+        return json_response(tl.window(window(tl, t0, t1, width, tracks, max_items)))
+
+    @r.post("/profiles/{pid}/timeline", response_model=m.WindowResponse, summary="Same, with a JSON body")
+    def timeline_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
+        b = body or m.WindowBody.model_validate({})
+        tl = timeline_of(pid)
+        return json_response(tl.window(window(tl, b.t0, b.t1, b.width, b.tracks, b.max_items)))
+
+    @r.get(
+        "/profiles/{pid}/timeline/summary",
+        response_model=m.SummaryResponse,
+        summary="Totals per kind and top names of what [t0, t1] covers",
+    )
+    def timeline_summary(
+        pid: Pid,
+        t0: T0 = None,
+        t1: T1 = None,
+        width: Width = 1000,
+        tracks: Tracks = None,
+        max_items: MaxItems = MAX_ITEMS,
+    ) -> Response:
+        tl = timeline_of(pid)
+        return json_response(tl.summary(window(tl, t0, t1, width, tracks, max_items)))
+
+    @r.post("/profiles/{pid}/timeline/summary", response_model=m.SummaryResponse, summary="Same, with a JSON body")
+    def timeline_summary_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
+        b = body or m.WindowBody.model_validate({})
+        tl = timeline_of(pid)
+        return json_response(tl.summary(window(tl, b.t0, b.t1, b.width, b.tracks, b.max_items)))
+
+    @r.get(
+        "/profiles/{pid}/timeline/event",
+        response_model=m.EventsResponse,
+        summary="The events on a track starting at ts, with linked events",
+    )
+    def timeline_event(
+        pid: Pid,
+        track: Annotated[int, Query(ge=0, description="track id")],
+        ts: Annotated[int, Query(description="start, ns")],
+    ) -> Response:
+        rows = timeline_of(pid).events_at(track, ts)
+        if not rows:
+            raise ApiError(404, f"no event on track {track} at ts {ts}")
+        return json_response({"events": rows})
+
+    @r.get(
+        "/profiles/{pid}/timeline/search",
+        response_model=m.SearchResponse,
+        summary="Events whose name matches (substring, case-insensitive, or a regular expression)",
+    )
+    def timeline_search(
+        pid: Pid,
+        q: Annotated[str, Query(min_length=1, max_length=1000, description="text to find in event names")],
+        regex: Annotated[bool, Query(description="q is a regular expression (RE2 syntax)")] = False,
+        exact: Annotated[bool, Query(description="the whole name equals q")] = False,
+        kind: Annotated[str | None, Query(description="only events of this kind")] = None,
+        t0: T0 = None,
+        t1: T1 = None,
+        order: Annotated[Literal["ts", "-dur"], Query(description="ts: in time order; -dur: longest first")] = "ts",
+        limit: Annotated[int, Query(ge=1, le=SEARCH_LIMIT)] = 500,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        tl = timeline_of(pid)
+        return json_response(
+            tl.search(q, regex=regex, exact=exact, kind=kind, t0=t0, t1=t1, order=order, limit=limit, offset=offset)
+        )
+
+    @r.get("/profiles/{pid}/counters", response_model=m.CounterMetrics, summary="Counter metrics available")
+    def counter_metrics(pid: Pid) -> Response:
+        e = entry(pid)
+        assert e.profile is not None
+        return json_response({"metrics": SeriesQuery(e.profile, e.lock).metrics()})
+
+    def counter_answer(pid: str, metric: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
+        e = entry(pid)
+        assert e.profile is not None and e.timeline is not None
+        sq = SeriesQuery(e.profile, e.lock)
+        return json_response(sq.counter(window(e.timeline, *w), metric, rank, device))
+
+    @r.get(
+        "/profiles/{pid}/counters/series",
+        response_model=m.CounterSeries,
+        summary="One counter over [t0, t1], merged per pixel",
+    )
+    def counter_series(
+        pid: Pid,
+        metric: Annotated[str, Query(min_length=1, description="metric name")],
+        rank: Rank = None,
+        device: Device = None,
+        t0: T0 = None,
+        t1: T1 = None,
+        width: Width = 1000,
+    ) -> Response:
+        return counter_answer(pid, metric, rank, device, (t0, t1, width, None, MAX_ITEMS))
+
+    @r.post("/profiles/{pid}/counters/series", response_model=m.CounterSeries, summary="Same, with a JSON body")
+    def counter_series_post(pid: Pid, body: Annotated[m.WindowBody, Body()]) -> Response:
+        if not body.metric:
+            raise ApiError(422, "metric is required")
+        return counter_answer(pid, body.metric, body.rank, body.device, (body.t0, body.t1, body.width, None, MAX_ITEMS))
+
+    def memory_answer(pid: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
+        e = entry(pid)
+        assert e.profile is not None and e.timeline is not None
+        return json_response(SeriesQuery(e.profile, e.lock).memory(window(e.timeline, *w), rank, device))
+
+    @r.get(
+        "/profiles/{pid}/memory/series",
+        response_model=m.MemorySeries,
+        summary="Allocated and reserved bytes over [t0, t1] per device, and peaks",
+    )
+    def memory_series(
+        pid: Pid, rank: Rank = None, device: Device = None, t0: T0 = None, t1: T1 = None, width: Width = 1000
+    ) -> Response:
+        return memory_answer(pid, rank, device, (t0, t1, width, None, MAX_ITEMS))
+
+    @r.post("/profiles/{pid}/memory/series", response_model=m.MemorySeries, summary="Same, with a JSON body")
+    def memory_series_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
+        b = body or m.WindowBody.model_validate({})
+        return memory_answer(pid, b.rank, b.device, (b.t0, b.t1, b.width, None, MAX_ITEMS))
+
+    @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
+    def advice(pid: Pid) -> Response:
+        e = entry(pid)
+        assert e.profile is not None
+        with e.lock:
+            return json_response(advice_for(e.profile))
+
+    @r.get(
+        "/compare",
+        response_model=m.CompareResponse,
+        summary="Profile B against A: step time, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
+    )
+    def compare(
+        a: Annotated[str, Query(description="profile id of A")],
+        b: Annotated[str, Query(description="profile id of B")],
+        view: Literal["kernels", "operators"] = "kernels",
+        filters: Annotated[list[str] | None, Query(alias="filter")] = None,
+        sort: Annotated[list[str] | None, Query()] = None,
+        limit: Annotated[int | None, Query(ge=0, le=MAX_LIMIT)] = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        from ..analysis.compare import compare_tables, step_summary
+
+        ea, eb = lib.get(a), lib.get(b)
+        q = _limited(ViewQuery.parse(filters or [], sort or [], limit, offset))
+        if not q.sort:
+            q.sort = [("delta_us", True)]
+        halves = []
+        for e in (ea, eb):
+            # One profile at a time, each under its own lock; the full views come
+            # from the same cache that paging through a view uses.
+            with e.lock:
+                assert e.profile is not None
+                halves.append((query_view(e, view, ViewQuery(), {}).table, step_summary(e.profile)))
+        table = compare_tables(halves[0][0], halves[1][0], view)
+        page, total = q.apply(table)
+        return json_response(
+            {
+                "view": view,
+                "a": ea.id,
+                "b": eb.id,
+                "steps": {"a": halves[0][1], "b": halves[1][1]},
+                "rows": page.to_pylist(),
+                "total": total,
+                "query": q.to_json(),
+            }
+        )
+
+    return r

@@ -1,0 +1,138 @@
+// A server-side table: filter (the CLI's syntax), sort by a header click, pages.
+// Its state lives in the URL when ``bindUrl`` (one table per page), so reload and
+// Back restore it. Numbers show with humane units; the raw value is the cell's title.
+import { api, EMBED, profilePath, type Row, type ViewResult } from "../lib/api";
+import { h } from "../lib/dom";
+import { columnUnit, fmtValue } from "../lib/format";
+import { pid, state, updateRoute } from "../state/app";
+
+export interface TableOptions {
+  bindUrl?: boolean;
+  limit?: number;
+  params?: Record<string, string>;
+  /** A button at the end of each row (e.g. "show on timeline"). */
+  action?: { label: string; title: string; run: (row: Row) => void };
+  onload?: (res: ViewResult) => void;
+}
+
+export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
+  const r = opts.bindUrl ? state.route : { filter: undefined, sort: undefined, offset: undefined };
+  const st = { sort: r.sort ?? "", filters: r.filter ?? "", offset: r.offset ?? 0, limit: opts.limit ?? 50 };
+  const wrap = h("div", { class: "table", "data-view": view });
+  const input = h("input", { type: "text", placeholder: "filters, ';' between: name~gemm; count>=10; kind=kernel", value: st.filters, "aria-label": "filters" });
+  const info = h("span", { class: "muted pageinfo" });
+  const prev = h("button", { onclick: () => { st.offset = Math.max(0, st.offset - st.limit); load(); } }, "‹ prev");
+  const next = h("button", { onclick: () => { st.offset += st.limit; load(); } }, "next ›");
+  const applyFilter = () => { st.filters = input.value; st.offset = 0; load(); };
+  input.addEventListener("keydown", (e) => { if (e.key === "Enter") applyFilter(); });
+  const apply = h("button", { onclick: applyFilter }, "Filter");
+  const tw = h("div", { class: "tablewrap" });
+  const err = h("div", { class: "error" });
+  wrap.append(h("div", { class: "tablebar" }, input, apply, prev, next, info), err, tw);
+
+  async function fetchPage(): Promise<ViewResult> {
+    const filters = st.filters.split(";").map((s) => s.trim()).filter(Boolean);
+    if (EMBED) {
+      const all = await api<ViewResult>(profilePath(pid(), "/views/" + view));
+      let rows = localFilter(all.rows, filters);
+      if (st.sort) {
+        const desc = st.sort.startsWith("-");
+        const c = st.sort.replace(/^[-+]/, "");
+        rows = rows.slice().sort((a, b) => cmp(a[c], b[c]) * (desc ? -1 : 1));
+      }
+      return { ...all, rows: rows.slice(st.offset, st.offset + st.limit), total: rows.length };
+    }
+    const params: Record<string, string | number | string[]> = { filter: filters, limit: st.limit, offset: st.offset };
+    if (st.sort) params.sort = st.sort;
+    for (const [k, v] of Object.entries(opts.params || {})) params["param." + k] = v;
+    return api<ViewResult>(profilePath(pid(), "/views/" + view), params);
+  }
+
+  async function load(): Promise<void> {
+    err.textContent = "";
+    if (opts.bindUrl) updateRoute({ filter: st.filters || undefined, sort: st.sort || undefined, offset: st.offset || undefined });
+    let res: ViewResult;
+    try {
+      res = await fetchPage();
+    } catch (e) {
+      err.textContent = (e as Error).message;
+      return;
+    }
+    const qsort = (res.query as { sort?: { column: string; desc: boolean }[] } | null | undefined)?.sort;
+    if (!st.sort && qsort && qsort.length) st.sort = (qsort[0]!.desc ? "-" : "") + qsort[0]!.column;
+    const t = h("table", { class: "data" });
+    const trh = h("tr");
+    for (const c of res.columns) {
+      const unit = columnUnit(c.name, c.unit);
+      const cls = st.sort === c.name ? "sorted-asc" : st.sort === "-" + c.name ? "sorted-desc" : "";
+      trh.append(
+        h("th", {
+          class: cls, "data-col": c.name, title: `${c.name}${c.unit ? " (" + c.unit + ")" : ""}: click to sort`,
+          onclick: () => { st.sort = st.sort === "-" + c.name ? c.name : "-" + c.name; st.offset = 0; load(); },
+        }, c.name.replace(/_(us|ms|ns|bytes|pct)$/, "") + (unit ? ` (${unit})` : "")),
+      );
+    }
+    if (opts.action) trh.append(h("th", { class: "act" }, ""));
+    t.append(h("thead", {}, trh));
+    const tb = h("tbody");
+    for (const row of res.rows) {
+      const tr = h("tr");
+      for (const c of res.columns) {
+        const v = row[c.name];
+        const num = typeof v === "number";
+        const shown = num ? fmtValue(v, columnUnit(c.name, c.unit)) : v === null || v === undefined ? "" : String(v);
+        tr.append(h("td", { class: num ? "num" : "", title: v === null || v === undefined ? "" : String(v) }, shown));
+      }
+      if (opts.action) {
+        const a = opts.action;
+        tr.append(h("td", { class: "act" }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
+      }
+      tb.append(tr);
+    }
+    t.append(tb);
+    tw.textContent = "";
+    tw.append(t);
+    const end = Math.min(res.total, st.offset + res.rows.length);
+    info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
+    info.dataset.total = String(res.total);
+    prev.disabled = st.offset === 0;
+    next.disabled = end >= res.total;
+    if (opts.onload) opts.onload(res);
+  }
+  void load();
+  return wrap;
+}
+
+function cmp(a: unknown, b: unknown): number {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return 1;
+  if (b === null || b === undefined) return -1;
+  return (a as number) < (b as number) ? -1 : 1;
+}
+
+/** The CLI's filter syntax, in the browser (the one-file report has no server). */
+export function localFilter(rows: Row[], filters: string[]): Row[] {
+  const re = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(!=|!~|>=|<=|=|~|>|<)\s*(.*?)\s*$/;
+  const preds = filters.map((f) => {
+    const m = f.match(re);
+    if (!m) return () => true;
+    const [, c, op, raw] = m as unknown as [string, string, string, string];
+    const n = Number(raw);
+    return (r: Row) => {
+      const v = r[c];
+      const s = v === null || v === undefined ? "" : String(v);
+      switch (op) {
+        case "=": return raw.split(",").includes(s);
+        case "!=": return !raw.split(",").includes(s);
+        case "~": return s.toLowerCase().includes(raw.toLowerCase());
+        case "!~": return !s.toLowerCase().includes(raw.toLowerCase());
+        case ">=": return (v as number) >= n;
+        case ">": return (v as number) > n;
+        case "<=": return (v as number) <= n;
+        case "<": return (v as number) < n;
+      }
+      return true;
+    };
+  });
+  return rows.filter((r) => preds.every((p) => p(r)));
+}
