@@ -66,4 +66,3 @@ def open_job(out: str | Path) -> Profile:
 def _rank_key(p: Path) -> tuple[int, str]:
     digits = "".join(ch for ch in p.name if ch.isdigit())
     return (int(digits) if digits else 1 << 30, p.name)
-
