@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gzip
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -266,13 +267,19 @@ def make_fleet(
             props = dict(hdr["deviceProperties"][0])
             props["id"] = dev
             hdr["deviceProperties"] = [props]
-        doc = dict(hdr)
-        doc["traceEvents"] = evs
         f = out / f"rank-{r}.pt.trace.json.gz"
         with gzip.open(f, "wb", compresslevel=compresslevel) as fh:
-            fh.write(orjson.dumps(doc))
+            fh.write(kineto_json(hdr, evs))
         files.append(f)
     return Fleet(files=files, ranks=ranks, straggler=straggler, slow_pair=slow_pair, pair_groups=pairs)
+
+
+def kineto_json(header: dict[str, Any], events: list[dict[str, Any]]) -> bytes:
+    """The trace as PyTorch writes it: header keys first (``"key": value`` with a space,
+    which HTA's rank lookup expects), then one event per line."""
+    head = json.dumps(header)[1:-1]
+    body = b",\n".join(orjson.dumps(e) for e in events)
+    return b"{" + head.encode() + b', "traceEvents": [\n' + body + b"\n]}"
 
 
 def _collective_args(
