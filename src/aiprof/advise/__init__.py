@@ -29,6 +29,7 @@ AREAS: list[str] = [
     "communication",
     "kernels",
     "cluster",
+    "cluster_job",
 ]
 
 
@@ -51,6 +52,12 @@ class Verdict:
 
 def evaluate(profile: Profile, only: list[str] | None = None) -> list[Verdict]:
     """Run every rule (or those in ``only``) and say what each one found."""
+    from ..cluster.index import from_index
+
+    if only is None and from_index(profile):
+        # A many-rank job opened through its index: the across-rank rules only (each
+        # rank's own advice: aiprof advise OUT/rank<N>.aiprof).
+        only = [rid for rid in rules() if rid.startswith("cluster.")]
     ctx = Context(profile)
     out: list[Verdict] = []
     for rid, r in rules().items():

@@ -15,6 +15,10 @@ def slow_rank(ctx: Context) -> Outcome:
     rows = [r for r in ctx.rows("ranks") or [] if r["steps"]]
     if len(rows) < 2:
         return NotEnoughData("fewer than two ranks with step markers")
+    if len(ctx.rows("stragglers") or []) >= 3:
+        # Step means hide a straggler behind the waits it causes: with a median to
+        # compare with, cluster.persistent_straggler (robust z-scores) answers this.
+        return NotEnoughData("three or more ranks: see cluster.persistent_straggler")
     means = [float(r["step_mean_us"]) for r in rows]
     mean = sum(means) / len(means)
     spread = (max(means) - min(means)) / mean if mean else 0.0
@@ -87,6 +91,10 @@ def slow_link(ctx: Context) -> Outcome:
     rows = [r for r in ctx.rows("ranks") or [] if r["comm_gbps"]]
     if len(rows) < 2:
         return NotEnoughData("fewer than two ranks with sized collectives")
+    if len(rows) >= 3 and any(r["busbw_gbps"] is not None for r in ctx.rows("links") or []):
+        # Per-rank bandwidth counts the wait for a straggler as slowness: the
+        # matched instances (cluster.slow_group_link) answer this instead.
+        return NotEnoughData("three or more ranks with matched collectives: see cluster.slow_group_link")
     bw = [float(r["comm_gbps"]) for r in rows]
     mean = sum(bw) / len(bw)
     spread = (max(bw) - min(bw)) / mean if mean else 0.0

@@ -30,3 +30,5 @@ MODULES: list[str] = [
 
 for _m in MODULES:
     importlib.import_module(f"{__package__}.{_m}")
+# Across-rank views over the cluster index live with the cluster code.
+importlib.import_module("aiprof.cluster.views")

@@ -85,7 +85,7 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
         WITH l AS (SELECT rank, correlation, arg_min(pid, ts) AS pid, arg_min(tid, ts) AS tid, min(ts) AS lts
                    FROM events WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
                    GROUP BY rank, correlation)
-        SELECT d.rank, d.device, d.name, d.ts, d.dur, l.pid, l.tid, l.lts
+        SELECT d.rank, d.device, d.name, d.ts, d.dur, l.pid, l.tid, l.lts, l.correlation IS NOT NULL AS launched
         FROM events d LEFT JOIN l ON l.rank = d.rank AND l.correlation = d.correlation
         WHERE d.kind = 'collective' AND d.device_type <> 'cpu' ORDER BY d.rank, d.ts
         """,
@@ -111,7 +111,9 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
     for i in range(len(c["rank"])):
         key = (int(c["rank"][i]), int(c["pid"][i]), int(c["tid"][i]))
         lst = hosts.get(key)
-        if not lst or c["lts"][i] < 0:
+        # Not ``lts < 0``: a rank imported with others counts from the first one's
+        # origin, so its times may be negative (its sizes were lost that way).
+        if not lst or not c["launched"][i]:
             continue
         t = int(c["lts"][i])
         j = bisect.bisect_right(starts[key], t) - 1

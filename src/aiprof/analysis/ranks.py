@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from . import intervals as iv
-from .base import analyser
+from .base import SqlView, analyser
 from .common import DEVICE_BUSY_KINDS, fetch, us
 
 _BUSY_IN = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
@@ -123,10 +123,15 @@ _RANKS_SCHEMA = pa.schema(
     units={c: "µs" for c in _RANKS_SCHEMA.names if c.endswith("_us")}
     | {"step_jitter_pct": "%", "busy_pct": "%", "comm_bytes": "B", "comm_gbps": "GB/s"},
 )
-def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
     """One row per rank: step times, jitter, device busy share, straggler counts and
     communication bandwidth (see the module doc for the columns and units)."""
+    from ..cluster.views import ranks_from_index
     from .communication import collectives
+
+    indexed = ranks_from_index(profile)  # a many-rank job: read its cluster index
+    if indexed is not None:
+        return indexed
 
     w = step_windows(profile)
     busy = device_busy(profile)

@@ -15,7 +15,17 @@ from ..store import Profile, find_profiles, open_profile
 
 @contextmanager
 def open_input(*paths: str) -> Iterator[Profile]:
-    """Open profiles; a trace file given instead is imported on the fly into a temp dir."""
+    """Open profiles; a trace file given instead is imported on the fly into a temp dir.
+    A many-rank job folder (with a cluster index) opens through its index."""
+    from ..cluster.opened import is_job, open_job
+
+    if len(paths) == 1 and is_job(paths[0]):
+        job = open_job(paths[0])
+        try:
+            yield job
+        finally:
+            job.close()
+        return
     with tempfile.TemporaryDirectory(prefix="aiprof-") as tmp:
         folders: list[str] = []
         for i, p in enumerate(paths):

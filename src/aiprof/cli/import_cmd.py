@@ -27,10 +27,36 @@ def default_output(first: Path) -> Path:
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Profile folder to write (NAME.aiprof).")
 @click.option("-f", "--format", "forced", help="Skip detection and use this importer.")
 @click.option("--rank", type=int, help="Rank of these files when they do not say.")
-def command(files: tuple[Path, ...], output: Path | None, forced: str | None, rank: int | None) -> None:
-    """Import foreign profiler output (Kineto JSON, ...) into a profile."""
-    out = profile_path(output) if output else default_output(files[0])
-    paths = list(files)
+@click.option("--workers", type=int, help="Rank files of a job: local Dask worker processes (default: the cores).")
+@click.option(
+    "--scheduler", help="Rank files of a job: address of an existing Dask scheduler (or AIPROF_DASK_SCHEDULER)."
+)
+@click.option("--scheduler-file", help="Rank files of a job: a Dask scheduler file (or AIPROF_DASK_SCHEDULER_FILE).")
+@click.option("--allow-mixed", is_flag=True, help="Import rank files whose distributedInfo disagree, with a warning.")
+def command(
+    files: tuple[Path, ...],
+    output: Path | None,
+    forced: str | None,
+    rank: int | None,
+    workers: int | None,
+    scheduler: str | None,
+    scheduler_file: str | None,
+    allow_mixed: bool,
+) -> None:
+    """Import foreign profiler output (Kineto JSON, ...) into a profile.
+
+    Several Kineto rank files of one job (or a folder of them) are imported in
+    parallel on Dask into OUT/rank<N>.aiprof, with the cluster index in OUT/cluster.
+    """
+    from ..cluster.cli import as_job
+
+    paths, is_job = as_job(list(files), forced, rank)
+    if is_job:
+        from ..cluster.cli import import_job
+
+        import_job(paths, output, forced, workers, scheduler, scheduler_file, allow_mixed)
+        return
+    out = profile_path(output) if output else default_output(paths[0])
     for p in paths:
         choose(p, forced)  # fail before writing anything, with the reason
     total = sum(p.stat().st_size for p in paths if p.is_file())

@@ -1,0 +1,85 @@
+"""The cluster index: the per-rank summaries of a job, as Parquet in ``OUT/cluster/``.
+
+``aiprof import`` of many ranks writes ``OUT/rank<N>.aiprof`` (one profile per rank) and
+this index beside them: ``steps.parquet``, ``collectives.parquet``, ``ranks.parquet``
+(:mod:`.summary` documents the columns) and ``index.json`` (job facts, how it was
+built). The cluster views read the index through the DuckDB views ``cluster_steps``,
+``cluster_collectives`` and ``cluster_ranks``; :func:`ensure` attaches them to any
+opened profile, computing them in memory from the events when there is no index
+(a folder of a few rank profiles, or one profile holding several ranks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..store import Profile
+from .summary import SCHEMAS, summarize
+
+INDEX_DIR = "cluster"
+INDEX_META = "index.json"
+#: DuckDB view name of each index table.
+VIEWS = {name: f"cluster_{name}" for name in SCHEMAS}
+_MEMO = "cluster.index"
+
+
+def index_dir(out: str | os.PathLike[str]) -> Path:
+    return Path(out) / INDEX_DIR
+
+
+def has_index(path: str | os.PathLike[str]) -> bool:
+    return (index_dir(path) / INDEX_META).is_file()
+
+
+def write_index(out: Path, parts: dict[str, list[pa.Table]], meta: dict[str, Any]) -> dict[str, int]:
+    """Write the gathered per-rank tables as the index of ``out``; returns rows per table."""
+    d = index_dir(out)
+    d.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, int] = {}
+    for name, schema in SCHEMAS.items():
+        tables = [t for t in parts.get(name, []) if t.num_rows]
+        table = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
+        table = table.sort_by([("rank", "ascending")])
+        tmp = d / f".{name}.parquet.tmp"
+        pq.write_table(table, tmp, compression="zstd")
+        tmp.replace(d / f"{name}.parquet")
+        rows[name] = table.num_rows
+    meta = dict(meta, tables=rows)
+    (d / INDEX_META).write_text(json.dumps(meta, indent=1, default=str))
+    return rows
+
+
+def read_meta(out: str | os.PathLike[str]) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads((index_dir(out) / INDEX_META).read_text())
+    return meta
+
+
+def attach(profile: Profile, out: str | os.PathLike[str]) -> None:
+    """Make the index of ``out`` the profile's cluster views (read in place, lazily)."""
+    d = index_dir(out)
+    for name, view in VIEWS.items():
+        f = str(d / f"{name}.parquet").replace("'", "''")
+        profile.con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet('{f}')")
+    profile._memo[_MEMO] = str(out)
+
+
+def from_index(profile: Profile) -> bool:
+    """Were the cluster views attached from an index on disk (not computed here)?"""
+    return isinstance(profile._memo.get(_MEMO), str)
+
+
+def ensure(profile: Profile) -> None:
+    """Give ``profile`` the cluster views: its index, else summaries computed from its events."""
+    if _MEMO in profile._memo:
+        return
+    tables = summarize(profile)
+    for name, view in VIEWS.items():
+        profile.con.register(f"_{view}_arrow", tables[name])
+        profile.con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_arrow")
+    profile._memo[_MEMO] = True

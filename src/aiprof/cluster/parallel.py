@@ -1,0 +1,143 @@
+"""Import the rank files of one job in parallel: one Dask task per rank, then the index.
+
+Each task imports its file into ``OUT/rank<N>.aiprof`` in the worker process, opens it
+and returns the rank's summaries (:mod:`.summary`, a few KiB); the client gathers them
+into the cluster index (:mod:`.index`). A failed rank is reported and skipped. The
+client never holds a rank's events: its memory is bounded by the index.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import AiprofError
+from .engine import Outcome, Where, client, map_tasks
+from .index import write_index
+from .job import Job, RankFile, disagreements
+
+RANK_DIR = "rank{rank}.aiprof"
+
+
+@dataclass
+class Report:
+    """What a parallel import did (the CLI prints it)."""
+
+    out: Path
+    imported: list[int] = field(default_factory=list)
+    failed: list[tuple[int, Path, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    index_rows: dict[str, int] = field(default_factory=dict)
+    index_bytes: int = 0
+    client_peak_rss: int = 0
+    seconds: float = 0.0
+
+
+def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None) -> dict[str, Any]:
+    """One task: import ``rf`` into OUT/rank<N>.aiprof and summarise it (runs on a worker)."""
+    from ..importers import import_paths
+    from ..store import open_profile
+    from .summary import summarize
+
+    target = Path(out) / RANK_DIR.format(rank=rf.rank)
+    path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank)
+    meta_file = path / "profile.json"
+    meta = json.loads(meta_file.read_text())
+    meta["rank_from"] = rf.how
+    if warning:
+        meta["warnings"].append(warning)
+    meta_file.write_text(json.dumps(meta, indent=1))
+    with open_profile(path) as prof:
+        tables = summarize(prof)
+    return {
+        "rank": rf.rank,
+        "tables": tables,
+        "warnings": list(ctx.warnings),
+        "distributed": meta.get("distributed"),
+    }
+
+
+def run_import(
+    job: Job,
+    out: Path,
+    where: Where,
+    *,
+    forced: str | None = None,
+    allow_mixed: bool = False,
+    on_change: Callable[[int, int, int], None] = lambda _d, _f, _r: None,
+) -> Report:
+    """Import every rank of ``job`` under ``out`` and write the cluster index."""
+    t0 = time.perf_counter()
+    mixed_warning = _mixed(job.mixed, allow_mixed)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = Report(out=out)
+    if mixed_warning:
+        rep.warnings.append(mixed_warning)
+    parts: dict[str, list[pa.Table]] = {}
+    dists: list[RankFile] = []
+
+    def gathered(o: Outcome) -> None:
+        rf: RankFile = o.item
+        if o.error is not None:
+            rep.failed.append((rf.rank, rf.path, o.error))
+            return
+        rep.imported.append(rf.rank)
+        for name, t in o.value["tables"].items():
+            parts.setdefault(name, []).append(t)
+            rep.index_bytes += t.nbytes
+        rep.warnings.extend(f"rank {rf.rank}: {w}" for w in o.value["warnings"])
+        dists.append(RankFile(rf.path, rf.rank, rf.how, o.value["distributed"]))
+
+    with client(where) as c:
+        map_tasks(c, import_rank, job.files, (str(out), forced, mixed_warning), on_change, gathered)
+    # distributedInfo written after the events is only known once imported.
+    late = disagreements(dists)
+    if late and not job.mixed:
+        msg = _mixed(late, allow_mixed)
+        if msg:
+            rep.warnings.append(msg)
+    if not rep.imported:
+        raise AiprofError("no rank could be imported: " + "; ".join(f"rank {r}: {e}" for r, _, e in rep.failed))
+    rep.index_rows = write_index(
+        out,
+        parts,
+        {
+            "ranks": sorted(rep.imported),
+            "failed": [{"rank": r, "path": str(p), "error": e} for r, p, e in rep.failed],
+            "world_size": _world(dists),
+            "mixed": bool(job.mixed or late),
+            "warnings": rep.warnings,
+            "cluster": {"kind": where.kind, "address": where.address, "workers": where.workers},
+        },
+    )
+    rep.seconds = time.perf_counter() - t0
+    rep.client_peak_rss = peak_rss()
+    return rep
+
+
+def _mixed(lines: list[str], allow: bool) -> str | None:
+    if not lines:
+        return None
+    text = "the ranks are not one job (" + " | ".join(lines) + ")"
+    if not allow:
+        raise AiprofError(text + "; import them separately, or pass --allow-mixed to import them as one")
+    return text + "; imported together because of --allow-mixed"
+
+
+def _world(dists: list[RankFile]) -> int | None:
+    sizes = {d.dist.get("world_size") for d in dists if d.dist}
+    return next(iter(sizes)) if len(sizes) == 1 else None
+
+
+def peak_rss() -> int:
+    """This process's peak resident set, bytes."""
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if sys.platform == "darwin" else r * 1024)

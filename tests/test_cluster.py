@@ -1,0 +1,172 @@
+"""Many-rank jobs: parallel import on a real Dask LocalCluster, the cluster index and the
+across-rank views and advice, on fleets generated from a real Kineto trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from aiprof.analysis import run  # noqa: E402
+from aiprof.importers import import_paths  # noqa: E402
+from aiprof.store import open_profile  # noqa: E402
+from make_fleet import SMALL_TEMPLATE, make_fleet  # noqa: E402
+
+pytest.importorskip("distributed", reason="the cluster extra (dask, distributed) is not installed")
+
+
+def cli(*args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    e.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "aiprof", *map(str, args)], capture_output=True, text=True, env=e, timeout=600
+    )
+
+
+def report(path: Path, view: str) -> list[dict[str, Any]]:
+    r = cli("report", path, "--view", view, "--format", "json", "--limit", "100000")
+    assert r.returncode == 0, r.stderr
+    rows: list[dict[str, Any]] = json.loads(r.stdout)["rows"]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def job(
+    tmp_path_factory: pytest.TempPathFactory, shared_data: Path
+) -> tuple[Path, Any, subprocess.CompletedProcess[str]]:
+    """16 generated ranks (plus one broken file), imported on a 2-worker LocalCluster."""
+    base = tmp_path_factory.mktemp("fleet")
+    fleet = make_fleet(base / "traces", 16, template=SMALL_TEMPLATE, seed=3)
+    # A file that is a trace by its head but holds no events: that rank fails alone.
+    (base / "traces" / "rank-16.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    r = cli("import", base / "traces", "-o", base / "job", "--workers", "2")
+    return base / "job", fleet, r
+
+
+def test_parallel_import_writes_ranks_and_index(job: tuple[Path, Any, Any]) -> None:
+    out, fleet, r = job
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.glob("rank*.aiprof")) == sorted(f"rank{i}.aiprof" for i in range(16))
+    assert "rank 16" in r.stderr and "failed and was skipped" in r.stderr and "holds no events" in r.stderr
+    assert "client peak RSS" in r.stdout and "cluster index" in r.stdout
+    meta = json.loads((out / "rank7.aiprof" / "profile.json").read_text())
+    assert meta["ranks"] == [7] and meta["world_size"] == 16 and meta["rank_from"] == "distributedInfo"
+    index = json.loads((out / "cluster" / "index.json").read_text())
+    assert index["ranks"] == list(range(16)) and index["failed"][0]["rank"] == 16 and index["world_size"] == 16
+    steps = pq.read_table(out / "cluster" / "steps.parquet")
+    assert sorted(set(steps.column("rank").to_pylist())) == list(range(16))
+    coll = pq.read_table(out / "cluster" / "collectives.parquet").to_pylist()
+    # Every collective kept its size, group and sequence number on every rank.
+    assert coll and all(c["bytes"] and c["bytes"] > 0 and c["seq"] is not None for c in coll)
+    pair = [c for c in coll if c["pg"] == fleet.slow_group]
+    assert {c["rank"] for c in pair} == set(fleet.slow_pair)
+
+
+def test_planted_faults_are_the_findings(job: tuple[Path, Any, Any]) -> None:
+    out, fleet, _ = job
+    slow = [r["rank"] for r in report(out, "stragglers") if r["persistent"]]
+    assert slow == [fleet.straggler]
+    links = report(out, "links")
+    assert {r["pg"] for r in links if r["slow"]} == {fleet.slow_group}
+    worst = min(links, key=lambda r: r["rel_bw"])
+    assert worst["pg"] == fleet.slow_group and abs(worst["rel_bw"] - 0.5) < 0.05
+    inst = report(out, "collectives")
+    world = [i for i in inst if i["pg"] == "0"]
+    assert world and all(i["ranks"] == 16 and i["matched_by"] == "seq" for i in world)
+    # The straggler arrives last wherever the work before a collective is long enough
+    # for its +20% to outgrow the others' jitter: most instances, the widest spreads.
+    assert sum(i["last_rank"] == fleet.straggler for i in world) > len(world) / 2
+    assert max(world, key=lambda i: i["arrival_spread_us"])["last_rank"] == fleet.straggler
+    ranks = report(out, "ranks")
+    assert len(ranks) == 16
+    assert max(ranks, key=lambda r: r["last_arrivals"])["rank"] == fleet.straggler
+    assert {r["rank"] for r in report(out, "exposed_comm")} == set(range(16))
+    r = cli("advise", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    advice = json.loads(r.stdout)["advice"]
+    ids = [a["rule"] for a in advice]
+    assert "cluster.persistent_straggler" in ids and "cluster.slow_group_link" in ids
+    for a in advice:  # nothing but the planted faults: no false positive
+        ev = a["evidence"]
+        about = {ev.get("rank"), ev.get("slowest_rank"), ev.get("pg")}
+        assert fleet.straggler in about or fleet.slow_group in about, a
+        if a["rule"] == "cluster.slow_group_link":
+            assert ev["pg"] == fleet.slow_group and ev["slow_groups"] == [fleet.slow_group]
+        if a["rule"] == "cluster.persistent_straggler":
+            assert ev["rank"] == fleet.straggler and ev["slow_ranks"] == [fleet.straggler]
+
+
+def _retag(src: Path, dst: Path, **dist: Any) -> Path:
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    d["distributedInfo"].update(dist)
+    dst.write_bytes(gzip.compress(json.dumps(d).encode(), compresslevel=1))
+    return dst
+
+
+def test_mixed_jobs_and_duplicate_ranks_are_refused(tmp_path: Path, shared_data: Path) -> None:
+    a = shared_data / "kineto" / "sampled-128-ranks" / "sampled_rank-0.json.gz"
+    b = _retag(
+        shared_data / "kineto" / "sampled-128-ranks" / "sampled_rank-1.json.gz", tmp_path / "b.json.gz", world_size=64
+    )
+    r = cli("import", a, b, "-o", tmp_path / "job")
+    assert r.returncode == 2 and "not one job" in r.stderr and "world_size" in r.stderr and "--allow-mixed" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "job").exists()
+    dup = _retag(b, tmp_path / "dup.json.gz", rank=0, world_size=128)
+    r = cli("import", a, dup, "-o", tmp_path / "job")
+    assert r.returncode == 2 and "rank 0 twice" in r.stderr
+
+
+def test_allow_mixed_on_an_existing_cluster(tmp_path: Path, shared_data: Path) -> None:
+    from distributed import LocalCluster
+
+    a = shared_data / "kineto" / "sampled-128-ranks" / "sampled_rank-0.json.gz"
+    b = _retag(
+        shared_data / "kineto" / "sampled-128-ranks" / "sampled_rank-1.json.gz", tmp_path / "b.json.gz", backend="gloo"
+    )
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        r = cli(
+            "import",
+            a,
+            b,
+            "-o",
+            tmp_path / "job",
+            "--allow-mixed",
+            env={"AIPROF_DASK_SCHEDULER": cluster.scheduler_address},
+        )
+    assert r.returncode == 0, r.stderr
+    assert "existing Dask cluster" in r.stdout and "not one job" in r.stderr and "backend" in r.stderr
+    for rank in (0, 1):
+        meta = json.loads((tmp_path / "job" / f"rank{rank}.aiprof" / "profile.json").read_text())
+        assert any("not one job" in w and "--allow-mixed" in w for w in meta["warnings"])
+    # The two real ranks of one 128-rank job: their collectives match, by order (no seq).
+    inst = report(tmp_path / "job", "collectives")
+    assert len(inst) == 10 and all(i["ranks"] == 2 and i["matched_by"] == "order" for i in inst)
+    assert all(i["arrival_spread_us"] > 0 and i["last_rank"] in (0, 1) for i in inst)
+
+
+def test_collective_bytes_survive_a_rank_that_starts_earlier(tmp_path: Path, shared_data: Path) -> None:
+    """Two rank files imported together: the second counts from the first one's origin,
+    so a rank whose clock starts earlier has negative times; its sizes used to vanish."""
+    src = shared_data / "kineto" / "A100-nccl-parser" / "nccl_data.json.gz"
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    d["distributedInfo"]["rank"] = 1
+    for e in d["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] -= 2e6
+    early = tmp_path / "rank1.json.gz"
+    early.write_bytes(gzip.compress(json.dumps(d).encode(), compresslevel=1))
+    out, _ = import_paths([src, early], tmp_path / "two.aiprof")
+    with open_profile(out) as p:
+        rows = run(p, "communication").rows
+    by_rank = {r: sum(x["bytes"] or 0 for x in rows if x["rank"] == r) for r in (0, 1)}
+    assert by_rank[0] == by_rank[1] == 307_323_096
