@@ -15,4 +15,4 @@ else
 fi
 # Byte-compile the package: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile aiprof from source.
-.venv/bin/python -m compileall -q src >/dev/null
+.venv/bin/python -m compileall -q -x "/node_modules/" src >/dev/null
