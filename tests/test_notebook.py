@@ -19,6 +19,7 @@ import pytest
 
 from aiprof.advise import advise
 from aiprof.analysis import run
+from aiprof.notebook.flame import flame_trees
 from aiprof.store import open_profile
 
 nbformat = pytest.importorskip(
@@ -119,6 +120,13 @@ def test_cell_profile_has_steps_and_samples(recorded: tuple[list[Any], str, Path
         ops = run(prof, "operators").rows
         assert any(r["name"] == "aten::addmm" for r in ops)  # --ops recorded the operators
         assert prof.metas[0]["record"]["options"]["python_sampler"].startswith("in the kernel")
+        trees = flame_trees(prof)  # the flame graph holds every sample, callers >= callees
+        assert sum(root.n for _, root in trees) == prof.tables["samples"]
+        todo = [root for _, root in trees]
+        while todo:
+            node = todo.pop()
+            assert node.n >= sum(c.n for c in node.children.values())
+            todo.extend(node.children.values())
 
 
 def test_cell_shows_breakdown_advice_and_top_functions(recorded: tuple[list[Any], str, Path]) -> None:
@@ -143,6 +151,8 @@ def test_cell_shows_breakdown_advice_and_top_functions(recorded: tuple[list[Any]
     assert ("No accelerator in this profile" in page) == (not accelerators)
     top = max(top_py, key=lambda r: r["self_samples"])
     assert 'class="aiprof-top-python"' in page and html.escape(top["function"]) in page
+    flame = page[page.index('class="aiprof-flame"') :]
+    assert ">train</div>" in flame and "MainThread" in flame  # the example's loop, in the cell's thread
     assert "<script" not in page  # plain HTML: the same in JupyterLab, VS Code and a saved file
 
 
@@ -227,6 +237,7 @@ def test_open_a_trace_shows_its_overview(kernel: Kernel, shared_data: Path) -> N
     assert "Tesla V100-SXM2-32GB" in page and "5 steps" in page
     assert "No Tensor Core kernels" in page  # its top advice
     assert 'class="aiprof-top-kernels"' in page
+    assert "aiprof-flame" not in page  # a Kineto trace has no Python samples
 
 
 def _cli_json(*args: str | Path) -> Any:
