@@ -172,6 +172,41 @@ def test_cell_timeline_is_served_by_the_kernel(recorded: tuple[list[Any], str, P
         assert r.status == 200
 
 
+def test_cell_output_in_chromium(recorded: tuple[list[Any], str, Path], tmp_path: Path) -> None:
+    """The cell's outputs as a front end shows them, in real Chromium: the summary with no
+    request anywhere, and the frame loading the UI from the kernel (nothing forbids it
+    to be framed; it fetches only from the kernel's server)."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("needs Chromium at /usr/bin/chromium (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python")
+    out, _, _ = recorded
+    page_file = tmp_path / "outputs.html"
+    page_file.write_text(
+        "<!doctype html><html><body>" + "".join(html_outputs(out)) + "</body></html>", encoding="utf-8"
+    )
+    base = re.search(r'<iframe src="(http://127\.0\.0\.1:\d+/)', "".join(html_outputs(out))).group(1)  # type: ignore[union-attr]
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(chromium), args=["--headless", "--no-sandbox", "--disable-gpu"])
+        pg = b.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        outside: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith((base, "file:", "data:")) else None)
+        pg.goto(page_file.as_uri())
+        assert pg.locator(".aiprof-steps-chart > div").count() >= STEPS
+        pg.locator("iframe").scroll_into_view_if_needed()  # it loads when seen (loading=lazy)
+        frame = pg.frame_locator("iframe[title='aiprof timeline']")
+        frame.locator("body").wait_for(timeout=60000)
+        ui = next(f for f in pg.frames if f.url.startswith(base))
+        # The UI drew its page in the frame (no detail of its DOM: it is rewritten apart).
+        ui.wait_for_function("document.body && document.body.innerText.length > 100", timeout=60000)
+        assert len(frame.locator("body").inner_text()) > 100
+        b.close()
+    assert not errors, errors
+    assert not outside, f"fetched from outside the kernel's server: {outside}"
+
+
 def test_only_the_cells_threads_are_sampled(kernel: Kernel, recorded: tuple[list[Any], str, Path], work: Path) -> None:
     prof = work / "threads.aiprof"
     out, status = kernel.run(
