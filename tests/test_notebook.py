@@ -36,6 +36,27 @@ STEPS = 30
 AIPROF = [sys.executable, "-m", "aiprof"]
 
 
+KERNEL = "aiprof-test-python"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernelspec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A kernel of this interpreter (a "python3" kernelspec installed elsewhere on the
+    machine may name another Python, without aiprof)."""
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"}))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + old if old else "")
+    yield
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
+
+
 class Kernel:
     """One live kernel; ``run`` executes a cell and returns (outputs, reply status)."""
 
@@ -69,7 +90,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def kernel(work: Path) -> Iterator[Kernel]:
     nb = nbformat.v4.new_notebook()
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(work)}}
+        nb, timeout=600, kernel_name=KERNEL, allow_errors=True, resources={"metadata": {"path": str(work)}}
     )
     with client.setup_kernel(env={**os.environ, "AIPROF_DEBUG": ""}):
         k = Kernel(client, nb)
@@ -367,7 +388,7 @@ def test_example_notebook_runs(tmp_path: Path) -> None:
         shutil.copy(EXAMPLES / f, tmp_path / f)
     nb = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, timeout=600, kernel_name=KERNEL, resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()  # raises CellExecutionError on any failing cell
     pages = [h for c in nb.cells if c.cell_type == "code" for h in html_outputs(c.outputs) if "aiprof-overview" in h]
