@@ -318,6 +318,7 @@ def test_handle_rows_are_the_clis(kernel: Kernel, recorded: tuple[list[Any], str
         "  'advice': _aiprof.advise().to_json(),\n"
         "  'sql': _aiprof.sql('SELECT count(*) AS n, count(DISTINCT tid) AS threads FROM samples').rows,\n"
         f"  'chart': str(_aiprof.timechart({str(chart)!r})),\n"
+        f"  'html': str(_aiprof.html({str(work / 'nb-report.html')!r})),\n"
         "}\n"
         "print(json.dumps(doc, default=str))"
     )
@@ -338,6 +339,8 @@ def test_handle_rows_are_the_clis(kernel: Kernel, recorded: tuple[list[Any], str
     assert doc["advice"] == _cli_json("advise", path, "--format", "json")["advice"]
     q = "SELECT count(*) AS n, count(DISTINCT tid) AS threads FROM samples"
     assert doc["sql"] == _cli_json("sql", path, q, "--format", "json")["rows"]
+    report = Path(doc["html"]).read_text(encoding="utf-8")
+    assert "window.AIPROF_EMBED" in report and "aten::addmm" in report  # the one-file report, with its rows
     cli_chart = work / "cli-trace.json"
     subprocess.run(
         [*AIPROF, "timechart", str(path), "-o", str(cli_chart)], check=True, capture_output=True, timeout=300
