@@ -63,7 +63,7 @@ class ProfileHandle:
         self.paths = list(paths)
         self.label = label or ", ".join(p.name for p in self.paths)
         self.notes = list(notes or [])
-        """What the recording or the import said (warnings, the recorder's summary)."""
+        """What the recording or the import warned about (shown with the profile's own warnings)."""
         self._keep = keep  # a trace's imported profile lives as long as this handle
         self._profile: Profile | None = None
 

@@ -279,8 +279,6 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
     if any(m.get("partial") for m in prof.metas):
         parts.append('<div style="color:#d97706">This profile is partial: the recording or file was cut short.</div>')
     for w in prof.warnings + handle.notes:
-        if w.startswith("wrote ") or w.startswith("  "):
-            continue  # the recorder's own summary lines: the facts above say the same
         parts.append(f'<div style="color:#d97706">{esc(w)}</div>')
 
     ov = data.get("overview") or []
