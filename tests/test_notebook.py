@@ -19,6 +19,7 @@ import pytest
 
 from aiprof.advise import advise
 from aiprof.analysis import run
+from aiprof.notebook.flame import flame_trees
 from aiprof.store import open_profile
 
 nbformat = pytest.importorskip(
@@ -33,6 +34,27 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 STEPS = 30
 AIPROF = [sys.executable, "-m", "aiprof"]
+
+
+KERNEL = "aiprof-test-python"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernelspec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A kernel of this interpreter (a "python3" kernelspec installed elsewhere on the
+    machine may name another Python, without aiprof)."""
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"}))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + old if old else "")
+    yield
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
 
 
 class Kernel:
@@ -68,7 +90,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def kernel(work: Path) -> Iterator[Kernel]:
     nb = nbformat.v4.new_notebook()
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(work)}}
+        nb, timeout=600, kernel_name=KERNEL, allow_errors=True, resources={"metadata": {"path": str(work)}}
     )
     with client.setup_kernel(env={**os.environ, "AIPROF_DEBUG": ""}):
         k = Kernel(client, nb)
@@ -119,6 +141,13 @@ def test_cell_profile_has_steps_and_samples(recorded: tuple[list[Any], str, Path
         ops = run(prof, "operators").rows
         assert any(r["name"] == "aten::addmm" for r in ops)  # --ops recorded the operators
         assert prof.metas[0]["record"]["options"]["python_sampler"].startswith("in the kernel")
+        trees = flame_trees(prof)  # the flame graph holds every sample, callers >= callees
+        assert sum(root.n for _, root in trees) == prof.tables["samples"]
+        todo = [root for _, root in trees]
+        while todo:
+            node = todo.pop()
+            assert node.n >= sum(c.n for c in node.children.values())
+            todo.extend(node.children.values())
 
 
 def test_cell_shows_breakdown_advice_and_top_functions(recorded: tuple[list[Any], str, Path]) -> None:
@@ -143,6 +172,9 @@ def test_cell_shows_breakdown_advice_and_top_functions(recorded: tuple[list[Any]
     assert ("No accelerator in this profile" in page) == (not accelerators)
     top = max(top_py, key=lambda r: r["self_samples"])
     assert 'class="aiprof-top-python"' in page and html.escape(top["function"]) in page
+    flame = page[page.index('class="aiprof-flame"') :]
+    # The example's loop in the cell's thread: a bar, or among the callers every sample shares.
+    assert (">train</div>" in flame or "→ train" in flame) and "MainThread" in flame
     assert "<script" not in page  # plain HTML: the same in JupyterLab, VS Code and a saved file
 
 
@@ -160,6 +192,41 @@ def test_cell_timeline_is_served_by_the_kernel(recorded: tuple[list[Any], str, P
     assert [p["id"] for p in listing["profiles"]] == [pid]
     with urllib.request.urlopen(base + f"api/v1/profiles/{pid}/timeline?width=800", timeout=60) as r:
         assert r.status == 200
+
+
+def test_cell_output_in_chromium(recorded: tuple[list[Any], str, Path], tmp_path: Path) -> None:
+    """The cell's outputs as a front end shows them, in real Chromium: the summary with no
+    request anywhere, and the frame loading the UI from the kernel (nothing forbids it
+    to be framed; it fetches only from the kernel's server)."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("needs Chromium at /usr/bin/chromium (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python")
+    out, _, _ = recorded
+    page_file = tmp_path / "outputs.html"
+    page_file.write_text(
+        "<!doctype html><html><body>" + "".join(html_outputs(out)) + "</body></html>", encoding="utf-8"
+    )
+    base = re.search(r'<iframe src="(http://127\.0\.0\.1:\d+/)', "".join(html_outputs(out))).group(1)  # type: ignore[union-attr]
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(chromium), args=["--headless", "--no-sandbox", "--disable-gpu"])
+        pg = b.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        outside: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith((base, "file:", "data:")) else None)
+        pg.goto(page_file.as_uri())
+        assert pg.locator(".aiprof-steps-chart > div").count() >= STEPS
+        pg.locator("iframe").scroll_into_view_if_needed()  # it loads when seen (loading=lazy)
+        frame = pg.frame_locator("iframe[title='aiprof timeline']")
+        frame.locator("body").wait_for(timeout=60000)
+        ui = next(f for f in pg.frames if f.url.startswith(base))
+        # The UI drew its page in the frame (no detail of its DOM: it is rewritten apart).
+        ui.wait_for_function("document.body && document.body.innerText.length > 100", timeout=60000)
+        assert len(frame.locator("body").inner_text()) > 100
+        b.close()
+    assert not errors, errors
+    assert not outside, f"fetched from outside the kernel's server: {outside}"
 
 
 def test_only_the_cells_threads_are_sampled(kernel: Kernel, recorded: tuple[list[Any], str, Path], work: Path) -> None:
@@ -199,7 +266,10 @@ def test_error_in_the_cell_is_the_cells(kernel: Kernel, work: Path) -> None:
     with open_profile(prof) as p:
         assert p.metas[0]["partial"] is True
         assert "ValueError" in p.metas[0]["partial_reason"]
-    assert any("aiprof-overview" in h for h in html_outputs(out))  # what was recorded is shown
+    shown = [h for h in html_outputs(out) if "aiprof-overview" in h]  # what was recorded is shown
+    assert len(shown) == 1 and "This profile is partial" in shown[0]
+    with open_profile(prof) as p:
+        assert all(html.escape(w) in shown[0] for w in p.warnings)
 
 
 def test_bad_option_is_one_line(kernel: Kernel) -> None:
@@ -227,6 +297,7 @@ def test_open_a_trace_shows_its_overview(kernel: Kernel, shared_data: Path) -> N
     assert "Tesla V100-SXM2-32GB" in page and "5 steps" in page
     assert "No Tensor Core kernels" in page  # its top advice
     assert 'class="aiprof-top-kernels"' in page
+    assert "aiprof-flame" not in page  # a Kineto trace has no Python samples
 
 
 def _cli_json(*args: str | Path) -> Any:
@@ -251,6 +322,7 @@ def test_handle_rows_are_the_clis(kernel: Kernel, recorded: tuple[list[Any], str
         "  'advice': _aiprof.advise().to_json(),\n"
         "  'sql': _aiprof.sql('SELECT count(*) AS n, count(DISTINCT tid) AS threads FROM samples').rows,\n"
         f"  'chart': str(_aiprof.timechart({str(chart)!r})),\n"
+        f"  'html': str(_aiprof.html({str(work / 'nb-report.html')!r})),\n"
         "}\n"
         "print(json.dumps(doc, default=str))"
     )
@@ -271,6 +343,8 @@ def test_handle_rows_are_the_clis(kernel: Kernel, recorded: tuple[list[Any], str
     assert doc["advice"] == _cli_json("advise", path, "--format", "json")["advice"]
     q = "SELECT count(*) AS n, count(DISTINCT tid) AS threads FROM samples"
     assert doc["sql"] == _cli_json("sql", path, q, "--format", "json")["rows"]
+    report = Path(doc["html"]).read_text(encoding="utf-8")
+    assert "window.AIPROF_EMBED" in report and "aten::addmm" in report  # the one-file report, with its rows
     cli_chart = work / "cli-trace.json"
     subprocess.run(
         [*AIPROF, "timechart", str(path), "-o", str(cli_chart)], check=True, capture_output=True, timeout=300
@@ -321,7 +395,7 @@ def test_example_notebook_runs(tmp_path: Path) -> None:
         shutil.copy(EXAMPLES / f, tmp_path / f)
     nb = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, timeout=600, kernel_name=KERNEL, resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()  # raises CellExecutionError on any failing cell
     pages = [h for c in nb.cells if c.cell_type == "code" for h in html_outputs(c.outputs) if "aiprof-overview" in h]

@@ -2,7 +2,8 @@
 
 Every method is the library call behind a CLI verb, so the rows are the CLI's:
 ``report`` is ``aiprof report --view``, ``advise`` is ``aiprof advise``, ``sql`` is
-``aiprof sql``, ``timechart`` is ``aiprof timechart``, ``serve`` is ``aiprof serve``.
+``aiprof sql``, ``timechart`` is ``aiprof timechart``, ``html`` is ``aiprof report
+--html``, ``serve`` is ``aiprof serve``.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class ProfileHandle:
         self.paths = list(paths)
         self.label = label or ", ".join(p.name for p in self.paths)
         self.notes = list(notes or [])
-        """What the recording or the import said (warnings, the recorder's summary)."""
+        """What the recording or the import warned about (shown with the profile's own warnings)."""
         self._keep = keep  # a trace's imported profile lives as long as this handle
         self._profile: Profile | None = None
 
@@ -119,6 +120,13 @@ class ProfileHandle:
         out = Path(path)
         write_chrome_trace(self.profile, out)
         return out
+
+    def html(self, path: str | os.PathLike[str]) -> Path:
+        """Write the one-file HTML report (``aiprof report --html``): the web UI with the
+        views embedded, opened from disk with no server."""
+        from ..web.html_report import write_report
+
+        return write_report(self.profile, path)
 
     def serve(self) -> KernelServer:
         """The web UI and REST API of this profile, served by the kernel on 127.0.0.1

@@ -1,6 +1,6 @@
 """What a notebook shows after ``%%aiprof``: the overview (step breakdown chart, device
-utilization), the top advice with its evidence and fix, and the top Python functions,
-operators and kernels, as plain HTML.
+utilization), the top advice with its evidence and fix, the top Python functions,
+operators and kernels, and a flame graph of the Python samples (flame.py), as plain HTML.
 
 The figures are those of ``aiprof report PROFILE`` (the same views, sorts and counts:
 cli/report.py's overview) and the advice is ``aiprof advise``'s. The HTML has no script,
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..analysis import Query, run
 from ..errors import AiprofError
 from ..render import format_cell
+from .flame import flame_html
 
 if TYPE_CHECKING:
     from .handle import ProfileHandle
@@ -278,8 +279,6 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
     if any(m.get("partial") for m in prof.metas):
         parts.append('<div style="color:#d97706">This profile is partial: the recording or file was cut short.</div>')
     for w in prof.warnings + handle.notes:
-        if w.startswith("wrote ") or w.startswith("  "):
-            continue  # the recorder's own summary lines: the facts above say the same
         parts.append(f'<div style="color:#d97706">{esc(w)}</div>')
 
     ov = data.get("overview") or []
@@ -328,6 +327,13 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         parts.append(
             f'<div class="aiprof-top-{key}">' + _table(rows, cols, cols[1:] if key != "python" else cols[2:]) + "</div>"
         )
+    flame = flame_html(prof)
+    if flame:
+        parts.append(
+            f'<div style="{_H}">Python flame graph <span style="{_MUTED};font-weight:normal;font-size:12px">'
+            "(sampled stacks, callers above callees; hover a bar for its numbers)</span></div>"
+        )
+        parts.append(flame)
     parts.append(
         f'<div style="{_MUTED};margin-top:10px;font-size:12px">more: <code>_aiprof.report("steps" | "operators" | '
         f'"kernels" | "python" | "memory" | "events", filter=..., sort=...)</code>, <code>_aiprof.advise()</code>, '

@@ -100,8 +100,8 @@ class AiprofMagics(Magics):
             outer.error_in_exec = err
         if path is None:
             return
-        notes = prof.summary.lines()[1:] if prof.summary is not None else []
-        h = handles.ProfileHandle([path], label=f"cell [{count}] · {path.name}", notes=notes)
+        # What went wrong while recording (a collector that stopped) is in the profile's warnings.
+        h = handles.ProfileHandle([path], label=f"cell [{count}] · {path.name}")
         self._publish(h)
         if not opts["no_display"]:
             try:
