@@ -2,9 +2,11 @@
 
 Each repeat records the bundled example (examples/train_cpu.py) three times with
 ``aiprof record --batch-size``: a base run, the same code again, and the code with a
-planted 15% slowdown (``--slowdown 0.15``: each step spins for 15% of its own time),
-in the order base, slow, same so that drift in the machine's load does not favour one
-side. Then:
+planted 15% slowdown (``--slowdown 0.15``: each step spins for 15% of its own time).
+The three run at the same time (``--sequential``: one after the other, base, slow,
+same): on a shared machine the load drifts by more than 15% between runs a few seconds
+apart, and running the three together makes that drift common to all of them, as a
+paired design does. Then:
 
 - ``aiprof diff base slow --fail-if-slower 5%`` must exit 1 (else a false negative);
 - ``aiprof diff base same --fail-if-slower 5%`` must exit 0 (else a false positive);
@@ -14,7 +16,7 @@ prints each diff's medians, change, confidence interval and p-value, the energy 
 step and per sample where the machine has power counters, and the false-positive and
 false-negative counts.
 
-    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 400]
+    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 1500] [--sequential]
 """
 
 from __future__ import annotations
@@ -36,12 +38,26 @@ SLOWDOWN = 0.15
 THRESHOLD = "5%"
 
 
-def record(out: Path, steps: int, slowdown: float) -> None:
-    cmd = [*AIPROF, "record", "-o", str(out), "--batch-size", str(BATCH), "--", sys.executable, str(EXAMPLE)]
-    cmd += ["--steps", str(steps), "--batch-size", str(BATCH)]
-    if slowdown:
-        cmd += ["--slowdown", str(slowdown)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+def record(runs: list[tuple[Path, float]], steps: int, together: bool) -> None:
+    """Record the example into each (folder, slowdown): all at once, or in turn."""
+    procs = []
+    for out, slowdown in runs:
+        cmd = [*AIPROF, "record", "-o", str(out), "--batch-size", str(BATCH), "--", sys.executable, str(EXAMPLE)]
+        cmd += ["--steps", str(steps), "--batch-size", str(BATCH)]
+        if slowdown:
+            cmd += ["--slowdown", str(slowdown)]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(p)
+        if not together:
+            _finish(p)
+    for p in procs:
+        _finish(p)
+
+
+def _finish(p: subprocess.Popen[bytes]) -> None:
+    _, err = p.communicate(timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"aiprof record failed ({p.returncode}): {err.decode(errors='replace').strip()[-500:]}")
 
 
 def diff(a: Path, b: Path) -> tuple[int, dict[str, Any]]:
@@ -80,14 +96,16 @@ def line(label: str, rc: int, doc: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--sequential", action="store_true", help="record the three runs one after the other")
     ap.add_argument("--keep", type=Path, help="keep the recordings in this folder")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aiprof-diff-bench-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
     print(
         f"examples/train_cpu.py, {args.steps} steps, batch {BATCH}; planted slowdown {SLOWDOWN:.0%}; "
-        f"gate --fail-if-slower {THRESHOLD}; {args.repeats} repeats"
+        f"gate --fail-if-slower {THRESHOLD}; {args.repeats} repeats; "
+        f"runs recorded {'one after the other' if args.sequential else 'at the same time'}"
     )
     fp = fn = 0
     bases = work / "bases"
@@ -96,9 +114,7 @@ def main() -> None:
     try:
         for i in range(args.repeats):
             base, slow, same = bases / f"base{i}", work / f"slow{i}", work / f"same{i}"
-            record(base, args.steps, 0.0)
-            record(slow, args.steps, SLOWDOWN)
-            record(same, args.steps, 0.0)
+            record([(base, 0.0), (slow, SLOWDOWN), (same, 0.0)], args.steps, not args.sequential)
             runs.append((slow, same))
             print(f"repeat {i + 1}")
             rc, doc = diff(base, slow)

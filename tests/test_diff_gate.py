@@ -107,19 +107,19 @@ def test_cross_vendor_diff_names_devices(tmp_path: Path) -> None:
         _steps(2, 10, 1000.0),
         device_type="npu",
         device_name="Ascend910B",
-        kernel_name="MatMul",
+        kernel_name="sm90_gemm",  # the same name on another device type is another kernel
         comm_name="hcom_allReduce",
     )
     r = cli("diff", a, b, "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["a"]["devices"] == ["cuda: NVIDIA H100"] and doc["b"]["devices"] == ["npu: Ascend910B"]
-    status = {x["name"]: x["status"] for x in doc["rows"]}
+    status = {(x["device_type"], x["name"]): x["status"] for x in doc["rows"]}
     assert status == {
-        "sm90_gemm": "removed",
-        "MatMul": "added",
-        "ncclKernel_AllReduce_RING_LL_Sum_float": "removed",
-        "hcom_allReduce": "added",
+        ("cuda", "sm90_gemm"): "removed",
+        ("npu", "sm90_gemm"): "added",
+        ("cuda", "ncclKernel_AllReduce_RING_LL_Sum_float"): "removed",
+        ("npu", "hcom_allReduce"): "added",
     }
     st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
     assert st["verdict"] == "no significant change"

@@ -114,3 +114,12 @@ def test_bootstrap_is_deterministic_and_centred() -> None:
     assert (lo, hi) == bootstrap_median_change(a, b)
     assert lo <= 50.0 <= hi + 1e-9 or lo == pytest.approx(50.0)
     assert compare_samples([5.0] * 10, [5.0] * 10).verdict == SAME
+
+
+def test_bootstrap_on_large_pools() -> None:
+    # 300k steps (a pooled baseline of many ranks) go through in batches.
+    rng = np.random.default_rng(4)
+    a = 100 + rng.normal(0, 5, 300_000)
+    b = 103 + rng.normal(0, 5, 1_000)
+    lo, hi = bootstrap_median_change(a, b, resamples=200)
+    assert lo < 3.0 < hi and hi - lo < 2.0

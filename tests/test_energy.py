@@ -145,3 +145,25 @@ def test_recorded_sample_counts(tmp_path: Path) -> None:
         steps = sorted(k for k in counted if k[1] >= 0)
         assert [counted[k] for k in steps] == [16.0, 32.0, 48.0]
         assert counted[(steps[0][0], -1)] == 96.0
+
+
+def test_overview_energy_line(tmp_path: Path) -> None:
+    a = build_run(tmp_path / "a", [1000.0] * 6, power_w=250.0, batch_size=10)
+    r = cli("report", a)
+    assert r.returncode == 0, r.stderr
+    # 250 W over 1 ms steps: 0.25 J a step, 0.025 J a sample, 6 steps in all.
+    assert "energy: rank 0 cuda 0: 1.5 J (±0), 250.0 W average, 0.25 J per step, 0.025 J per sample" in r.stdout
+
+
+def test_record_cli_keeps_batch_size(tmp_path: Path) -> None:
+    import sys
+
+    from aiprof.analysis.energy import batch_size
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_cpu.py"
+    r = cli("record", "-o", tmp_path / "r", "--batch-size", "32", "--", sys.executable, example, "--steps", "3")
+    assert r.returncode == 0, r.stderr
+    with open_profile(tmp_path / "r") as p:
+        assert batch_size(p) == 32
+    r = cli("record", "-o", tmp_path / "bad", "--batch-size", "0", "--", sys.executable, "-c", "pass")
+    assert r.returncode == 2

@@ -101,10 +101,37 @@ def compare_tables(ta: pa.Table, tb: pa.Table, view: str) -> pa.Table:
 def compare_runs(a: list[Profile], b: list[Profile], view: str = "kernels") -> pa.Table:
     """:func:`compare` with a side made of several runs (a baseline folder): each side's
     times and counts are the mean over its runs, so one run of B compares with a typical
-    run of A."""
-    if view not in ("kernels", "operators"):
+    run of A. Kernels match by name within their device type (a CUDA run against an
+    Ascend run: a ``device_type`` column says which); operators match by name."""
+    if view == "operators":
+        return compare_tables(_mean_table(a, view), _mean_table(b, view), view)
+    if view != "kernels":
         raise ValueError(f"compare works on kernels or operators, not {view!r}")
-    return compare_tables(_mean_table(a, view), _mean_table(b, view), view)
+    ka, kb = _kernels_by_type(a), _kernels_by_type(b)
+    empty = _mean_rows({}, 1, view)
+    parts = []
+    for dtype in sorted(set(ka) | set(kb)):
+        t = compare_tables(ka.get(dtype, empty), kb.get(dtype, empty), view)
+        parts.append(t.append_column("device_type", pa.array([dtype] * t.num_rows, pa.string())))
+    if not parts:
+        t = compare_tables(empty, empty, view)
+        return t.append_column("device_type", pa.array([], pa.string()))
+    return pa.concat_tables(parts)
+
+
+def _kernels_by_type(runs: list[Profile]) -> dict[str, pa.Table]:
+    """Device type -> the kernels view's (name, total_us, count), mean over the runs."""
+    sums: dict[str, dict[str, list[float]]] = {}
+    for p in runs:
+        t = p.sql(
+            "SELECT device_type, name, sum(dur) / 1000.0 AS total_us, count(*) AS count FROM events "
+            "WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective') GROUP BY ALL"
+        )
+        for r in t.to_pylist():
+            acc = sums.setdefault(r["device_type"], {}).setdefault(r["name"], [0.0, 0.0])
+            acc[0] += float(r["total_us"] or 0.0)
+            acc[1] += float(r["count"] or 0)
+    return {dtype: _mean_rows(by_name, len(runs), "kernels") for dtype, by_name in sums.items()}
 
 
 def _mean_table(runs: list[Profile], view: str) -> pa.Table:
@@ -115,7 +142,12 @@ def _mean_table(runs: list[Profile], view: str) -> pa.Table:
             acc = sums.setdefault(r[key], [0.0, 0.0])
             acc[0] += float(r[value] or 0.0)
             acc[1] += float(r[count] or 0)
-    n = max(len(runs), 1)
+    return _mean_rows(sums, len(runs), view)
+
+
+def _mean_rows(sums: dict[str, list[float]], runs: int, view: str) -> pa.Table:
+    key, value, count = COMPARABLE[view]
+    n = max(runs, 1)
     return pa.table(
         {
             key: pa.array(list(sums), pa.string()),

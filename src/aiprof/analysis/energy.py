@@ -278,3 +278,32 @@ def step_columns(profile: Profile, rank: np.ndarray, step: np.ndarray, dur_ns: n
         n = np.array([_samples_of(counted, batch, r, None if s < 0 else s) or np.nan for r, s in keys])
         out["j_per_sample"] = out["energy_j"] / n
     return out
+
+
+def device_summary(profile: Profile) -> list[dict[str, Any]]:
+    """Per rank and device, over all its windows: windows, energy_j, error_j, avg_w,
+    j_per_step (median over marked steps; None without step marks) and j_per_sample
+    (when known): the overview's energy lines."""
+    groups: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for r in _energy(profile):
+        groups.setdefault((r["rank"], r["device_type"], r["device"]), []).append(r)
+    out = []
+    for (rank, dtype, dev), rows in sorted(groups.items()):
+        joules = sum(r["energy_j"] for r in rows)
+        secs = sum(r["duration_us"] for r in rows) / 1e6
+        per_step = [r["energy_j"] for r in rows if r["step"] is not None]
+        per_sample = [r["j_per_sample"] for r in rows if r["j_per_sample"] is not None]
+        out.append(
+            {
+                "rank": rank,
+                "device_type": dtype,
+                "device": dev,
+                "windows": len(rows),
+                "energy_j": joules,
+                "error_j": sum(r["error_j"] for r in rows),
+                "avg_w": joules / secs if secs > 0 else None,
+                "j_per_step": float(np.median(per_step)) if per_step else None,
+                "j_per_sample": float(np.median(per_sample)) if per_sample else None,
+            }
+        )
+    return out

@@ -104,6 +104,20 @@ def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
     return u_b, min(1.0, p)
 
 
+#: Most values drawn at once by the bootstrap (bounds its memory to ~16 MB a batch on
+#: pooled baselines of many ranks and steps).
+_BOOTSTRAP_BATCH = 2_000_000
+
+
+def _resampled_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    per = max(1, _BOOTSTRAP_BATCH // max(len(x), 1))
+    out = [
+        np.median(x[rng.integers(0, len(x), (min(per, resamples - i), len(x)))], axis=1)
+        for i in range(0, resamples, per)
+    ]
+    return np.concatenate(out)
+
+
 def bootstrap_median_change(
     a: Any, b: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL, seed: int = _SEED
 ) -> tuple[float, float]:
@@ -111,8 +125,8 @@ def bootstrap_median_change(
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    ma = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
-    mb = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
+    ma = _resampled_medians(x, resamples, rng)
+    mb = _resampled_medians(y, resamples, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         change = np.where(ma != 0, 100.0 * (mb - ma) / np.where(ma != 0, ma, 1.0), np.nan)
     change = change[np.isfinite(change)]

@@ -78,6 +78,20 @@ def _write_html(prof: Any, path: str) -> None:
     click.echo(f"wrote {path}", err=True)
 
 
+def _energy_lines(console: Any, prof: Any) -> None:
+    """One line per device with power or energy counters (docs/energy.md)."""
+    from ..analysis.energy import device_summary
+
+    for e in device_summary(prof):
+        line = f"energy: rank {e['rank']} {e['device_type']} {e['device']}: {format_cell(e['energy_j'])} J"
+        line += f" (±{format_cell(e['error_j'])}), {format_cell(e['avg_w'])} W average"
+        if e["j_per_step"] is not None:
+            line += f", {format_cell(e['j_per_step'])} J per step"
+        if e["j_per_sample"] is not None:
+            line += f", {format_cell(e['j_per_sample'])} J per sample"
+        console.print(line, highlight=False)
+
+
 def _overview_table(prof: Any) -> None:
     """The overview as a person reads it: profile facts, then the all-steps split."""
     from rich.console import Console
@@ -104,6 +118,7 @@ def _overview_table(prof: Any) -> None:
     ov = run(prof, "overview", Query()).table.to_pylist()
     st = run(prof, "steps", Query()).table
     console.print(f"steps: {st.num_rows if any(r['step'] is not None for r in st.to_pylist()) else 'none marked'}")
+    _energy_lines(console, prof)
     for rank in sorted({r["rank"] for r in ov}):
         t = Table(title=f"rank {rank}: step time breakdown (all steps)", header_style="bold")
         t.add_column("category")

@@ -73,8 +73,9 @@ def markdown(doc: dict[str, Any]) -> str:
             name = str(r["name"]).replace("|", "\\|")
             if len(name) > 80:
                 name = name[:79] + "…"
+            where = f" ({r['device_type']})" if r.get("device_type") else ""
             lines.append(
-                f"| `{name}` | {format_cell(r['a_us'])} | {format_cell(r['b_us'])} | {format_cell(r['delta_us'])} "
+                f"| `{name}`{where} | {format_cell(r['a_us'])} | {format_cell(r['b_us'])} | {format_cell(r['delta_us'])} "
                 f"| {_pct(r['delta_pct'])} | {r['status']} |"
             )
     return "\n".join(lines) + "\n"
@@ -108,7 +109,10 @@ def junit(doc: dict[str, Any]) -> str:
         out.append(doc["note"])
     for view, rows in doc["top"].items():
         for r in rows[:TOP_CHANGES]:
-            out.append(f"{view}: {r['name']}: {format_cell(r['delta_us'])} µs ({_pct(r['delta_pct'])}, {r['status']})")
+            where = f" ({r['device_type']})" if r.get("device_type") else ""
+            out.append(
+                f"{view}: {r['name']}{where}: {format_cell(r['delta_us'])} µs ({_pct(r['delta_pct'])}, {r['status']})"
+            )
     ET.SubElement(suite, "system-out").text = _x("\n".join(out))
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
