@@ -25,6 +25,9 @@ MODULES: list[str] = [
     "memcpy",
     "communication",
     "dataloader",
+    "runtime",
+    "attribution",
+    "outlier_steps",
 ]
 
 for _m in MODULES:

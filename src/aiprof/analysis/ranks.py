@@ -45,12 +45,36 @@ MIN_GAP_NS = 500_000_000
 
 
 def step_windows(profile: Profile) -> dict[str, np.ndarray]:
-    """Host step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns)."""
+    """Step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns).
+
+    The one definition of a step every view and rule uses (the overview's): the
+    ``kind = 'step'`` spans of a rank, one window per step number, and a rank without
+    any its whole span. The last step of a rank extends to the end of the device work
+    it launched (tb-profiler's rule: the profiler stops the host step before the
+    device has finished it)."""
+    return profile.memo("step_windows", lambda: _step_windows(profile))
+
+
+def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
     steps = fetch(
         profile,
         "SELECT rank, coalesce(step, -1) AS step, min(ts) AS start, max(ts + dur) AS end_ FROM events "
-        "WHERE kind = 'step' AND device_type = 'cpu' GROUP BY rank, step ORDER BY rank, start",
+        "WHERE kind = 'step' GROUP BY rank, step ORDER BY rank, start",
     )
+    tail = fetch(
+        profile,
+        f"""WITH last AS (SELECT rank, arg_max(step, ts) AS step FROM events WHERE kind = 'step' AND step IS NOT NULL
+                          GROUP BY rank)
+            SELECT e.rank, max(e.ts + e.dur) AS dev_end FROM events e JOIN last l ON l.rank = e.rank AND l.step = e.step
+            WHERE e.device_type <> 'cpu' AND e.kind IN ({_BUSY_IN}) GROUP BY e.rank""",
+    )
+    dev_end = dict(zip(tail["rank"].tolist(), tail["dev_end"].tolist(), strict=True))
+    end = steps["end_"].copy()
+    for r, t in dev_end.items():
+        sel = np.flatnonzero(steps["rank"] == r)
+        if len(sel):
+            last = sel[np.argmax(steps["start"][sel])]
+            end[last] = max(int(end[last]), int(t))
     spans = fetch(
         profile,
         "SELECT rank, min(ts) AS start, max(ts + dur) AS end_ FROM events "
@@ -62,12 +86,16 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
         "rank": np.concatenate([steps["rank"], spans["rank"][extra]]).astype(np.int64),
         "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
         "start": np.concatenate([steps["start"], spans["start"][extra]]).astype(np.int64),
-        "end": np.concatenate([steps["end_"], spans["end_"][extra]]).astype(np.int64),
+        "end": np.concatenate([end, spans["end_"][extra]]).astype(np.int64),
     }
 
 
 def device_busy(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Rank -> merged [start, end) intervals (ns) when any device of the rank is busy."""
+    return profile.memo("device_busy", lambda: _device_busy(profile))
+
+
+def _device_busy(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     d = fetch(
         profile,
         f"SELECT rank, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' AND kind IN ({_BUSY_IN}) AND dur > 0",

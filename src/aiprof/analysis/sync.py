@@ -68,6 +68,12 @@ _SQL = f"""
 """
 
 
+def blocking_calls(profile: Profile) -> dict[str, np.ndarray]:
+    """Host calls that block on the device (the categories in HOST_BLOCKING): rank, ts, te (ns)."""
+    cats = ", ".join(f"'{c}'" for c in HOST_BLOCKING)
+    return fetch(profile, f"SELECT rank, ts, ts + dur AS te FROM ({_SQL}) WHERE category IN ({cats})")
+
+
 _SCHEMA = pa.schema(
     [
         ("rank", pa.int64()),
