@@ -7,7 +7,7 @@ and the merged device-busy intervals of a rank.
 Views:
 
 ``ranks`` (one row per rank)
-    rank, steps, step_total_us, step_mean_us, step_median_us, step_min_us,
+    rank, steps, step_total_us, step_mean_us (outlier steps left out), step_median_us, step_min_us,
     step_max_us (µs), step_jitter_pct ((max - min) / mean of this rank's steps, %),
     device_busy_us (union of device work inside the steps, µs), busy_pct (% of
     step_total_us), collectives (device collectives matched across ranks by their
@@ -35,6 +35,7 @@ from ..store import Profile
 from . import intervals as iv
 from .base import analyser
 from .common import DEVICE_BUSY_KINDS, fetch, us
+from .outliers import outlier_mask
 
 _BUSY_IN = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
 
@@ -191,7 +192,9 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table:
         dur = (w["end"][sel] - w["start"][sel]).astype(np.float64)
         has_steps = bool((w["step"][sel] >= 0).any())
         total = float(dur.sum())
-        mean = float(dur.mean()) if len(dur) else 0.0
+        # Per-step means leave the outlier steps out (analysis/outliers.py).
+        typical = dur[~outlier_mask(dur)] if has_steps else dur
+        mean = float(typical.mean()) if len(typical) else 0.0
         b = busy.get(r)
         busy_ns = float(iv.covered(b[0], b[1], w["start"][sel], w["end"][sel]).sum()) if b else 0.0
         csel = coll["rank"] == r
