@@ -57,10 +57,10 @@ class Verdict:
     reason: str | None = None
 
 
-def evaluate(profile: Profile, only: list[str] | None = None) -> list[Verdict]:
+def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | None = None) -> list[Verdict]:
     """Run every rule (or those in ``only``) and say what each one found; the advice of
     each fired rule carries its gain (its estimate bounded by its cause's time)."""
-    ctx = Context(profile)
+    ctx = ctx or Context(profile)
     out: list[Verdict] = []
     for rid, r in rules().items():
         if only and rid not in only:
@@ -119,12 +119,16 @@ def merge(advice: list[Advice]) -> list[Advice]:
     return out
 
 
-def advise(profile: Profile, min_severity: str = "low", include_info: bool = False) -> list[Advice]:
+def advise(
+    profile: Profile, min_severity: str = "low", include_info: bool = False, ctx: Context | None = None
+) -> list[Advice]:
     """Advice for ``profile``, one item per cause, ranked by expected gain (largest
     first), at least ``min_severity``; items under 1% gain (``info``) only with
     ``include_info``. The report shows the first three under the overview."""
-    floor = 0 if include_info else max(SEVERITIES.index(min_severity), SEVERITIES.index("low"))
-    fired = merge([v.advice for v in evaluate(profile) if v.advice is not None])
+    floor = SEVERITIES.index(min_severity)
+    if include_info and min_severity == "low":
+        floor = SEVERITIES.index("info")
+    fired = merge([v.advice for v in evaluate(profile, ctx=ctx) if v.advice is not None])
     fired = [a for a in fired if SEVERITIES.index(a.severity) >= floor]
     return sorted(fired, key=lambda a: (-a.gain, -SEVERITIES.index(a.severity), a.rule))
 
@@ -133,7 +137,7 @@ def advise_json(profile: Profile, include_info: bool = False, min_severity: str 
     """The advice as JSON, the one shape every face shows: {advice, total_us, causes,
     warnings}. ``causes`` is the attribution (cause -> µs) the gains are bounded by."""
     ctx = Context(profile)
-    items = advise(profile, min_severity=min_severity, include_info=include_info)
+    items = advise(profile, min_severity=min_severity, include_info=include_info, ctx=ctx)
     return {
         "advice": [a.to_json() for a in items],
         "total_us": round(ctx.total_us(), 3),
