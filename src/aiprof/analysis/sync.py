@@ -35,7 +35,7 @@ from .ranks import step_of, step_windows
 
 SYNC_API_RE = (
     r"^(cuda|hip)(Device|Stream|Event|Ctx|Context)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchroni[sz]e"
-    r"|^aclrtSynchronize|^cnrt(SyncDevice|QueueSync|SyncQueue|SyncNotifier)|^(hl|synStream|synEvent|synDevice)Synchroni[sz]e"
+    r"|(^|@)aclrtSynchroni[sz]e|^cnrt(SyncDevice|QueueSync|SyncQueue|SyncNotifier)|^(hl|synStream|synEvent|synDevice)Synchroni[sz]e"
 )
 SYNC_MEMCPY_RE = (
     r"^(cuda|hip)Memcpy(2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD|WithStream)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
