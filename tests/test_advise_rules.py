@@ -20,7 +20,9 @@ from aiprof.advise.kernels import IDLE_SHARE, LOW_REGION_SHARE
 from aiprof.advise.launch import DELAY_IDLE_SHARE, LONG_RUNTIME_SHARE, MIN_SHORT_KERNELS, SHORT_KERNEL_SHARE
 from aiprof.advise.memory import FRAGMENTATION_RATIO
 from aiprof.advise.precision import FP32_ELIGIBLE_SHARE
+from aiprof.advise.runtime import MEMORY_MGMT_SHARE, SETUP_SHARE
 from aiprof.advise.sync import ITEM_SHARE, SYNC_CALLS_PER_STEP, SYNC_COPY_SHARE
+from aiprof.analysis.outliers import OUTLIER_MIN_RATIO
 from aiprof.analysis.ranks import MIN_GAP_NS, UTIL_CHUNKS
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
@@ -782,3 +784,46 @@ def test_host_wait(tmp_path: Path) -> None:
     assert a.evidence["device_span_us"] == pytest.approx(2 * STEP + k, abs=0.01)
     # f = 9.5%: K = 8639.62 µs.
     silent(verdicts(tmp_path, "below", kernel_us=k_for(IDLE_SHARE - 0.005)), "kernels.host_wait")
+
+
+# --- Runtime calls and steps (issue 12) ----------------------------------------------
+
+
+def _runtime_call(name: str, us: float) -> Any:
+    """One ``name`` call of ``us`` µs in step 0 at t0 + 6500 (device idle), no device work."""
+    return lambda i, t0: [span(name, "cuda_runtime", t0 + 6500, us, correlation=61_000)] if i == 0 else []
+
+
+@pytest.mark.parametrize(
+    ("rule", "api", "share"),
+    [("runtime.memory_mgmt", "cudaMalloc", MEMORY_MGMT_SHARE), ("runtime.setup", "cudaEventCreate", SETUP_SHARE)],
+)
+def test_runtime_rules(tmp_path: Path, rule: str, api: str, share: float) -> None:
+    # 1.5% of 40 000 µs = 600 µs fires; 0.95% = 380 µs stays silent.
+    a = fired(verdicts(tmp_path, "fire", extra=_runtime_call(api, 1.5 * share * STEPS * STEP)), rule)
+    assert a.estimate_us == 600.0
+    assert a.gain == pytest.approx(600 / 40_000)
+    silent(verdicts(tmp_path, "below", extra=_runtime_call(api, 0.95 * share * STEPS * STEP)), rule)
+
+
+def _steps_with(long_us: float) -> dict[str, Any]:
+    """8 steps of 10 000 µs and a 6th of ``long_us``."""
+    evs: list[dict[str, Any]] = []
+    t0 = 0.0
+    for i in range(1, 9):
+        d = long_us if i == 6 else STEP
+        evs.append(span(f"ProfilerStep#{i}", "user_annotation", t0, d))
+        evs.append(span("train", "user_annotation", t0 + 10, d - 20))
+        t0 += d
+    return {"events": evs, "top": {}}
+
+
+def test_outlier_step_rule(tmp_path: Path) -> None:
+    # 3x the median fires (and its MAD is 0); 2.9x does not.
+    t = _steps_with(OUTLIER_MIN_RATIO * STEP)
+    a = fired(judge(tmp_path, "fire", t["events"], t["top"]), "steps.outlier")
+    assert a.evidence["step"] == 6
+    assert a.evidence["ratio"] == pytest.approx(OUTLIER_MIN_RATIO)
+    assert a.estimate_us == pytest.approx((OUTLIER_MIN_RATIO - 1) * STEP)
+    t = _steps_with(0.97 * OUTLIER_MIN_RATIO * STEP)
+    silent(judge(tmp_path, "below", t["events"], t["top"]), "steps.outlier")
