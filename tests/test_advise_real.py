@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from aiprof.advise import evaluate
+from aiprof.advise import advise, evaluate
+from aiprof.analysis import run
 from aiprof.importers import import_paths
 from aiprof.store import Profile, open_profile
 
@@ -36,14 +37,17 @@ def test_v100_single_rank(shared_data: Path, tmp_path: Path) -> None:
         k = _one(prof, "SELECT sum(dur) / 1000.0 AS us FROM events WHERE kind = 'kernel'")
         assert a.evidence["kernel_us"] == pytest.approx(k["us"], abs=0.01)
         assert _one(prof, "SELECT count(*) AS n FROM events WHERE kind = 'kernel' AND name ILIKE '%884%'")["n"] == 0
-        # The only cudaDeviceSynchronize (89 ms) runs after the last step: no step time lost.
+        # The only cudaDeviceSynchronize (89 ms) starts after the host's last step, inside
+        # the device work that step launched (the step window extends to it, tb-profiler's
+        # rule); it waits while the device computes, so it costs no step time: info.
         s = _one(
             prof,
             """SELECT count(*) AS n FROM events e WHERE e.name = 'cudaDeviceSynchronize' AND EXISTS
                           (SELECT 1 FROM events s WHERE s.kind = 'step' AND e.ts >= s.ts AND e.ts < s.ts + s.dur)""",
         )
         assert s["n"] == 0
-        assert v["sync.sync_api"].status == "silent"
+        sa = v["sync.sync_api"].advice
+        assert sa is not None and sa.gain == 0.0 and sa.severity == "info"
         # The device is busy 97% of the steps.
         assert v["kernels.low_utilization"].status == "silent"
         for rid in ("comm.share", "comm.low_overlap", "comm.small_packets"):
@@ -91,7 +95,8 @@ def test_sampled_rank_pageable_copies(shared_data: Path, tmp_path: Path) -> None
         )
         assert p is not None and p.evidence["copies"] == n["n"] == 24
         assert p.evidence["bytes"] == n["b"]
-        assert p.severity == "low"
+        # 24 small copies: a gain far under 1% of the step is information, not advice.
+        assert p.severity == "info"
         # SendRecv messages are ~120 MB each (record_param_comms sizes): not small packets.
         assert v["comm.small_packets"].status == "silent"
         assert v["comm.share"].status == "fired"
@@ -123,20 +128,33 @@ def test_cpu_only_has_nothing_to_say_about_devices(shared_data: Path, tmp_path: 
         assert v["precision.amp"].status == "no_data"
 
 
-@pytest.mark.parametrize(
-    "rel",
-    [
-        "V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-        "V100/df_index_resolver.json.gz",
-        "A100-nccl-parser/nccl_data.json.gz",
-        "MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-        "cuda-event-sync/event_sync_trace.json.gz",
-        "triton/triton_example.json.gz",
-    ],
-)
-def test_gains_within_step_time(shared_data: Path, tmp_path: Path, rel: str) -> None:
-    with _open(shared_data, rel, tmp_path) as prof:
-        adv = [x.advice for x in evaluate(prof) if x.advice is not None]
-        assert sum(a.gain for a in adv) <= 1.0 + 1e-9
-        for a in adv:
-            assert a.evidence and a.fix and "pytorch" in a.snippets
+def _captures() -> list[str]:
+    from test_all_formats import CAPTURES
+
+    return [
+        *sorted(CAPTURES),
+        "kineto/V100/df_index_resolver.json.gz",
+        "kineto/sampled-128-ranks/sampled_rank-1.json.gz",
+    ]
+
+
+@pytest.mark.parametrize("rel", _captures())
+def test_advice_adds_up_on_every_capture(shared_data: Path, tmp_path: Path, rel: str) -> None:
+    """On every real capture: no gain above the time it claims, one item per cause (rules
+    about the same time are merged and say so), and the gains sum to at most 100% with
+    nothing rescaled."""
+    out, _ = import_paths([shared_data / rel], tmp_path / "p.aiprof")
+    with open_profile(out) as prof:
+        items = advise(prof, include_info=True)
+        causes = {r["cause"]: 0.0 for r in run(prof, "attribution").rows}
+        for r in run(prof, "attribution").rows:
+            causes[r["cause"]] += r["time_us"]
+        total = sum(causes.values())
+    for a in items:
+        assert a.gain_us <= a.estimate_us + 1e-6, a.rule
+        assert a.gain_us <= causes.get(a.cause or "", 0.0) + 1e-6, a.rule
+        assert a.gain == pytest.approx(a.gain_us / total if total else 0.0)
+        assert a.evidence and a.fix and "pytorch" in a.snippets
+    with_cause = [a.cause for a in items if a.cause]
+    assert len(with_cause) == len(set(with_cause))
+    assert sum(a.gain for a in items) <= 1.0 + 1e-9

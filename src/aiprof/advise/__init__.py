@@ -4,23 +4,31 @@
     for a in advise(profile)[:3]:
         print(a.severity, a.title, a.summary)
 
-Every rule reads analyser views only (through :func:`aiprof.analysis.run`). The
-expected gains of the advice on one profile are capped so that they never add up
-to more than 100% of the step time (rules overlap: the same idle time can be
-claimed by several of them).
+Every rule reads analyser views only (through :func:`aiprof.analysis.run`). Gains are
+never rescaled: the attribution view (analysis/attribution.py) gives each µs of step
+time to at most one cause, each rule names the cause its fix acts on, and its gain is
+its own estimate bounded by the time of that cause. Rules about the same cause (the
+same time) become one piece of advice, the one with the largest gain, that lists the
+others under ``also``; so the gains of the advice add up to at most 100%.
+
+All faces (``aiprof advise``, the report's top advice, the HTML file, the REST API)
+call :func:`advise_json` or :func:`advise`.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from ..store import Profile
 from .base import RULES, SEVERITIES, Advice, Context, NotEnoughData, Rule, severity
 
 #: Rule modules, one per area.
 AREAS: list[str] = [
+    "steps",
     "input_pipeline",
+    "runtime",
     "launch",
     "sync",
     "data_movement",
@@ -50,15 +58,16 @@ class Verdict:
     reason: str | None = None
 
 
-def evaluate(profile: Profile, only: list[str] | None = None) -> list[Verdict]:
-    """Run every rule (or those in ``only``) and say what each one found."""
+def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | None = None) -> list[Verdict]:
+    """Run every rule (or those in ``only``) and say what each one found; the advice of
+    each fired rule carries its gain (its estimate bounded by its cause's time)."""
     from ..cluster.index import from_index
 
     if only is None and from_index(profile):
         # A many-rank job opened through its index: the across-rank rules only (each
         # rank's own advice: aiprof advise OUT/rank<N>.aiprof).
         only = [rid for rid in rules() if rid.startswith("cluster.")]
-    ctx = Context(profile)
+    ctx = ctx or Context(profile)
     out: list[Verdict] = []
     for rid, r in rules().items():
         if only and rid not in only:
@@ -70,27 +79,104 @@ def evaluate(profile: Profile, only: list[str] | None = None) -> list[Verdict]:
             out.append(Verdict(rid, "no_data", reason=res.reason))
         else:
             out.append(Verdict(rid, "silent"))
-    cap([v.advice for v in out if v.advice is not None])
+    fired = [v.advice for v in out if v.advice is not None]
+    if fired:
+        bound(fired, ctx.attributed(), ctx.total_us())
     return out
 
 
-def cap(advice: list[Advice]) -> None:
-    """Scale gains down proportionally when they add up to more than 100% of step time.
-
-    Severity stays that of the rule's own estimate (raw_gain)."""
-    total = sum(a.raw_gain for a in advice)
+def bound(advice: list[Advice], attributed: dict[str, float], total_us: float) -> None:
+    """Set each item's gain: its estimate, at most the time attributed to its cause, as
+    a share of ``total_us``. Nothing is rescaled."""
     for a in advice:
-        a.gain = a.raw_gain / total if total > 1.0 else a.raw_gain
+        a.cause_us = attributed.get(a.cause, 0.0) if a.cause else 0.0
+        a.gain_us = min(a.estimate_us, a.cause_us)
+        a.gain = a.gain_us / total_us if total_us > 0 else 0.0
+        a.raw_gain = a.estimate_us / total_us if total_us > 0 else 0.0
+        a.severity = severity(a.gain)
 
 
-def advise(profile: Profile, min_severity: str = "low") -> list[Advice]:
-    """Advice for ``profile``, ranked by expected gain (largest first), at least ``min_severity``.
+def merge(advice: list[Advice]) -> list[Advice]:
+    """One item per cause: the rule with the largest gain (ties: rule order), listing the
+    other rules about the same time under ``also``. Items without a cause stay alone."""
+    order = {rid: i for i, rid in enumerate(rules())}
+    groups: dict[str, list[Advice]] = {}
+    alone: list[Advice] = []
+    for a in advice:
+        if a.cause is None:
+            alone.append(a)
+        else:
+            groups.setdefault(a.cause, []).append(a)
+    out = list(alone)
+    for items in groups.values():
+        items.sort(key=lambda a: (-a.gain_us, -a.estimate_us, order.get(a.rule, 0)))
+        head = items[0]
+        head.also = [
+            {
+                "rule": o.rule,
+                "title": o.title,
+                "summary": o.summary,
+                "gain_pct": round(100.0 * o.gain, 3),
+                "evidence": o.evidence,
+                "fix": o.fix,
+            }
+            for o in items[1:]
+        ]
+        out.append(head)
+    return out
 
-    The report shows the first three under the overview."""
+
+def advise(
+    profile: Profile, min_severity: str = "low", include_info: bool = False, ctx: Context | None = None
+) -> list[Advice]:
+    """Advice for ``profile``, one item per cause, ranked by expected gain (largest
+    first), at least ``min_severity``; items under 1% gain (``info``) only with
+    ``include_info``. The report shows the first three under the overview."""
     floor = SEVERITIES.index(min_severity)
-    fired = [v.advice for v in evaluate(profile) if v.advice is not None]
+    if include_info and min_severity == "low":
+        floor = SEVERITIES.index("info")
+    fired = merge([v.advice for v in evaluate(profile, ctx=ctx) if v.advice is not None])
     fired = [a for a in fired if SEVERITIES.index(a.severity) >= floor]
-    return sorted(fired, key=lambda a: (-a.gain, SEVERITIES.index(a.severity) * -1, a.rule))
+    return sorted(fired, key=lambda a: (-a.gain, -SEVERITIES.index(a.severity), a.rule))
 
 
-__all__ = ["SEVERITIES", "Advice", "NotEnoughData", "Rule", "Verdict", "advise", "cap", "evaluate", "rules", "severity"]
+def advise_json(profile: Profile, include_info: bool = False, min_severity: str = "low") -> dict[str, Any]:
+    """The advice as JSON, the one shape every face shows: {advice, total_us, causes,
+    warnings}. ``causes`` is the attribution (cause -> µs) the gains are bounded by."""
+    ctx = Context(profile)
+    items = advise(profile, min_severity=min_severity, include_info=include_info, ctx=ctx)
+    return {
+        "advice": [a.to_json() for a in items],
+        "total_us": round(ctx.total_us(), 3),
+        "causes": {k: round(v, 3) for k, v in sorted(ctx.attributed().items(), key=lambda kv: -kv[1])},
+        "gain_sum_pct": round(sum(100.0 * a.gain for a in items), 3),
+        "warnings": warnings(ctx),
+    }
+
+
+def warnings(ctx: Context) -> list[str]:
+    """What the reader of the advice should know about the data behind it."""
+    out: list[str] = []
+    neg = sum(int(r["negative_delays"] or 0) for r in ctx.rows("launch") or [] if r["operator"] == "(all)")
+    if neg:
+        out.append(
+            f"{neg} launches start on the device before their launch call ends (the device clock runs ahead of "
+            "the host's); their launch delays count as 0, as Holistic Trace Analysis clips them."
+        )
+    return out
+
+
+__all__ = [
+    "SEVERITIES",
+    "Advice",
+    "NotEnoughData",
+    "Rule",
+    "Verdict",
+    "advise",
+    "advise_json",
+    "bound",
+    "evaluate",
+    "merge",
+    "rules",
+    "severity",
+]

@@ -7,7 +7,13 @@ views it may read, nothing else). It returns:
 - ``None`` when the data is there and nothing is wrong.
 
 Severity follows msprof-analyze: high when the expected gain is at least 5% of the
-step time, medium from 3%, else low.
+step time, medium from 3%, low from 1%; below 1% an item is ``info`` (hidden unless
+asked for: ``aiprof advise --all``).
+
+Gains are never rescaled. Each rule names the cause it claims (analysis/attribution.py
+gives each µs of step time to at most one cause) and estimates the time its fix can
+save (``estimate_us``); its gain is that estimate, bounded by the time attributed to
+its cause, as a share of the profiled step time.
 """
 
 from __future__ import annotations
@@ -20,19 +26,24 @@ from ..analysis.base import run
 from ..errors import AiprofError
 from ..store import Profile
 
-#: Expected gain (share of step time) from which advice is high / medium.
+#: Expected gain (share of step time) from which advice is high / medium (msprof-analyze)...
 HIGH = 0.05
 MEDIUM = 0.03
-SEVERITIES = ("low", "medium", "high")
+#: ...and below which it is only information, hidden by default (issue 12: a 162 µs copy
+#: is not worth an engineer's time).
+INFO_BELOW = 0.01
+SEVERITIES = ("info", "low", "medium", "high")
 
 
 def severity(gain: float) -> str:
-    """'high' (>= 5% of step time), 'medium' (>= 3%) or 'low'."""
+    """'high' (>= 5% of step time), 'medium' (>= 3%), 'low' (>= 1%) or 'info'."""
     if gain >= HIGH:
         return "high"
     if gain >= MEDIUM:
         return "medium"
-    return "low"
+    if gain >= INFO_BELOW:
+        return "low"
+    return "info"
 
 
 @dataclass
@@ -48,14 +59,25 @@ class Advice:
     evidence: dict[str, Any]
     """The numbers that triggered the rule; keys end in their unit (``_us``, ``_pct``...)."""
     gain: float
-    """Expected gain as a share of step time (0..1), after the overlap cap."""
+    """Expected gain as a share of the profiled step time (0..1): the rule's estimate,
+    bounded by the time attributed to its cause."""
     fix: str
     snippets: dict[str, str] = field(default_factory=dict)
     """Code for the fix: 'pytorch', and the vendor's equivalent where it differs."""
     raw_gain: float = 0.0
-    """The rule's own estimate before the cap that keeps the sum within 100%."""
+    """The rule's own estimate as a share of step time, before the bound by its cause."""
     severity: str = "low"
     thresholds: dict[str, float] = field(default_factory=dict)
+    cause: str | None = None
+    """The attribution cause whose time the fix saves (None: the advice saves no step time)."""
+    estimate_us: float = 0.0
+    """What the rule estimates its fix saves (µs)."""
+    cause_us: float = 0.0
+    """Time attributed to ``cause`` in the profile (µs): the most any advice about it can gain."""
+    gain_us: float = 0.0
+    """min(estimate_us, cause_us)."""
+    also: list[dict[str, Any]] = field(default_factory=list)
+    """Other rules that fired about the same cause (the same time): merged into this item."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,11 +87,16 @@ class Advice:
             "severity": self.severity,
             "gain_pct": round(100.0 * self.gain, 3),
             "raw_gain_pct": round(100.0 * self.raw_gain, 3),
+            "gain_us": round(self.gain_us, 3),
+            "estimate_us": round(self.estimate_us, 3),
+            "cause": self.cause,
+            "cause_us": round(self.cause_us, 3),
             "summary": self.summary,
             "evidence": self.evidence,
             "fix": self.fix,
             "snippets": self.snippets,
             "thresholds": self.thresholds,
+            "also": self.also,
         }
 
 
@@ -108,6 +135,22 @@ class Context:
     def metas(self) -> list[dict[str, Any]]:
         return self.profile.metas
 
+    def attributed(self) -> dict[str, float]:
+        """Cause -> time attributed to it over all ranks and steps (µs)."""
+        out: dict[str, float] = {}
+        for r in self.rows("attribution") or []:
+            out[r["cause"]] = out.get(r["cause"], 0.0) + float(r["time_us"])
+        return out
+
+    def total_us(self) -> float:
+        """All attributed time (the steps and the gaps between them, all ranks; µs): the
+        denominator of every gain."""
+        return float(sum(self.attributed().values()))
+
+    def outliers(self) -> set[tuple[int, int]]:
+        """(rank, step) of the outlier steps (analysis/outliers.py)."""
+        return {(int(r["rank"]), int(r["step"])) for r in self.rows("steps") or [] if r.get("outlier")}
+
     def step_us(self) -> float | None:
         """Total step time over all ranks (µs): the sum of the ``steps`` view's windows."""
         rows = self.rows("steps")
@@ -138,39 +181,49 @@ class Rule:
     thresholds: dict[str, float]
     anchor: str
     """Which tool's rule this follows (tb-profiler, HTA, nsys analyze, XProf, ...)."""
+    cause: str | None = None
+    """The attribution cause whose time this rule's fix saves."""
 
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(
-    rule_id: str, title: str, *, anchor: str, thresholds: dict[str, float] | None = None
+    rule_id: str,
+    title: str,
+    *,
+    anchor: str,
+    cause: str | None,
+    thresholds: dict[str, float] | None = None,
 ) -> Callable[[RuleFn], RuleFn]:
-    """Register ``fn`` as rule ``rule_id`` (``area.name``)."""
+    """Register ``fn`` as rule ``rule_id`` (``area.name``), claiming time of ``cause``."""
 
     def deco(fn: RuleFn) -> RuleFn:
-        RULES[rule_id] = Rule(rule_id, title, rule_id.split(".")[0], fn, dict(thresholds or {}), anchor)
+        RULES[rule_id] = Rule(rule_id, title, rule_id.split(".")[0], fn, dict(thresholds or {}), anchor, cause)
         return fn
 
     return deco
 
 
-def make(ctx_rule: str, summary: str, evidence: dict[str, Any], gain: float, fix: str, **snippets: str) -> Advice:
-    """Advice from rule ``ctx_rule`` (id) with its registered title and thresholds."""
+def make(
+    ctx_rule: str, summary: str, evidence: dict[str, Any], estimate_us: float, fix: str, **snippets: str
+) -> Advice:
+    """Advice from rule ``ctx_rule`` (id) with its registered title, cause and thresholds;
+    ``estimate_us`` is what the rule expects its fix to save. The gain is set by the
+    proposer (:func:`aiprof.advise.evaluate`), which bounds it by the cause's time."""
     r = RULES[ctx_rule]
-    g = min(max(float(gain), 0.0), 1.0)
     return Advice(
         rule=r.id,
         title=r.title,
         area=r.area,
         summary=summary,
         evidence={k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items()},
-        gain=g,
-        raw_gain=g,
+        gain=0.0,
         fix=fix,
         snippets=dict(snippets),
-        severity=severity(g),
         thresholds=dict(r.thresholds),
+        cause=r.cause,
+        estimate_us=max(float(estimate_us), 0.0) if r.cause else 0.0,
     )
 
 

@@ -10,7 +10,7 @@ SPREAD = 0.05
 STRAGGLER_SHARE = 0.5
 
 
-@rule("cluster.slow_rank", "Slow rank", anchor="msprof-analyze", thresholds={"spread": SPREAD})
+@rule("cluster.slow_rank", "Slow rank", anchor="msprof-analyze", cause="communication", thresholds={"spread": SPREAD})
 def slow_rank(ctx: Context) -> Outcome:
     rows = [r for r in ctx.rows("ranks") or [] if r["steps"]]
     if len(rows) < 2:
@@ -25,6 +25,8 @@ def slow_rank(ctx: Context) -> Outcome:
     if spread <= SPREAD:
         return None
     slow = max(rows, key=lambda r: float(r["step_mean_us"]))
+    # The other ranks wait for the slow one at every step (in their collectives).
+    waited = sum((max(means) - float(r["step_mean_us"])) * int(r["steps"]) for r in rows if r is not slow)
     return make(
         "cluster.slow_rank",
         f"Rank {slow['rank']} is the slowest: mean step times spread {100 * spread:.1f}% across ranks.",
@@ -35,7 +37,7 @@ def slow_rank(ctx: Context) -> Outcome:
             "mean_step_us": mean,
             "spread_pct": 100 * spread,
         },
-        (max(means) - mean) / max(means),
+        waited,
         "Balance the work: check the slow rank's data shard, host (CPU contention, thermal throttling), "
         "and device; all ranks wait for it at every collective.",
         pytorch="# compare per-rank timings\ntorch.distributed.all_gather_object(times, step_time)",
@@ -46,6 +48,7 @@ def slow_rank(ctx: Context) -> Outcome:
     "cluster.straggler",
     "Straggler at collectives",
     anchor="HTA / msprof-analyze",
+    cause="communication",
     thresholds={"last_share": STRAGGLER_SHARE},
 )
 def straggler(ctx: Context) -> Outcome:
@@ -58,7 +61,6 @@ def straggler(ctx: Context) -> Outcome:
     if s < STRAGGLER_SHARE:
         return None
     late = max(float(r["mean_late_us"] or 0.0) for r in rows)
-    step = float(sum(float(r["step_total_us"]) for r in rows))
     # The others wait for the straggler: its mean lateness behind the earliest rank,
     # less their own, at each of their collectives.
     worst_late = float(worst["mean_late_us"] or 0.0)
@@ -75,7 +77,7 @@ def straggler(ctx: Context) -> Outcome:
             "last_pct": 100 * s,
             "max_mean_late_us": late,
         },
-        waited / step if step else 0.0,
+        waited,
         "Find what delays that rank before its collectives (data loading, host work, a slower device).",
         pytorch="# NCCL_DEBUG=INFO and per-rank profiles; compare the straggler's host timeline",
     )
@@ -85,6 +87,7 @@ def straggler(ctx: Context) -> Outcome:
     "cluster.slow_link",
     "Slow link: collective bandwidth differs across ranks",
     anchor="msprof-analyze",
+    cause=None,
     thresholds={"spread": SPREAD},
 )
 def slow_link(ctx: Context) -> Outcome:

@@ -28,6 +28,7 @@ _DDP_PT = (
     "comm.share",
     "Communication takes a large share of the step",
     anchor="tb-profiler",
+    cause="communication",
     thresholds={"comm_share": COMM_SHARE},
 )
 def comm_share(ctx: Context) -> Outcome:
@@ -45,7 +46,7 @@ def comm_share(ctx: Context) -> Outcome:
         "comm.share",
         f"Communication not hidden by computation takes {100 * s:.1f}% of the step.",
         {"communication_us": t, "step_us": step, "communication_pct": 100 * s},
-        s,
+        t,
         _DDP_FIX,
         pytorch=_DDP_PT,
         ascend="# Ascend: the same DDP options with backend='hccl'",
@@ -55,6 +56,7 @@ def comm_share(ctx: Context) -> Outcome:
 @rule(
     "comm.low_overlap",
     "Communication barely overlaps computation",
+    cause="communication",
     anchor="HTA",
     thresholds={"overlap_share": OVERLAP_LOW, "exposed_share": EXPOSED_SHARE},
 )
@@ -76,7 +78,7 @@ def low_overlap(ctx: Context) -> Outcome:
         "comm.low_overlap",
         f"Only {100 * o:.1f}% of communication time overlaps computation; {100 * s:.1f}% of the step is exposed.",
         {"overlap_pct": 100 * o, "comm_us": comm, "overlap_us": ov, "exposed_us": exposed, "step_us": step},
-        s * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
+        exposed * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
         _DDP_FIX,
         pytorch=_DDP_PT,
     )
@@ -85,6 +87,7 @@ def low_overlap(ctx: Context) -> Outcome:
 @rule(
     "comm.small_packets",
     "Collectives move small messages",
+    cause="communication",
     anchor="msprof-analyze",
     thresholds={"packet_bytes": SMALL_PACKET_BYTES, "share": SMALL_PACKET_SHARE},
 )
@@ -105,13 +108,13 @@ def small_packets(ctx: Context) -> Outcome:
         "comm.small_packets",
         f"{100 * s:.0f}% of sized collectives move less than 1 MiB each.",
         {"small_calls": small, "sized_calls": calls, "small_pct": 100 * s, "small_comm_us": t},
-        share(t, ctx.step_us()) * 0.5,
+        t * 0.5,
         "Bucket small tensors into fewer, larger collectives (bigger DDP buckets, coalesced calls).",
         pytorch="model = DDP(model, bucket_cap_mb=100)\n# or: dist.all_reduce_coalesced / torch.cat before all_reduce",
     )
 
 
-@rule("comm.backend", "Non-NCCL backend on NCCL-capable GPUs", anchor="tb-profiler", thresholds={})
+@rule("comm.backend", "Non-NCCL backend on NCCL-capable GPUs", anchor="tb-profiler", cause="communication")
 def backend(ctx: Context) -> Outcome:
     backends = {str(m.get("distributed", {}).get("backend", "")).lower() for m in ctx.metas if m.get("distributed")}
     if not backends or backends == {""}:
@@ -128,7 +131,7 @@ def backend(ctx: Context) -> Outcome:
         "comm.backend",
         f"Collectives use {', '.join(bad)} on NVIDIA GPUs, where NCCL is much faster.",
         {"backends": bad, "gpus": len(gpus), "communication_us": t},
-        share(t, ctx.step_us()) * 0.5,
+        t * 0.5,
         "Initialise the process group with NCCL for GPU tensors.",
         pytorch="torch.distributed.init_process_group(backend='nccl')",
         ascend="torch.distributed.init_process_group(backend='hccl')",
@@ -138,7 +141,7 @@ def backend(ctx: Context) -> Outcome:
 _DP_OPS = re.compile(r"DataParallel|^torch\.nn\.parallel|Broadcast(Coalesced)?$|ReduceAddCoalesced|^Gather$|^Scatter$")
 
 
-@rule("comm.dataparallel", "DataParallel on several devices", anchor="tb-profiler", thresholds={})
+@rule("comm.dataparallel", "DataParallel on several devices", anchor="tb-profiler", cause=None)
 def dataparallel(ctx: Context) -> Outcome:
     ops = ctx.rows("operators")
     launches = ctx.rows("launches")

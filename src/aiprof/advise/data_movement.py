@@ -14,6 +14,7 @@ MEMCPY_SHARE = 0.05
     "data.pageable_memcpy",
     "Asynchronous copies from pageable memory",
     anchor="nsys analyze (cuda-async-memcpy)",
+    cause="memcpy",
     thresholds={"min_copies": PAGEABLE_MIN_COPIES},
 )
 def pageable_memcpy(ctx: Context) -> Outcome:
@@ -38,7 +39,7 @@ def pageable_memcpy(ctx: Context) -> Outcome:
             "bytes": sum(int(r["bytes"] or 0) for r in sel),
             "directions": sorted({str(r["direction"]) for r in sel}),
         },
-        share(t, ctx.step_us()),
+        t,
         "Allocate the host side in pinned (page-locked) memory and copy with non_blocking=True.",
         pytorch="loader = DataLoader(ds, pin_memory=True)\nx = x.to('cuda', non_blocking=True)",
         ascend="x = x.pin_memory().to('npu', non_blocking=True)",
@@ -49,6 +50,7 @@ def pageable_memcpy(ctx: Context) -> Outcome:
     "data.memcpy_share",
     "Host-device copies take a large share of the step",
     anchor="tb-profiler (memcpy category)",
+    cause="memcpy",
     thresholds={"memcpy_share": MEMCPY_SHARE},
 )
 def memcpy_share(ctx: Context) -> Outcome:
@@ -64,7 +66,7 @@ def memcpy_share(ctx: Context) -> Outcome:
         "data.memcpy_share",
         f"Copies occupy {100 * s:.1f}% of the step with nothing else running on the device.",
         {"memcpy_us": t, "step_us": step, "memcpy_pct": 100 * s},
-        s,
+        t,
         "Keep tensors on the device between steps, batch small copies into one, and overlap the rest "
         "with compute on a side stream from pinned memory.",
         pytorch="with torch.cuda.stream(copy_stream):\n    nxt = batch.to('cuda', non_blocking=True)",

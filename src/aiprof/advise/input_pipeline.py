@@ -43,6 +43,7 @@ def _loader(ctx: Context) -> tuple[list[dict[str, Any]], float, float, int] | No
     "input.dataloader_share",
     "Data loading takes a large share of the step",
     anchor="tb-profiler",
+    cause="dataloader",
     thresholds={"dataloader_share": DATALOADER_SHARE},
 )
 def dataloader_share(ctx: Context) -> Outcome:
@@ -57,7 +58,7 @@ def dataloader_share(ctx: Context) -> Outcome:
         "input.dataloader_share",
         f"Data loading takes {100 * s:.1f}% of the step time (threshold {100 * DATALOADER_SHARE:.0f}%).",
         {"dataloader_us": dl, "step_us": step, "dataloader_pct": 100 * s, "loader_calls": calls},
-        s,
+        dl,
         _LOADER_FIX,
         pytorch=_LOADER_PT,
         mindspore=_LOADER_MS,
@@ -68,6 +69,7 @@ def dataloader_share(ctx: Context) -> Outcome:
     "input.input_bound",
     "The device waits for input (input-bound)",
     anchor="XProf",
+    cause="dataloader",
     thresholds={"moderate": INPUT_BOUND_MODERATE, "high": INPUT_BOUND_HIGH},
 )
 def input_bound(ctx: Context) -> Outcome:
@@ -84,7 +86,7 @@ def input_bound(ctx: Context) -> Outcome:
         "input.input_bound",
         f"The program is {level} input-bound: the device idles {100 * s:.1f}% of the step while the host loads data.",
         {"idle_in_loader_us": idle, "step_us": step, "input_bound_pct": 100 * s},
-        s,
+        idle,
         _LOADER_FIX,
         pytorch=_LOADER_PT,
         mindspore=_LOADER_MS,
@@ -95,24 +97,28 @@ def input_bound(ctx: Context) -> Outcome:
     "input.dataloader_per_step",
     "Data loading is slow per step",
     anchor="msprof-analyze / MindInsight",
+    cause="dataloader",
     thresholds={"dataloader_us_per_step": DATALOADER_US_PER_STEP},
 )
 def dataloader_per_step(ctx: Context) -> Outcome:
     got = _loader(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    rows, step, dl, _ = got
-    n = sum(1 for r in rows if r["step"] is not None)
+    rows, _step, dl, _ = got
+    # The per-step mean leaves the outlier steps out (they get their own advice).
+    out = ctx.outliers()
+    normal = [r for r in rows if r["step"] is not None and (int(r["rank"]), int(r["step"])) not in out]
+    n = len(normal)
     if n == 0:
         return NotEnoughData("no step markers, so no per-step figure")
-    per = dl / n
+    per = sum(float(r["dataloader_us"] or 0.0) for r in normal) / n
     if per <= DATALOADER_US_PER_STEP:
         return None
     return make(
         "input.dataloader_per_step",
         f"Data loading takes {per / 1000:.1f} ms per step (threshold {DATALOADER_US_PER_STEP / 1000:.0f} ms).",
-        {"dataloader_us_per_step": per, "steps": n},
-        share(dl, step),
+        {"dataloader_us_per_step": per, "steps": n, "dataloader_us": dl},
+        dl,
         _LOADER_FIX,
         pytorch=_LOADER_PT,
         mindspore=_LOADER_MS,
@@ -123,14 +129,17 @@ def dataloader_per_step(ctx: Context) -> Outcome:
     "input.step_interval",
     "Long gaps between steps",
     anchor="msprof-analyze",
+    cause="between_steps",
     thresholds={"step_interval_share": STEP_INTERVAL_SHARE},
 )
 def step_interval(ctx: Context) -> Outcome:
     rows = ctx.rows("dataloader")
     if not rows:
         return NotEnoughData("no events")
-    gaps = [float(r["gap_before_us"]) for r in rows if r["gap_before_us"] is not None]
-    steps = [float(r["step_us"] or 0.0) for r in rows if r["step"] is not None]
+    out = ctx.outliers()
+    normal = [r for r in rows if r["step"] is None or (int(r["rank"]), int(r["step"])) not in out]
+    gaps = [float(r["gap_before_us"]) for r in normal if r["gap_before_us"] is not None]
+    steps = [float(r["step_us"] or 0.0) for r in normal if r["step"] is not None]
     if not gaps or not steps:
         return NotEnoughData("fewer than two steps on a rank")
     mean_gap = sum(gaps) / len(gaps)
@@ -142,7 +151,7 @@ def step_interval(ctx: Context) -> Outcome:
         "input.step_interval",
         f"Between two steps the host spends {mean_gap / 1000:.2f} ms ({100 * s:.1f}% of a step) outside any step.",
         {"mean_gap_us": mean_gap, "mean_step_us": mean_step, "gap_pct": 100 * s, "gaps": len(gaps)},
-        share(sum(gaps), sum(steps) + sum(gaps)),
+        sum(float(r["gap_before_us"] or 0.0) for r in rows),
         "Move per-step host work (logging, metrics, checkpoint checks, .item() calls) out of the loop "
         "or make it asynchronous, and prefetch the next batch before the step ends.",
         pytorch="if step % 100 == 0:\n    log(loss.item())  # not every step",

@@ -21,7 +21,11 @@ _UTIL_FIX = (
 
 
 @rule(
-    "kernels.low_utilization", "Low GPU utilization", anchor="tb-profiler", thresholds={"utilization": LOW_UTILIZATION}
+    "kernels.low_utilization",
+    "Low GPU utilization",
+    anchor="tb-profiler",
+    cause="unaccounted",
+    thresholds={"utilization": LOW_UTILIZATION},
 )
 def low_utilization(ctx: Context) -> Outcome:
     rows = ctx.rows("steps")
@@ -36,13 +40,19 @@ def low_utilization(ctx: Context) -> Outcome:
         "kernels.low_utilization",
         f"The device is busy only {100 * u:.1f}% of the step time.",
         {"device_busy_us": busy, "step_us": step, "utilization_pct": 100 * u},
-        LOW_UTILIZATION - u,
+        (LOW_UTILIZATION - u) * step,
         _UTIL_FIX,
         pytorch="loader = DataLoader(ds, batch_size=2 * B, num_workers=8)",
     )
 
 
-@rule("kernels.idle_gaps", "Long device idle gaps", anchor="nsys analyze (gpu_gaps)", thresholds={"gap_us": 500_000.0})
+@rule(
+    "kernels.idle_gaps",
+    "Long device idle gaps",
+    anchor="nsys analyze (gpu_gaps)",
+    cause="unaccounted",
+    thresholds={"gap_us": 500_000.0},
+)
 def idle_gaps(ctx: Context) -> Outcome:
     if not ctx.rows("launch"):
         return NotEnoughData("no device work in the profile")
@@ -56,7 +66,7 @@ def idle_gaps(ctx: Context) -> Outcome:
         "kernels.idle_gaps",
         f"{len(rows)} device idle gaps of 500 ms or more, {t / 1000:.0f} ms in all.",
         {"gaps": len(rows), "gap_us": t, "longest_gap_us": max(float(r["gap_us"]) for r in rows)},
-        share(t, ctx.step_us()),
+        t,
         _UTIL_FIX,
         pytorch="# look at the host timeline inside the gap: aiprof timechart PROFILE",
     )
@@ -66,6 +76,7 @@ def idle_gaps(ctx: Context) -> Outcome:
     "kernels.low_util_regions",
     "Regions of low device utilization",
     anchor="nsys analyze (gpu_time_util)",
+    cause="unaccounted",
     thresholds={"busy": REGION_BUSY, "region_share": LOW_REGION_SHARE},
 )
 def low_util_regions(ctx: Context) -> Outcome:
@@ -82,7 +93,7 @@ def low_util_regions(ctx: Context) -> Outcome:
         "kernels.low_util_regions",
         f"{len(low)} of {len(rows)} time chunks have the device under 50% busy.",
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
-        share(idle, span) * 0.5,
+        idle * 0.5,
         _UTIL_FIX,
         pytorch="# aiprof report PROFILE --view utilization shows where the low chunks are",
     )
@@ -92,26 +103,44 @@ def low_util_regions(ctx: Context) -> Outcome:
     "kernels.host_wait",
     "The device mostly waits for the host",
     anchor="HTA (idle time breakdown)",
+    cause="host",
     thresholds={"idle_share": IDLE_SHARE},
 )
 def host_wait(ctx: Context) -> Outcome:
     rows = ctx.rows("idle")
     if not rows:
         return NotEnoughData("no device streams in the profile")
+    # Whole-device figures are the overview's (HTA's temporal breakdown: the union of the
+    # rank's device work over its active span); only the cause split is per stream.
+    dev = [r for r in ctx.rows("overview") or [] if r["section"] == "device"]
+    d_idle = sum(float(r["time_us"]) for r in dev if r["category"] == "idle")
+    d_span = sum(float(r["time_us"]) for r in dev)
     hw = sum(float(r["host_wait_us"] or 0.0) for r in rows)
     kw = sum(float(r["kernel_wait_us"] or 0.0) for r in rows)
     other = sum(float(r["other_us"] or 0.0) for r in rows)
     idle = sum(float(r["idle_us"] or 0.0) for r in rows)
-    span = sum(float(r["span_us"] or 0.0) for r in rows)
-    if span <= 0 or idle / span < IDLE_SHARE or hw < max(kw, other):
+    if d_span <= 0 or idle <= 0 or d_idle / d_span < IDLE_SHARE or hw < max(kw, other):
         return None
+    main = max(rows, key=lambda r: float(r["busy_us"] or 0.0))
+    m_idle, m_span = float(main["idle_us"] or 0.0), float(main["span_us"] or 0.0)
     return make(
         "kernels.host_wait",
-        f"Idle time is {100 * idle / span:.1f}% of the streams' span, and waiting for the host is its main cause "
-        f"({100 * hw / idle:.0f}%).",
-        {"host_wait_us": hw, "kernel_wait_us": kw, "other_us": other, "idle_us": idle, "span_us": span},
-        # HTA's split of idle time applied to the steps' own idle time.
-        share(hw, idle) * share(sum(float(r["idle_us"] or 0.0) for r in ctx.rows("steps") or []), ctx.step_us()),
+        f"The device is idle {100 * d_idle / d_span:.1f}% of its active span, and waiting for the host is the "
+        f"main cause: {100 * hw / idle:.0f}% of the streams' idle time (busiest stream {main['stream']} of "
+        f"device {main['device']}: idle {100 * m_idle / m_span if m_span else 0.0:.1f}% of its own span).",
+        {
+            "device_idle_us": d_idle,
+            "device_span_us": d_span,
+            "device_idle_pct": 100 * d_idle / d_span,
+            "streams_host_wait_us": hw,
+            "streams_kernel_wait_us": kw,
+            "streams_other_us": other,
+            "streams_idle_us": idle,
+            "busiest_stream": main["stream"],
+            "busiest_stream_idle_pct": 100 * m_idle / m_span if m_span else 0.0,
+        },
+        # HTA's split of idle time applied to the steps' own (whole-device) idle time.
+        share(hw, idle) * sum(float(r["idle_us"] or 0.0) for r in ctx.rows("steps") or []),
         "The host does not queue work fast enough: reduce Python overhead per step (torch.compile, CUDA "
         "graphs), move host-side preprocessing to DataLoader workers, and avoid synchronization.",
         pytorch="model = torch.compile(model)",

@@ -43,6 +43,7 @@ def _overall(ctx: Context) -> tuple[list[dict[str, Any]], float] | NotEnoughData
     "launch.launch_bound",
     "Kernel-launch bound",
     anchor="XProf",
+    cause="launch",
     thresholds={"moderate": LAUNCH_BOUND_MODERATE, "high": LAUNCH_BOUND_HIGH},
 )
 def launch_bound(ctx: Context) -> Outcome:
@@ -65,7 +66,7 @@ def launch_bound(ctx: Context) -> Outcome:
             "launch_bound_pct": 100 * s,
             "launches": sum(int(r["launches"]) for r in rows),
         },
-        s,
+        idle,
         _GRAPHS_FIX,
         pytorch=_GRAPHS_PT,
         ascend=_GRAPHS_NPU,
@@ -76,6 +77,7 @@ def launch_bound(ctx: Context) -> Outcome:
     "launch.short_kernels",
     "Short kernels dominate device time",
     anchor="HTA",
+    cause="launch",
     thresholds={
         "short_kernel_share": SHORT_KERNEL_SHARE,
         "short_kernel_us": 10.0,
@@ -86,7 +88,7 @@ def short_kernels(ctx: Context) -> Outcome:
     got = _overall(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    rows, step = got
+    rows, _step = got
     kus = sum(float(r["kernel_us"] or 0.0) for r in rows)
     sus = sum(float(r["short_kernel_us"] or 0.0) for r in rows)
     if kus <= 0:
@@ -104,8 +106,9 @@ def short_kernels(ctx: Context) -> Outcome:
             "kernel_us": kus,
             "short_kernel_pct": 100 * s,
             "short_kernels": sum(int(r["short_kernels"]) for r in rows),
+            "launch_idle_us": idle,
         },
-        share(idle, step),
+        idle,
         _GRAPHS_FIX,
         pytorch=_GRAPHS_PT,
         ascend=_GRAPHS_NPU,
@@ -116,6 +119,7 @@ def short_kernels(ctx: Context) -> Outcome:
     "launch.high_delay",
     "Device idle behind long launch delays",
     anchor="HTA",
+    cause="launch_delay",
     thresholds={"delay_us": 100.0, "delay_idle_share": DELAY_IDLE_SHARE},
 )
 def high_delay(ctx: Context) -> Outcome:
@@ -136,7 +140,7 @@ def high_delay(ctx: Context) -> Outcome:
             "long_delays": sum(int(r["long_delay"]) for r in rows),
             "delay_p95_us": max(float(r["delay_p95_us"] or 0.0) for r in rows),
         },
-        s,
+        idle,
         "Look at what the host or the device queue does between the launch and the start: cross-stream "
         "waits, synchronous calls, or a saturated launch queue; CUDA graphs remove per-launch latency.",
         pytorch=_GRAPHS_PT,
@@ -147,13 +151,14 @@ def high_delay(ctx: Context) -> Outcome:
     "launch.long_runtime",
     "Slow launch calls",
     anchor="HTA",
+    cause="launch",
     thresholds={"runtime_us": 50.0, "long_runtime_share": LONG_RUNTIME_SHARE},
 )
 def long_runtime(ctx: Context) -> Outcome:
     got = _overall(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    rows, step = got
+    rows, _step = got
     n = sum(int(r["launches"]) for r in rows)
     long_ = sum(int(r["long_runtime"]) for r in rows)
     s = long_ / n if n else 0.0
@@ -169,7 +174,7 @@ def long_runtime(ctx: Context) -> Outcome:
             "long_runtime_pct": 100 * s,
             "runtime_p95_us": max(float(r["runtime_p95_us"] or 0.0) for r in rows),
         },
-        share(idle, step) * s,
+        idle * s,
         "Slow launch calls usually wait on a lock or a full launch queue, or hide a synchronous "
         "allocation: check for cudaMalloc in the step, CPU contention, and use CUDA graphs.",
         pytorch=_GRAPHS_PT,

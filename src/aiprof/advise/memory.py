@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, rule
 
 #: tb-profiler: peak allocated memory above this share of device memory.
 PEAK_HIGH = 0.90
@@ -38,7 +38,13 @@ def _peaks(ctx: Context) -> list[tuple[dict[str, Any], float, float, float]] | N
     return out
 
 
-@rule("memory.peak_high", "Device memory nearly full", anchor="tb-profiler", thresholds={"peak_share": PEAK_HIGH})
+@rule(
+    "memory.peak_high",
+    "Device memory nearly full",
+    anchor="tb-profiler",
+    cause=None,
+    thresholds={"peak_share": PEAK_HIGH},
+)
 def peak_high(ctx: Context) -> Outcome:
     got = _peaks(ctx)
     if isinstance(got, NotEnoughData):
@@ -62,6 +68,7 @@ def peak_high(ctx: Context) -> Outcome:
     "memory.underused",
     "Device memory mostly unused: try a larger batch",
     anchor="DLProf / tb-profiler",
+    cause="host",
     thresholds={"peak_share": PEAK_LOW},
 )
 def underused(ctx: Context) -> Outcome:
@@ -78,8 +85,9 @@ def underused(ctx: Context) -> Outcome:
         "memory.underused",
         f"Peak allocated memory is only {100 * s:.1f}% of the device's memory.",
         {"peak_allocated_bytes": int(pa_), "memory_bytes": int(cap), "peak_pct": 100 * s, "device_idle_us": idle},
-        # A larger batch mainly fills device idle time; that is the most it can win.
-        share(idle, ctx.step_us()) * (1.0 - s),
+        # A larger batch spreads the host's per-step work (the time the device waits for
+        # the host) over more samples; that time is the most it can win.
+        idle * (1.0 - s),
         "Increase the batch size (scale the learning rate accordingly) to give each kernel more work.",
         pytorch="loader = DataLoader(ds, batch_size=2 * B)",
     )
@@ -89,6 +97,7 @@ def underused(ctx: Context) -> Outcome:
     "memory.fragmentation",
     "Reserved memory far above allocated (fragmentation)",
     anchor="PyTorch caching allocator guidance",
+    cause=None,
     thresholds={"reserved_over_allocated": FRAGMENTATION_RATIO},
 )
 def fragmentation(ctx: Context) -> Outcome:

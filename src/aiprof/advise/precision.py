@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, rule
 
 #: tb-profiler: tensor cores exist from compute capability 7.0; TF32 from 8.0.
 MIN_TC_CC = 7.0
@@ -73,6 +73,7 @@ def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
     "precision.amp",
     "No Tensor Core kernels: use mixed precision",
     anchor="tb-profiler",
+    cause="compute",
     thresholds={"min_compute_capability": MIN_TC_CC},
 )
 def amp(ctx: Context) -> Outcome:
@@ -90,7 +91,7 @@ def amp(ctx: Context) -> Outcome:
         f"Compute capability {cc:g} has Tensor Cores, but none of the eligible operators' kernels used them "
         f"({off / 1000:.1f} ms of kernels in GEMMs/convolutions).",
         {"compute_capability": cc, "eligible_kernel_us": off, "kernel_us": total, "tensor_core_kernel_us": on},
-        share(off * TC_SAVING, ctx.step_us()),
+        off * TC_SAVING,
         "Train with automatic mixed precision (bfloat16 or float16) so GEMMs and convolutions run on Tensor Cores.",
         pytorch=_AMP_PT,
         ascend=_AMP_NPU,
@@ -101,6 +102,7 @@ def amp(ctx: Context) -> Outcome:
     "precision.fp32_eligible",
     "Tensor-core-eligible operators run in FP32",
     anchor="DLProf",
+    cause="compute",
     thresholds={"fp32_eligible_share": FP32_ELIGIBLE_SHARE},
 )
 def fp32_eligible(ctx: Context) -> Outcome:
@@ -117,7 +119,7 @@ def fp32_eligible(ctx: Context) -> Outcome:
         "precision.fp32_eligible",
         f"Eligible operators spend {100 * s:.1f}% of kernel time in kernels that skip Tensor Cores.",
         {"eligible_fp32_kernel_us": off, "tensor_core_kernel_us": on, "kernel_us": total, "fp32_pct": 100 * s},
-        share(off * TC_SAVING, ctx.step_us()),
+        off * TC_SAVING,
         "Cover the remaining layers with autocast, and keep dimensions multiples of 8 (16 for int8) so "
         "the libraries pick Tensor Core kernels.",
         pytorch=_AMP_PT,
@@ -129,6 +131,7 @@ def fp32_eligible(ctx: Context) -> Outcome:
     "precision.tf32",
     "FP32 GEMMs without TF32 on Ampere or newer",
     anchor="PyTorch TF32 guidance",
+    cause="compute",
     thresholds={"min_compute_capability": MIN_TF32_CC, "share": FP32_ELIGIBLE_SHARE},
 )
 def tf32(ctx: Context) -> Outcome:
@@ -147,7 +150,7 @@ def tf32(ctx: Context) -> Outcome:
         "precision.tf32",
         f"{100 * s:.1f}% of kernel time is FP32 GEMM/convolution on a GPU with TF32 Tensor Cores.",
         ev,
-        share(off * TC_SAVING, ctx.step_us()),
+        off * TC_SAVING,
         "Allow TF32 for matmuls and convolutions (a small precision change, usually harmless for training).",
         pytorch="torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True\n"
         "# or: torch.set_float32_matmul_precision('high')",

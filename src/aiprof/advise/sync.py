@@ -53,6 +53,7 @@ _SYNC_NPU = "# Ascend: the same with torch.npu.Event(); avoid torch.npu.synchron
     "sync.sync_api",
     "Synchronizing API calls in the step",
     anchor="nsys analyze (cuda-api-sync)",
+    cause="sync",
     thresholds={"sync_share": SYNC_SHARE},
 )
 def sync_api(ctx: Context) -> Outcome:
@@ -68,7 +69,7 @@ def sync_api(ctx: Context) -> Outcome:
         "sync.sync_api",
         f"Synchronize calls block the host {100 * s:.1f}% of the step ({', '.join(names)}).",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "calls_names": names},
-        s,
+        t,
         _SYNC_FIX,
         pytorch=_SYNC_PT,
         ascend=_SYNC_NPU,
@@ -79,13 +80,14 @@ def sync_api(ctx: Context) -> Outcome:
     "sync.frequent_sync",
     "Frequent synchronization",
     anchor="msprof-analyze",
+    cause="sync",
     thresholds={"calls_per_step": SYNC_CALLS_PER_STEP},
 )
 def frequent_sync(ctx: Context) -> Outcome:
     got = _in_steps(ctx)
     if isinstance(got, NotEnoughData):
         return got
-    rows, step = got
+    rows, _step = got
     steps = ctx.steps()
     if steps == 0:
         return NotEnoughData("no step markers, so no per-step count")
@@ -99,7 +101,7 @@ def frequent_sync(ctx: Context) -> Outcome:
         "sync.frequent_sync",
         f"{per:.1f} blocking calls per step (threshold {SYNC_CALLS_PER_STEP}).",
         {"calls_per_step": per, "calls": calls, "steps": steps, "blocked_us": t},
-        share(t, step),
+        t,
         _SYNC_FIX,
         pytorch=_SYNC_PT,
         ascend=_SYNC_NPU,
@@ -110,6 +112,7 @@ def frequent_sync(ctx: Context) -> Outcome:
     "sync.item",
     ".item() / .to('cpu') stalls",
     anchor="nsys analyze / PyTorch performance guide",
+    cause="sync",
     thresholds={"item_share": ITEM_SHARE},
 )
 def item(ctx: Context) -> Outcome:
@@ -125,7 +128,7 @@ def item(ctx: Context) -> Outcome:
         "sync.item",
         f"Reading device values on the host (.item(), .cpu()) blocks {100 * s:.1f}% of the step.",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "ops": names},
-        s,
+        t,
         "Accumulate metrics on the device and read them every N steps; use non_blocking copies "
         "into pinned buffers when the host needs the values.",
         pytorch="running = running + loss.detach()  # no .item() per step\n"
@@ -137,6 +140,7 @@ def item(ctx: Context) -> Outcome:
     "sync.sync_memcpy",
     "Synchronous memory copies",
     anchor="nsys analyze (cuda-memcpy-sync)",
+    cause="sync",
     thresholds={"sync_copy_share": SYNC_COPY_SHARE},
 )
 def sync_memcpy(ctx: Context) -> Outcome:
@@ -152,7 +156,7 @@ def sync_memcpy(ctx: Context) -> Outcome:
         "sync.sync_memcpy",
         f"Synchronous copies ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
-        s,
+        t,
         "Copy with the asynchronous API from pinned memory so the host goes on while the copy runs.",
         pytorch="x = x.pin_memory().to('cuda', non_blocking=True)",
         rocm="x = x.pin_memory().to('cuda', non_blocking=True)  # hipMemcpyAsync under the hood",
@@ -163,6 +167,7 @@ def sync_memcpy(ctx: Context) -> Outcome:
     "sync.sync_memset",
     "Synchronous memsets",
     anchor="nsys analyze (cuda-memset-sync)",
+    cause="sync",
     thresholds={"sync_copy_share": SYNC_COPY_SHARE},
 )
 def sync_memset(ctx: Context) -> Outcome:
@@ -178,7 +183,7 @@ def sync_memset(ctx: Context) -> Outcome:
         "sync.sync_memset",
         f"Synchronous memsets ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
-        s,
+        t,
         "Use cudaMemsetAsync on the work stream (PyTorch's zero_() already does).",
         pytorch="buf.zero_()  # asynchronous on the current stream",
     )
@@ -188,24 +193,33 @@ def sync_memset(ctx: Context) -> Outcome:
     "sync.gc_pauses",
     "Garbage-collector pauses",
     anchor="msprof-analyze / MindInsight",
+    cause="gc",
     thresholds={"gc_pause_us": GC_PAUSE_US},
 )
 def gc_pauses(ctx: Context) -> Outcome:
     rows = ctx.rows("sync")
     if rows is None:
         return NotEnoughData("no events")
-    gc = [r for r in rows if r["category"] == "gc"]
-    if not gc:
+    every = [r for r in rows if r["category"] == "gc"]
+    if not every:
         return NotEnoughData("no GC events recorded (kind gc)")
-    worst = max(float(r["max_us"]) for r in gc)
+    # Only pauses inside the steps cost step time (those at import and setup do not).
+    gc = [r for r in every if r["step"] is not None or ctx.steps() == 0]
+    worst = max((float(r["max_us"]) for r in gc), default=0.0)
     if worst <= GC_PAUSE_US:
         return None
-    t = sum(float(r["blocked_us"]) for r in gc if r["step"] is not None or ctx.steps() == 0)
+    t = sum(float(r["blocked_us"]) for r in gc)
+    outside = sum(float(r["blocked_us"]) for r in every) - t
     return make(
         "sync.gc_pauses",
-        f"Garbage collection pauses the job for up to {worst / 1000:.1f} ms.",
-        {"max_pause_us": worst, "gc_us": t, "pauses": sum(int(r["calls"]) for r in gc)},
-        share(t, ctx.step_us()),
+        f"Garbage collection pauses the steps for up to {worst / 1000:.1f} ms ({t / 1000:.1f} ms in all).",
+        {
+            "max_pause_us": worst,
+            "gc_us": t,
+            "pauses": sum(int(r["calls"]) for r in gc),
+            "gc_outside_steps_us": outside,
+        },
+        t,
         "Freeze long-lived objects after setup and collect at step boundaries, not in the middle of a step.",
         pytorch="import gc\ngc.collect(); gc.freeze()  # after model and data setup\n"
         "gc.disable()  # then gc.collect() every N steps",

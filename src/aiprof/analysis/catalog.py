@@ -26,6 +26,9 @@ MODULES: list[str] = [
     "communication",
     "dataloader",
     "energy",
+    "runtime",
+    "attribution",
+    "outlier_steps",
 ]
 
 for _m in MODULES:

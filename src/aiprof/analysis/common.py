@@ -88,8 +88,11 @@ def hta_device_window_sql() -> str:
     """
 
 
-#: SQL for HTA's COMPUTATION kernels (not NCCL, copies, sets or syncs).
-COMPUTE_SQL = "(kind = 'kernel' AND name NOT LIKE '%Sync%' AND name NOT LIKE '%Memcpy%')"
+#: SQL for HTA's COMPUTATION kernels (not NCCL, copies, sets or syncs; on MTIA and
+#: other accelerators, kernels whose name starts with ``dma`` move memory, as in HTA).
+COMPUTE_SQL = (
+    "(kind = 'kernel' AND name NOT LIKE '%Sync%' AND name NOT LIKE '%Memcpy%' AND NOT starts_with(name, 'dma'))"
+)
 
 
 def hta_window(profile: Profile) -> str:

@@ -36,6 +36,18 @@ _SCHEMA = pa.schema(
 )
 
 
+#: What counts as data loading: DataLoader spans, and host ops named for the DataLoader.
+LOADER_SQL = (
+    "device_type = 'cpu' AND (kind = 'dataloader' "
+    "OR (kind IN ('cpu_op', 'user_annotation', 'python') AND name LIKE '%DataLoader%'))"
+)
+
+
+def loader_spans(profile: Profile) -> dict[str, np.ndarray]:
+    """The data loading spans: rank, ts, te (ns)."""
+    return fetch(profile, f"SELECT rank, ts, ts + dur AS te FROM events WHERE {LOADER_SQL}")
+
+
 @analyser(
     "dataloader",
     "Data loading",
@@ -46,11 +58,7 @@ def dataloader(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and step (see the module doc for the columns)."""
     w = step_windows(profile)
     busy = device_busy(profile)
-    dl = fetch(
-        profile,
-        "SELECT rank, ts, ts + dur AS te FROM events WHERE device_type = 'cpu' AND (kind = 'dataloader' "
-        "OR (kind IN ('cpu_op', 'user_annotation', 'python') AND name LIKE '%DataLoader%'))",
-    )
+    dl = loader_spans(profile)
     rows: list[dict[str, Any]] = []
     empty = np.zeros(0, dtype=np.int64)
     for r in np.unique(w["rank"]):

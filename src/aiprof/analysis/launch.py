@@ -7,17 +7,22 @@ with the same correlation)
     external_id; '(no operator)'), runtime (call name), kind (kernel, memcpy, memset,
     collective), kernel (device work name), device, stream, ts_us (call start),
     runtime_us (call duration), delay_us (device start - call end, µs; HTA's launch
-    delay), kernel_us.
+    delay, clipped at 0 as HTA does when the device clock runs ahead), kernel_us.
 
 ``launch`` (one row per rank and operator, plus one row per rank with operator
 '(all)')
     rank, operator, launches, runtime_us, runtime_median_us, runtime_p95_us,
     delay_median_us, delay_p95_us, delay_max_us (µs), long_runtime (calls over 50 µs,
     HTA's cutoff), long_delay (delays over 100 µs), kernel_us (kind kernel only),
+    negative_delays ('(all)' rows: launches whose device work starts before the call
+    ends, clipped to a 0 delay),
     short_kernels (kernels under 10 µs), short_kernel_us, short_kernel_pct (% of
-    kernel_us). On the '(all)' rows only: launch_idle_us (time the host spends in
-    launch calls while every device of the rank is idle: XProf's kernel-launch time),
-    delay_idle_us (device idle time inside the delays over 100 µs).
+    kernel_us). On the '(all)' rows only: launch_idle_us (time inside the steps the host
+    spends in launch-class calls, runtime.py, while every device of the rank is idle:
+    XProf's kernel-launch time), delay_idle_us (device idle time inside the steps and
+    inside the delays over 100 µs).
+Launches, runtime and delay figures count each launch call once: one cudaGraphLaunch
+that starts 400 kernels is one launch; its delay is that of its first kernel.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from ..store import Profile
 from . import intervals as iv
 from .base import analyser
 from .common import fetch
-from .ranks import device_busy
+from .communication import intersect
+from .ranks import device_busy, step_windows
+from .runtime import runtime_calls
 
 #: HTA's cutoffs (get_cuda_kernel_launch_stats): runtime calls and launch delays
 #: longer than these are outliers; kernels shorter than SHORT_KERNEL_NS are "short".
@@ -50,7 +57,9 @@ _LAUNCH_SQL = """
         WHERE device_type = 'cpu' AND kind = 'cpu_op' AND external_id IS NOT NULL GROUP BY rank, external_id)
     SELECT d.rank, coalesce(d.step, r.step, -1) AS step, coalesce(o.op, '(no operator)') AS operator,
            r.runtime, d.kind, d.name AS kernel, d.device, d.tid AS stream, r.ts, r.dur AS runtime_ns,
-           d.ts - (r.ts + r.dur) AS delay_ns, d.dur AS kernel_ns, d.ts AS kts
+           greatest(d.ts - (r.ts + r.dur), 0) AS delay_ns, d.ts - (r.ts + r.dur) < 0 AS negative,
+           d.dur AS kernel_ns, d.ts AS kts,
+           row_number() OVER (PARTITION BY d.rank, d.correlation ORDER BY d.ts, d.dur) = 1 AS first
     FROM events d
     JOIN rt r ON r.rank = d.rank AND r.correlation = d.correlation
     LEFT JOIN ops o ON o.rank = r.rank AND o.external_id = r.external_id
@@ -60,8 +69,10 @@ _LAUNCH_SQL = """
 
 
 def launch_rows(profile: Profile) -> dict[str, np.ndarray]:
-    """The launches as numpy columns (ns): see ``launches``."""
-    return fetch(profile, _LAUNCH_SQL)
+    """The launches as numpy columns (ns): see ``launches``; ``first`` marks the first
+    device operation of each launch call, ``negative`` a device start before the call's
+    end (device clock ahead of the host's; the delay counts as 0, as HTA clips it)."""
+    return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL))
 
 
 _LAUNCHES_SCHEMA = pa.schema(
@@ -124,6 +135,7 @@ _LAUNCH_SCHEMA = pa.schema(
         ("delay_max_us", pa.float64()),
         ("long_runtime", pa.int64()),
         ("long_delay", pa.int64()),
+        ("negative_delays", pa.int64()),
         ("kernel_us", pa.float64()),
         ("short_kernels", pa.int64()),
         ("short_kernel_us", pa.float64()),
@@ -137,24 +149,29 @@ ALL = "(all)"
 
 
 def _summary(
-    rank: int, op: str, rt: np.ndarray, delay: np.ndarray, kind: np.ndarray, kdur: np.ndarray
+    rank: int, op: str, first: np.ndarray, rt: np.ndarray, delay: np.ndarray, kind: np.ndarray, kdur: np.ndarray
 ) -> dict[str, Any]:
+    """Figures of one group of launch rows. Runtime and delay count once per launch
+    call (``first``: the call's first device operation; a cudaGraphLaunch that starts
+    400 kernels is one launch), kernel figures once per kernel."""
     k = kind == "kernel"
     kus = float(kdur[k].sum())
     short = k & (kdur < SHORT_KERNEL_NS)
     sus = float(kdur[short].sum())
+    crt, cdl = rt[first], delay[first]
     return {
         "rank": rank,
         "operator": op,
-        "launches": len(rt),
-        "runtime_us": float(rt.sum()) / 1000.0,
-        "runtime_median_us": float(np.median(rt)) / 1000.0,
-        "runtime_p95_us": float(np.percentile(rt, 95)) / 1000.0,
-        "delay_median_us": float(np.median(delay)) / 1000.0,
-        "delay_p95_us": float(np.percentile(delay, 95)) / 1000.0,
-        "delay_max_us": float(delay.max()) / 1000.0,
-        "long_runtime": int((rt > RUNTIME_CUTOFF_NS).sum()),
-        "long_delay": int((delay > DELAY_CUTOFF_NS).sum()),
+        "launches": len(crt),
+        "runtime_us": float(crt.sum()) / 1000.0,
+        "runtime_median_us": float(np.median(crt)) / 1000.0,
+        "runtime_p95_us": float(np.percentile(crt, 95)) / 1000.0,
+        "delay_median_us": float(np.median(cdl)) / 1000.0,
+        "delay_p95_us": float(np.percentile(cdl, 95)) / 1000.0,
+        "delay_max_us": float(cdl.max()) / 1000.0,
+        "long_runtime": int((crt > RUNTIME_CUTOFF_NS).sum()),
+        "long_delay": int((cdl > DELAY_CUTOFF_NS).sum()),
+        "negative_delays": None,
         "kernel_us": kus / 1000.0,
         "short_kernels": int(short.sum()),
         "short_kernel_us": sus / 1000.0,
@@ -164,12 +181,27 @@ def _summary(
     }
 
 
-def _idle_inside(ms: np.ndarray, me: np.ndarray, s: np.ndarray, e: np.ndarray) -> int:
-    """Length of the union of [s, e) not covered by the busy intervals (ms, me)."""
+def _idle_inside(ms: np.ndarray, me: np.ndarray, s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> int:
+    """Length of the union of [s, e) inside the windows (ws, we) not covered by the busy intervals (ms, me)."""
     us_, ue = iv.merge(s, e)
     if not len(us_):
         return 0
-    return int((ue - us_).sum() - iv.covered(ms, me, us_, ue).sum())
+    xs, xe = intersect(us_, ue, ws, we)
+    if not len(xs):
+        return 0
+    return int((xe - xs).sum() - iv.covered(ms, me, xs, xe).sum())
+
+
+def long_delay_intervals(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Rank -> [launch call end, device start) of the launches that waited more than
+    HTA's 100 µs cutoff (first device operation of each call)."""
+    d = launch_rows(profile)
+    late = d["first"] & (d["delay_ns"] > DELAY_CUTOFF_NS)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r in np.unique(d["rank"][late]):
+        sel = late & (d["rank"] == r)
+        out[int(r)] = (d["ts"][sel] + d["runtime_ns"][sel], d["kts"][sel])
+    return out
 
 
 @analyser(
@@ -182,26 +214,28 @@ def launch(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """Launch statistics per rank and operator, and per rank (module doc: columns)."""
     d = launch_rows(profile)
     busy = device_busy(profile)
-    # Every launch call (also those that only queue work), for the launch-bound time.
-    calls = fetch(
-        profile,
-        "SELECT rank, ts, ts + dur AS te FROM events WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') "
-        "AND correlation IS NOT NULL AND NOT regexp_matches(name, '(?i)synchroni[sz]e|sync$|query')",
-    )
+    w = step_windows(profile)
+    # Every launch-class call (runtime.py), also those whose device work the trace lost.
+    calls = runtime_calls(profile)
     rows: list[dict[str, Any]] = []
+    late_iv = long_delay_intervals(profile)
+    empty = np.zeros(0, np.int64)
     for r in np.unique(d["rank"]):
         sel = d["rank"] == r
-        rt, delay, kind, kdur = d["runtime_ns"][sel], d["delay_ns"][sel], d["kind"][sel], d["kernel_ns"][sel]
-        row = _summary(int(r), ALL, rt, delay, kind, kdur)
-        ms, me = busy.get(int(r), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-        csel = calls["rank"] == r
-        row["launch_idle_us"] = _idle_inside(ms, me, calls["ts"][csel], calls["te"][csel]) / 1000.0
-        late = delay > DELAY_CUTOFF_NS
-        ends = d["ts"][sel] + rt
-        row["delay_idle_us"] = _idle_inside(ms, me, ends[late], d["kts"][sel][late]) / 1000.0
+        first, rt, delay = d["first"][sel], d["runtime_ns"][sel], d["delay_ns"][sel]
+        kind, kdur = d["kind"][sel], d["kernel_ns"][sel]
+        row = _summary(int(r), ALL, first, rt, delay, kind, kdur)
+        row["negative_delays"] = int((d["negative"][sel] & first).sum())
+        ms, me = busy.get(int(r), (empty, empty))
+        wsel = w["rank"] == r
+        ws, we = iv.merge(w["start"][wsel], w["end"][wsel])
+        csel = (calls["rank"] == r) & (calls["class"] == "launch")
+        row["launch_idle_us"] = _idle_inside(ms, me, calls["ts"][csel], calls["te"][csel], ws, we) / 1000.0
+        ls, le = late_iv.get(int(r), (empty, empty))
+        row["delay_idle_us"] = _idle_inside(ms, me, ls, le, ws, we) / 1000.0
         rows.append(row)
         ops = d["operator"][sel]
         for op in sorted(set(ops.tolist())):
             o = ops == op
-            rows.append(_summary(int(r), str(op), rt[o], delay[o], kind[o], kdur[o]))
+            rows.append(_summary(int(r), str(op), first[o], rt[o], delay[o], kind[o], kdur[o]))
     return pa.Table.from_pylist(rows, schema=_LAUNCH_SCHEMA)

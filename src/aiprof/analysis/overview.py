@@ -17,8 +17,9 @@ Two views share the computation:
 ``steps`` (one row per rank and step)
     rank, step, start_us, duration_us, the breakdown categories as <category>_us,
     device_busy_us, idle_us, compute_us, non_compute_us (device figures inside the
-    step's window, all devices of the rank together); with power or energy counters
-    also energy_j, energy_error_j, avg_w and j_per_sample (see energy.py).
+    step's window, all devices of the rank together), outlier (analysis/outliers.py); with
+    power or energy counters also energy_j, energy_error_j, avg_w and j_per_sample (see
+    energy.py).
 
 Breakdown: each instant of a step is counted once, in the first category active at
 that instant in this priority: kernel > memcpy > memset > communication > runtime >
@@ -37,6 +38,8 @@ from ..store import Profile
 from . import intervals as iv
 from .base import analyser
 from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, fetch, hta_window, pct, us
+from .outliers import outlier_mask
+from .ranks import step_windows
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 
@@ -55,24 +58,9 @@ _CATEGORY_SQL = f"""
 
 
 def _windows(profile: Profile) -> dict[str, np.ndarray]:
-    """Step windows per rank; a rank without steps gets its whole span as step -1."""
-    steps = fetch(
-        profile,
-        "SELECT rank, coalesce(step, -1) AS step, ts, dur FROM events WHERE kind = 'step' ORDER BY rank, ts",
-    )
-    spans = fetch(
-        profile,
-        "SELECT rank, min(ts) AS ts, max(ts + dur) - min(ts) AS dur FROM events "
-        "WHERE kind <> 'other' AND kind <> 'instant' GROUP BY rank ORDER BY rank",
-    )
-    have = set(steps["rank"].tolist())
-    extra = [i for i, r in enumerate(spans["rank"].tolist()) if r not in have]
-    return {
-        "rank": np.concatenate([steps["rank"], spans["rank"][extra]]),
-        "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
-        "ts": np.concatenate([steps["ts"], spans["ts"][extra]]),
-        "dur": np.concatenate([steps["dur"], spans["dur"][extra]]),
-    }
+    """Step windows per rank (ranks.step_windows, the one definition) as ts / dur."""
+    w = step_windows(profile)
+    return {"rank": w["rank"], "step": w["step"], "ts": w["start"], "dur": w["end"] - w["start"]}
 
 
 def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -237,7 +225,8 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
 def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and step: start_us, duration_us, <category>_us for the
     breakdown categories and other_us, device_busy_us, idle_us, compute_us,
-    non_compute_us (all µs)."""
+    non_compute_us (all µs), and outlier (the step is an outlier: analysis/outliers.py;
+    per-step means leave it out)."""
     w, b, _, per = _compute_all(profile)
     used = sum(b[c] for c in CATEGORIES)
     cols: dict[str, Any] = {
@@ -253,7 +242,18 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     cols["idle_us"] = us(np.maximum(w["dur"] - per["busy"], 0))
     cols["compute_us"] = us(per["compute"])
     cols["non_compute_us"] = us(per["busy"] - per["compute"])
+    cols["outlier"] = _outliers(w)
+
     from .energy import step_columns  # energy reads this module's windows
 
     cols.update(step_columns(profile, w["rank"], w["step"], w["dur"]))
     return pa.table(cols)
+
+
+def _outliers(w: dict[str, np.ndarray]) -> np.ndarray:
+    """True for the outlier steps of each rank (analysis/outliers.py's rule)."""
+    out = np.zeros(len(w["rank"]), dtype=bool)
+    for r in np.unique(w["rank"]):
+        sel = np.flatnonzero((w["rank"] == r) & (w["step"] >= 0))
+        out[sel] = outlier_mask(w["dur"][sel].astype(np.float64))
+    return out

@@ -7,7 +7,7 @@ and the merged device-busy intervals of a rank.
 Views:
 
 ``ranks`` (one row per rank)
-    rank, steps, step_total_us, step_mean_us, step_median_us, step_min_us,
+    rank, steps, step_total_us, step_mean_us (outlier steps left out), step_median_us, step_min_us,
     step_max_us (µs), step_jitter_pct ((max - min) / mean of this rank's steps, %),
     device_busy_us (union of device work inside the steps, µs), busy_pct (% of
     step_total_us), collectives (device collectives matched across ranks by their
@@ -35,6 +35,7 @@ from ..store import Profile
 from . import intervals as iv
 from .base import SqlView, analyser
 from .common import DEVICE_BUSY_KINDS, fetch, us
+from .outliers import outlier_mask
 
 _BUSY_IN = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
 
@@ -45,12 +46,36 @@ MIN_GAP_NS = 500_000_000
 
 
 def step_windows(profile: Profile) -> dict[str, np.ndarray]:
-    """Host step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns)."""
+    """Step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns).
+
+    The one definition of a step every view and rule uses (the overview's): the
+    ``kind = 'step'`` spans of a rank, one window per step number, and a rank without
+    any its whole span. The last step of a rank extends to the end of the device work
+    it launched (tb-profiler's rule: the profiler stops the host step before the
+    device has finished it)."""
+    return profile.memo("step_windows", lambda: _step_windows(profile))
+
+
+def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
     steps = fetch(
         profile,
         "SELECT rank, coalesce(step, -1) AS step, min(ts) AS start, max(ts + dur) AS end_ FROM events "
-        "WHERE kind = 'step' AND device_type = 'cpu' GROUP BY rank, step ORDER BY rank, start",
+        "WHERE kind = 'step' GROUP BY rank, step ORDER BY rank, start",
     )
+    tail = fetch(
+        profile,
+        f"""WITH last AS (SELECT rank, arg_max(step, ts) AS step FROM events WHERE kind = 'step' AND step IS NOT NULL
+                          GROUP BY rank)
+            SELECT e.rank, max(e.ts + e.dur) AS dev_end FROM events e JOIN last l ON l.rank = e.rank AND l.step = e.step
+            WHERE e.device_type <> 'cpu' AND e.kind IN ({_BUSY_IN}) GROUP BY e.rank""",
+    )
+    dev_end = dict(zip(tail["rank"].tolist(), tail["dev_end"].tolist(), strict=True))
+    end = steps["end_"].copy()
+    for r, t in dev_end.items():
+        sel = np.flatnonzero(steps["rank"] == r)
+        if len(sel):
+            last = sel[np.argmax(steps["start"][sel])]
+            end[last] = max(int(end[last]), int(t))
     spans = fetch(
         profile,
         "SELECT rank, min(ts) AS start, max(ts + dur) AS end_ FROM events "
@@ -62,12 +87,16 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
         "rank": np.concatenate([steps["rank"], spans["rank"][extra]]).astype(np.int64),
         "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
         "start": np.concatenate([steps["start"], spans["start"][extra]]).astype(np.int64),
-        "end": np.concatenate([steps["end_"], spans["end_"][extra]]).astype(np.int64),
+        "end": np.concatenate([end, spans["end_"][extra]]).astype(np.int64),
     }
 
 
 def device_busy(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Rank -> merged [start, end) intervals (ns) when any device of the rank is busy."""
+    return profile.memo("device_busy", lambda: _device_busy(profile))
+
+
+def _device_busy(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     d = fetch(
         profile,
         f"SELECT rank, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' AND kind IN ({_BUSY_IN}) AND dur > 0",
@@ -168,7 +197,9 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
         dur = (w["end"][sel] - w["start"][sel]).astype(np.float64)
         has_steps = bool((w["step"][sel] >= 0).any())
         total = float(dur.sum())
-        mean = float(dur.mean()) if len(dur) else 0.0
+        # Per-step means leave the outlier steps out (analysis/outliers.py).
+        typical = dur[~outlier_mask(dur)] if has_steps else dur
+        mean = float(typical.mean()) if len(typical) else 0.0
         b = busy.get(r)
         busy_ns = float(iv.covered(b[0], b[1], w["start"][sel], w["end"][sel]).sum()) if b else 0.0
         csel = coll["rank"] == r

@@ -35,7 +35,7 @@ from .ranks import step_of, step_windows
 
 SYNC_API_RE = (
     r"^(cuda|hip)(Device|Stream|Event|Ctx|Context)Synchroni[sz]e|^cu(Ctx|Stream|Event)Synchroni[sz]e"
-    r"|^aclrtSynchronize|^cnrt(SyncDevice|QueueSync|SyncQueue|SyncNotifier)|^(hl|synStream|synEvent|synDevice)Synchroni[sz]e"
+    r"|(^|@)aclrtSynchroni[sz]e|^cnrt(SyncDevice|QueueSync|SyncQueue|SyncNotifier)|^(hl|synStream|synEvent|synDevice)Synchroni[sz]e"
 )
 SYNC_MEMCPY_RE = (
     r"^(cuda|hip)Memcpy(2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD|WithStream)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
@@ -66,6 +66,12 @@ _SQL = f"""
     FROM events e LEFT JOIN d2h ON d2h.rank = e.rank AND d2h.external_id = e.external_id
     WHERE e.kind IN ('gc', 'sync', 'runtime', 'driver', 'cpu_op')
 """
+
+
+def blocking_calls(profile: Profile) -> dict[str, np.ndarray]:
+    """Host calls that block on the device (the categories in HOST_BLOCKING): rank, ts, te (ns)."""
+    cats = ", ".join(f"'{c}'" for c in HOST_BLOCKING)
+    return fetch(profile, f"SELECT rank, ts, ts + dur AS te FROM ({_SQL}) WHERE category IN ({cats})")
 
 
 _SCHEMA = pa.schema(

@@ -3,28 +3,43 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 import orjson
 
-from ..advise import SEVERITIES, Advice, advise
+from ..advise import SEVERITIES, advise_json
 from .common import open_input
 
 
-def to_markdown(items: list[Advice]) -> str:
-    """The advice as a Markdown document."""
+def to_markdown(doc: dict[str, Any]) -> str:
+    """The advice (``advise_json``'s document) as Markdown."""
+    items = doc["advice"]
+    out: list[str] = [f"> Warning: {w}\n" for w in doc.get("warnings", [])]
     if not items:
-        return "No advice: no rule fired.\n"
-    out: list[str] = []
+        return "".join(out) + "No advice: no rule fired.\n"
     for i, a in enumerate(items, 1):
-        out.append(f"## {i}. {a.title} ({a.severity}, expected gain {100 * a.gain:.1f}% of step time)\n")
-        out.append(f"{a.summary}\n")
-        out.append("Evidence: " + ", ".join(f"{k} = {v}" for k, v in a.evidence.items()) + "\n")
-        out.append(f"Fix: {a.fix}\n")
-        for name, code in a.snippets.items():
+        out.append(f"## {i}. {a['title']} ({a['severity']}, expected gain {a['gain_pct']:.1f}% of step time)\n")
+        out.append(f"{a['summary']}\n")
+        out.append(_gain_line(a) + "\n")
+        out.append("Evidence: " + ", ".join(f"{k} = {v}" for k, v in a["evidence"].items()) + "\n")
+        out.append(f"Fix: {a['fix']}\n")
+        for name, code in a["snippets"].items():
             out.append(f"```python\n# {name}\n{code}\n```\n")
-        out.append(f"Rule `{a.rule}`\n")
+        for o in a["also"]:
+            out.append(f"Same time, also seen: **{o['title']}** (`{o['rule']}`): {o['summary']} Fix: {o['fix']}\n")
+        out.append(f"Rule `{a['rule']}`\n")
+    out.append(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).\n")
     return "\n".join(out)
+
+
+def _gain_line(a: dict[str, Any]) -> str:
+    if not a["cause"]:
+        return "Gain: this advice saves no step time."
+    return (
+        f"Gain: {a['gain_us'] / 1000:,.2f} ms, the rule's estimate ({a['estimate_us'] / 1000:,.2f} ms) bounded by "
+        f"the time attributed to {a['cause']} ({a['cause_us'] / 1000:,.2f} ms)."
+    )
 
 
 @click.command("advise")
@@ -32,38 +47,48 @@ def to_markdown(items: list[Advice]) -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
 @click.option(
     "--min-severity",
-    type=click.Choice(list(SEVERITIES)),
+    type=click.Choice([s for s in SEVERITIES if s != "info"]),
     default="low",
     show_default=True,
     help="Leave out advice below this severity.",
 )
-def command(profile: str, fmt: str, min_severity: str) -> None:
-    """Optimization advice for PROFILE (a profile folder, a folder of them, or a trace file)."""
+@click.option("--all", "show_all", is_flag=True, help="Also show the items under 1% gain, as info.")
+def command(profile: str, fmt: str, min_severity: str, show_all: bool) -> None:
+    """Optimization advice for PROFILE (a profile folder, a folder of them, or a trace file).
+
+    Each µs of step time is attributed to one cause; an item's gain is what its fix
+    can save of that cause's time, so the gains add up to at most 100%."""
     with open_input(profile) as prof:
-        items = advise(prof, min_severity=min_severity)
+        doc = advise_json(prof, include_info=show_all, min_severity=min_severity)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps({"advice": [a.to_json() for a in items]}, default=str).decode() + "\n")
+        sys.stdout.write(orjson.dumps(doc, default=str).decode() + "\n")
         return
     if fmt == "markdown":
-        sys.stdout.write(to_markdown(items))
+        sys.stdout.write(to_markdown(doc))
         return
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    console = Console()
+    for w in doc["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     t = Table(title="Advice", header_style="bold", show_lines=True)
     for col in ("#", "severity", "gain %", "advice", "evidence", "fix"):
         t.add_column(col, overflow="fold")
-    for i, a in enumerate(items, 1):
-        ev = "\n".join(f"{k}: {v}" for k, v in a.evidence.items())
+    for i, a in enumerate(doc["advice"], 1):
+        ev = "\n".join(f"{k}: {v}" for k, v in a["evidence"].items())
+        also = "".join(f"\n[dim]same time: {escape(o['title'])}: {escape(o['summary'])}[/dim]" for o in a["also"])
         t.add_row(
             str(i),
-            a.severity,
-            f"{100 * a.gain:.1f}",
-            f"[bold]{escape(a.title)}[/bold]\n{escape(a.summary)}",
+            a["severity"],
+            f"{a['gain_pct']:.1f}",
+            f"[bold]{escape(a['title'])}[/bold]\n{escape(a['summary'])}\n[dim]{escape(_gain_line(a))}[/dim]{also}",
             escape(ev),
-            escape(a.fix + ("\n\n" + a.snippets["pytorch"] if "pytorch" in a.snippets else "")),
+            escape(a["fix"] + ("\n\n" + a["snippets"]["pytorch"] if "pytorch" in a["snippets"] else "")),
         )
-    Console().print(t)
-    if not items:
-        Console().print("No advice: no rule fired.")
+    console.print(t)
+    if not doc["advice"]:
+        console.print("No advice: no rule fired." + ("" if show_all else " (--all shows the items under 1% gain)"))
+    else:
+        console.print(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).")

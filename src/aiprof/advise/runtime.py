@@ -1,0 +1,97 @@
+"""Runtime calls that are not launches: allocator calls and setup calls in the steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.runtime import ALL
+from .base import Context, NotEnoughData, Outcome, make, rule, share
+
+#: nsys analyze flags synchronous allocator calls; we fire when they take this share of step time.
+MEMORY_MGMT_SHARE = 0.01
+#: Setup calls (stream / event creation, attribute queries) inside the steps, share of step time.
+SETUP_SHARE = 0.01
+
+
+def _classes(ctx: Context, cls: str) -> tuple[list[dict[str, Any]], float] | NotEnoughData:
+    rows = ctx.rows("runtime")
+    step = ctx.step_us()
+    if not rows or not step:
+        return NotEnoughData("no host runtime calls in the profile")
+    return [r for r in rows if r["class"] == cls], step
+
+
+def _top(rows: list[dict[str, Any]]) -> list[str]:
+    named = [r for r in rows if r["name"] != ALL and float(r["in_steps_us"]) > 0]
+    return [str(r["name"]) for r in sorted(named, key=lambda r: -float(r["in_steps_us"]))[:3]]
+
+
+def _union(rows: list[dict[str, Any]], col: str) -> float:
+    return sum(float(r[col]) for r in rows if r["name"] == ALL)
+
+
+@rule(
+    "runtime.memory_mgmt",
+    "Allocator calls inside the steps",
+    anchor="nsys analyze / PyTorch caching allocator guidance",
+    cause="memory_mgmt",
+    thresholds={"memory_mgmt_share": MEMORY_MGMT_SHARE},
+)
+def memory_mgmt(ctx: Context) -> Outcome:
+    got = _classes(ctx, "memory")
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t = _union(rows, "in_steps_us")
+    s = share(t, step)
+    if s < MEMORY_MGMT_SHARE:
+        return None
+    return make(
+        "runtime.memory_mgmt",
+        f"Allocator calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step on the host.",
+        {
+            "memory_mgmt_us": t,
+            "calls": sum(int(r["calls"]) for r in rows if r["name"] == ALL),
+            "step_us": step,
+            "memory_mgmt_pct": 100 * s,
+            "outside_steps_us": _union(rows, "outside_steps_us"),
+        },
+        t,
+        "Allocate once and reuse: keep the caching allocator warm (no torch.cuda.empty_cache() in the loop), "
+        "preallocate buffers, and use pinned-memory pools instead of allocating per step.",
+        pytorch="# no torch.cuda.empty_cache() inside the loop\nbuf = torch.empty(shape, device='cuda')  # once, reused",
+    )
+
+
+@rule(
+    "runtime.setup",
+    "Setup calls inside the steps",
+    anchor="nsys analyze",
+    cause="setup",
+    thresholds={"setup_share": SETUP_SHARE},
+)
+def setup(ctx: Context) -> Outcome:
+    got = _classes(ctx, "setup")
+    if isinstance(got, NotEnoughData):
+        return got
+    rows, step = got
+    t = _union(rows, "in_steps_us")
+    startup = _union([r for r in ctx.rows("runtime") or [] if r["class"] in ("setup", "memory")], "outside_steps_us")
+    s = share(t, step)
+    if s < SETUP_SHARE:
+        return None
+    return make(
+        "runtime.setup",
+        f"Setup calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step; "
+        f"{startup / 1000:.1f} ms more of setup and allocation runs outside the steps (startup cost, not step time).",
+        {
+            "setup_us": t,
+            "calls": sum(int(r["calls"]) for r in rows if r["name"] == ALL),
+            "step_us": step,
+            "setup_pct": 100 * s,
+            "startup_us": startup,
+        },
+        t,
+        "Create streams, events and handles once, before the loop, and cache device attribute queries.",
+        pytorch="stream = torch.cuda.Stream()  # once, outside the loop\nev = torch.cuda.Event()",
+    )

@@ -1,0 +1,142 @@
+"""Host runtime and driver calls by class: launch, sync, memory management, setup.
+
+A job whose host time goes to ``cudaMalloc`` or ``cudaStreamCreate`` is not
+launch-bound: each class has its own figures and its own advice.
+
+Classes (first match wins):
+- ``sync``: calls that block the host until the device is done (the sync view's
+  synchronize, blocking copy and blocking memset calls);
+- ``launch``: calls that started device work (a kernel, copy, set or collective with
+  the same correlation), and calls named for launching or enqueueing
+  (``cudaLaunchKernel``, ``cudaGraphLaunch``, ``cudaMemcpyAsync``...) whose work the
+  trace lost;
+- ``memory``: allocator calls (``cudaMalloc``, ``cudaFree``, ``cudaHostAlloc``,
+  ``hipMalloc``, ``aclrtMalloc``...);
+- ``setup``: everything else (stream and event creation, device and attribute
+  queries, module loading).
+Operating-system calls that an importer keeps as runtime events (Nsight Systems's OS
+runtime trace, category ``osrt``: poll, ioctl, sem_wait) are not device runtime calls
+and are left out.
+
+``runtime`` (one row per rank, class and call name)
+    rank, class, name, calls, total_us, in_steps_us (inside the step windows),
+    outside_steps_us (before the first step, between steps, after the last: startup
+    and teardown), max_us (µs). One more row per rank and class, name ``(all)``, holds
+    the union of the class's calls (calls on several threads at once count once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from . import intervals as iv
+from .base import analyser
+from .common import fetch
+from .ranks import step_windows
+from .sync import SYNC_API_RE, SYNC_MEMCPY_RE, SYNC_MEMSET_RE
+
+RUNTIME_CLASSES = ("launch", "sync", "memory", "setup")
+ALL = "(all)"
+
+#: Synchronizing calls: the sync view's three patterns (synchronize, blocking copy, blocking set).
+SYNC_RE = "|".join((SYNC_API_RE, SYNC_MEMCPY_RE, SYNC_MEMSET_RE))
+#: Calls named for launching device work.
+LAUNCH_RE = r"(?i)launch|memcpy\w*async|memset\w*async|invokekernel|enqueue|dequeue"
+#: Allocator calls.
+MEMORY_RE = (
+    r"(?i)malloc|free|memalloc|hostalloc|hostregister|hostunregister|mempool|memmap|memunmap|memcreate"
+    r"|memrelease|memaddress|memsetaccess"
+)
+
+_SQL = f"""
+    WITH dev AS (SELECT DISTINCT rank, correlation FROM events
+                 WHERE device_type <> 'cpu' AND correlation IS NOT NULL
+                   AND kind IN ('kernel', 'memcpy', 'memset', 'collective'))
+    SELECT e.rank, e.ts, e.ts + e.dur AS te, e.name,
+           CASE WHEN regexp_matches(e.name, '{SYNC_RE}') THEN 'sync'
+                WHEN dev.rank IS NOT NULL OR regexp_matches(e.name, '{LAUNCH_RE}') THEN 'launch'
+                WHEN regexp_matches(e.name, '{MEMORY_RE}') THEN 'memory'
+                ELSE 'setup' END AS class
+    FROM events e LEFT JOIN dev ON dev.rank = e.rank AND dev.correlation = e.correlation
+    WHERE e.device_type = 'cpu' AND e.kind IN ('runtime', 'driver') AND coalesce(e.cat, '') <> 'osrt'
+"""
+
+
+def runtime_calls(profile: Profile) -> dict[str, np.ndarray]:
+    """Every host runtime / driver call: rank, ts, te (ns), name, class."""
+    return profile.memo("runtime_calls", lambda: fetch(profile, _SQL + " ORDER BY e.rank, e.ts"))
+
+
+_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("class", pa.string()),
+        ("name", pa.string()),
+        ("calls", pa.int64()),
+        ("total_us", pa.float64()),
+        ("in_steps_us", pa.float64()),
+        ("outside_steps_us", pa.float64()),
+        ("max_us", pa.float64()),
+    ]
+)
+
+
+@analyser(
+    "runtime",
+    "Runtime calls by class",
+    default_sort=("rank", "-total_us"),
+    units={c: "µs" for c in ("total_us", "in_steps_us", "outside_steps_us", "max_us")},
+)
+def runtime(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank, class and call name (module doc: classes and columns)."""
+    c = runtime_calls(profile)
+    w = step_windows(profile)
+    rows: list[dict[str, Any]] = []
+    for r in np.unique(c["rank"]):
+        sel = c["rank"] == r
+        wsel = (w["rank"] == r) & (w["step"] >= 0)
+        ws, we = iv.merge(w["start"][wsel], w["end"][wsel])
+        names, cls = c["name"][sel], c["class"][sel]
+        ts, te = c["ts"][sel], c["te"][sel]
+        inside = iv.covered(ws, we, ts, te) if len(ws) else ts * 0
+        if not wsel.any():  # no steps: the whole span is the one window
+            ws, we = iv.merge(w["start"][w["rank"] == r], w["end"][w["rank"] == r])
+            inside = iv.covered(ws, we, ts, te)
+        for k in RUNTIME_CLASSES:
+            m = cls == k
+            if not m.any():
+                continue
+            us_, ue = iv.merge(ts[m], te[m])
+            u_in = int(iv.covered(ws, we, us_, ue).sum())
+            rows.append(
+                {
+                    "rank": int(r),
+                    "class": k,
+                    "name": ALL,
+                    "calls": int(m.sum()),
+                    "total_us": float((ue - us_).sum()) / 1000.0,
+                    "in_steps_us": u_in / 1000.0,
+                    "outside_steps_us": float((ue - us_).sum() - u_in) / 1000.0,
+                    "max_us": float((te[m] - ts[m]).max()) / 1000.0,
+                }
+            )
+        for key in sorted(set(zip(cls.tolist(), names.tolist(), strict=True))):
+            m = (cls == key[0]) & (names == key[1])
+            dur = te[m] - ts[m]
+            rows.append(
+                {
+                    "rank": int(r),
+                    "class": key[0],
+                    "name": key[1],
+                    "calls": int(m.sum()),
+                    "total_us": float(dur.sum()) / 1000.0,
+                    "in_steps_us": float(inside[m].sum()) / 1000.0,
+                    "outside_steps_us": float((dur - inside[m]).sum()) / 1000.0,
+                    "max_us": float(dur.max()) / 1000.0,
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=_SCHEMA)
