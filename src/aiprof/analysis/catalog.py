@@ -25,6 +25,7 @@ MODULES: list[str] = [
     "memcpy",
     "communication",
     "dataloader",
+    "stages",
 ]
 
 for _m in MODULES:

@@ -45,11 +45,14 @@ MIN_GAP_NS = 500_000_000
 
 
 def step_windows(profile: Profile) -> dict[str, np.ndarray]:
-    """Host step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns)."""
+    """Host step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns).
+    A rank whose steps are marked on its device only (Ascend step traces) takes those."""
     steps = fetch(
         profile,
-        "SELECT rank, coalesce(step, -1) AS step, min(ts) AS start, max(ts + dur) AS end_ FROM events "
-        "WHERE kind = 'step' AND device_type = 'cpu' GROUP BY rank, step ORDER BY rank, start",
+        "WITH s AS (SELECT rank, device_type = 'cpu' AS host, coalesce(step, -1) AS step, min(ts) AS start, "
+        "max(ts + dur) AS end_ FROM events WHERE kind = 'step' GROUP BY ALL), "
+        "h AS (SELECT DISTINCT rank FROM s WHERE host) "
+        "SELECT rank, step, start, end_ FROM s WHERE host OR rank NOT IN (SELECT rank FROM h) ORDER BY rank, start",
     )
     spans = fetch(
         profile,

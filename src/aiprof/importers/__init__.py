@@ -25,6 +25,7 @@ REGISTRY: list[str] = [
     "ascend_cluster",
     "mindspore_job",
     "mindspore_legacy",
+    "mindspore_cluster",
     "mindspore_aicpu",
     "mindspore_framework",
     "mindspore_hwts",

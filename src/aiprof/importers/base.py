@@ -72,11 +72,12 @@ class ImportContext:
 MetricRow = tuple[int | None, str, str, str, str | None, float | None, str | None]
 
 
-def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow]) -> None:
-    """Append rows to the kernel_metrics table, on the context's rank (0 by default)."""
+def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow], rank: int | None = None) -> None:
+    """Append rows to the kernel_metrics table, on ``rank`` (default: the context's, else 0)."""
     if not rows:
         return
-    rank = ctx.rank if ctx.rank is not None else 0
+    if rank is None:
+        rank = ctx.rank if ctx.rank is not None else 0
     ctx.writer.append(
         "kernel_metrics",
         {

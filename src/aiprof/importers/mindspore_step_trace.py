@@ -258,3 +258,61 @@ IMPORTER = Importer(
     load=_load,
     patterns=("training_trace.*",),
 )
+
+
+def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
+    """``step_trace_raw_N_detail_time.csv`` (MindSpore's step trace parser's output:
+    ``step_num, start_point, end_point, total, fp_point, bp_point, iteration_interval,
+    fp_and_bp, tail`` and per-stream communication columns, in ticks; rows whose step is
+    not a positive number are averages) -> one ``step`` span per step on the NPU, the
+    breakdown in ``args`` as :func:`load_file` writes it. Returns how many steps."""
+    from .ascend_csv import read_csv
+
+    header, rows, _bad = read_csv(path)  # the caller warns about malformed rows
+    idx = {h: i for i, h in enumerate(header)}
+    need = ("step_num", "start_point", "end_point", "fp_point", "bp_point")
+    if not all(k in idx for k in need):
+        raise ImportFormatError(f"{path}: no step_num / start_point / end_point / fp_point / bp_point columns")
+    steps: list[tuple[int, int, int, int, int, list[str]]] = []
+    for r in rows:
+        vals = [r[idx[k]] for k in need]
+        if not all(v.isdigit() for v in vals) or int(vals[0]) <= 0 or int(vals[2]) <= int(vals[1]):
+            continue
+        step, start, end, fp, bp = (int(v) for v in vals)
+        steps.append((step, start, end, fp, bp, r))
+    if not steps:
+        return 0
+    origin = ctx.origin(min(s[1] for s in steps) * NS_PER_TICK)
+    extra = [h for h in header if h not in idx or h.startswith("stream_")]
+    args = []
+    for _step, start, end, fp, bp, r in steps:
+        a: dict[str, object] = {
+            "start_point": start,
+            "fp_point": fp,
+            "bp_point": bp,
+            "end_point": end,
+            "iteration_interval_ns": (fp - start) * NS_PER_TICK,
+            "fp_and_bp_ns": (bp - fp) * NS_PER_TICK,
+            "tail_ns": (end - bp) * NS_PER_TICK,
+            "unit": "tick (10 ns)",
+        }
+        for h in extra:
+            if h.startswith("stream_") and r[idx[h]].lstrip("-").isdigit():
+                a[h] = int(r[idx[h]])
+        args.append(orjson.dumps(a).decode())
+    n = len(steps)
+    append_npu_events(
+        ctx,
+        device,
+        {
+            "kind": "step",
+            "cat": ["step_trace"] * n,
+            "name": [f"step {s[0]}" for s in steps],
+            "ts": [s[1] * NS_PER_TICK - origin for s in steps],
+            "dur": [(s[2] - s[1]) * NS_PER_TICK for s in steps],
+            "step": [s[0] for s in steps],
+            "args": args,
+        },
+    )
+    device_clock(ctx)
+    return n
