@@ -26,6 +26,7 @@ MODULES: list[str] = [
     "communication",
     "dataloader",
     "stages",
+    "op_types",
 ]
 
 for _m in MODULES:
