@@ -291,3 +291,22 @@ def test_ge_backend_graph_desc() -> None:
     assert parse_graph_desc([line])[0][0].io == ops[0].io
     assert short_name("Default/network/Conv2D-op1") == "Conv2D-op1"
     assert short_name("Default/a/Add-op1Default/b/Relu-op2") == "Add-op1+Relu-op2"
+
+
+def test_steps_view_has_mindinsights_breakdown(job: Any) -> None:
+    p, _ = job
+    rows = {r["step"]: r for r in run(p, "steps").rows}
+    assert len(rows) == 322
+    a = json.loads(_rows(p, "select args from events where kind = 'step' and step = 2")[0]["args"])
+    r = rows[2]
+    assert r["iteration_interval_us"] == a["iteration_interval_ns"] / 1000
+    assert (r["fp_and_bp_us"], r["tail_us"]) == (a["fp_and_bp_ns"] / 1000, a["tail_ns"] / 1000)
+    assert r["iteration_interval_us"] + r["fp_and_bp_us"] + r["tail_us"] == pytest.approx(r["duration_us"])
+    comm = int(_rows(p, "select sum(dur) d from events where kind = 'collective' and step = 2")[0]["d"])
+    assert r["step_trace_comm_us"] == comm / 1000
+
+
+def test_steps_view_without_points_has_no_breakdown(shared_data: Path, tmp_path: Path) -> None:
+    out, _ = import_paths([shared_data / "ascend/msprof-PROF_000001"], tmp_path / "m")
+    cols = run(open_profile(out), "steps").table.column_names
+    assert "fp_and_bp_us" not in cols and "duration_us" in cols

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from . import intervals as iv
+from . import step_trace
 from .base import analyser
 from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, fetch, hta_window, pct, us
 
@@ -236,7 +237,8 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
 def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and step: start_us, duration_us, <category>_us for the
     breakdown categories and other_us, device_busy_us, idle_us, compute_us,
-    non_compute_us (all µs)."""
+    non_compute_us (all µs); where the step trace has its points, MindInsight's
+    iteration_interval_us, fp_and_bp_us, tail_us and step_trace_comm_us too."""
     w, b, _, per = _compute_all(profile)
     used = sum(b[c] for c in CATEGORIES)
     cols: dict[str, Any] = {
@@ -252,4 +254,5 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     cols["idle_us"] = us(np.maximum(w["dur"] - per["busy"], 0))
     cols["compute_us"] = us(per["compute"])
     cols["non_compute_us"] = us(per["busy"] - per["compute"])
+    cols.update(step_trace.columns(profile, w["rank"], w["step"]))  # where the step trace has its points
     return pa.table(cols)
