@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aiprof.advise import advise
-from aiprof.analysis import run, views
+from aiprof.analysis import Filter, Query, run, views
 from aiprof.importers import choose, import_paths
 from aiprof.store.reader import open_profile
 
@@ -171,6 +171,10 @@ def test_flops_per_operator_on_kernels(shared_data: Path, tmp_path: Path) -> Non
     m = _rows(p, "select value, unit from kernel_metrics where section = 'flops' and metric like 'GFLOPS(10^9 cube)'"
               " and kernel = 'Default/TransData-op118'")  # fmt: skip
     assert m == [{"value": 333.0, "unit": "GFLOP/s"}]
+    # Achieved FLOP/s of the op: its FLOPs over its launches' time.
+    d = run(p, "op-detail", Query([Filter("name", "in", ["TransData-op118"])])).rows[0]
+    durs = _rows(p, "select sum(dur) t from events where name = 'TransData-op118'")[0]["t"]
+    assert d["flops"] == 13_000_000 and d["gflops_per_s"] == pytest.approx(2 * 13_000_000 / int(durs))
 
 
 def test_dynamic_shape_info(tmp_path: Path) -> None:

@@ -14,12 +14,14 @@ Views:
 ``op-types`` (one row per op type)
     op_type, count, total_us, avg_us, min_us, max_us (µs), pct (% of the time of all
     device ops, typed or not, MindInsight's share of device time), ops (distinct op
-    names), ranks.
+    names), gflops_per_s (achieved: FLOPs over the time of the launches that carry
+    ``flops``; null when none does), ranks.
 
 ``op-detail`` (one row per op name and type)
     name, op_type, count, avg_us, total_us, pct, full_name (``fullname`` in args, else
     the name), input_shapes, input_formats, output_shapes, output_formats (as the
-    source writes them; for a launched kernel its operator's ``Input Dims``), ranks.
+    source writes them; for a launched kernel its operator's ``Input Dims``), flops
+    (per launch, mean), gflops_per_s (achieved, as above), ranks.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from ..store import Profile
 from .base import SqlView, analyser
 
 _TIMES = ("total_us", "avg_us", "min_us", "max_us")
+#: FLOPs per ns is GFLOP/s.
+_ACHIEVED = "sum(flops) / nullif(sum(dur) FILTER (WHERE flops IS NOT NULL), 0) AS gflops_per_s"
 
 
 def typed_ops_sql() -> str:
@@ -56,7 +60,7 @@ def typed_ops_sql() -> str:
     "op-types",
     "Device ops by type",
     default_sort=("-total_us",),
-    units={c: "µs" for c in _TIMES} | {"pct": "%"},
+    units={c: "µs" for c in _TIMES} | {"pct": "%", "gflops_per_s": "GFLOP/s"},
 )
 def op_types(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per op type (see the module doc for the columns and units)."""
@@ -67,6 +71,7 @@ def op_types(profile: Profile, params: dict[str, Any]) -> SqlView:
                min(dur) / 1000.0 AS min_us, max(dur) / 1000.0 AS max_us,
                100.0 * sum(dur) / nullif((SELECT sum(dur) FROM t), 0) AS pct,
                count(DISTINCT name) AS ops,
+               {_ACHIEVED},
                string_agg(DISTINCT CAST(rank AS VARCHAR), ',' ORDER BY CAST(rank AS VARCHAR)) AS ranks
         FROM t WHERE op_type IS NOT NULL GROUP BY op_type
         """
@@ -77,7 +82,7 @@ def op_types(profile: Profile, params: dict[str, Any]) -> SqlView:
     "op-detail",
     "Device ops one by one",
     default_sort=("-total_us",),
-    units={"avg_us": "µs", "total_us": "µs", "pct": "%"},
+    units={"avg_us": "µs", "total_us": "µs", "pct": "%", "flops": "FLOP", "gflops_per_s": "GFLOP/s"},
 )
 def op_detail(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per op name and type (see the module doc for the columns and units)."""
@@ -92,6 +97,8 @@ def op_detail(profile: Profile, params: dict[str, Any]) -> SqlView:
                any_value(json_extract_string(args, '$.input_formats')) AS input_formats,
                any_value(json_extract_string(args, '$.output_shapes')) AS output_shapes,
                any_value(json_extract_string(args, '$.output_formats')) AS output_formats,
+               avg(flops) AS flops,
+               {_ACHIEVED},
                string_agg(DISTINCT CAST(rank AS VARCHAR), ',' ORDER BY CAST(rank AS VARCHAR)) AS ranks
         FROM t WHERE op_type IS NOT NULL GROUP BY name, op_type
         """
