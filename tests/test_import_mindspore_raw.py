@@ -19,7 +19,7 @@ from aiprof.advise import advise
 from aiprof.analysis import run, views
 from aiprof.importers import choose, import_paths
 from aiprof.importers.mindspore_framework import parse_graph_desc, short_name
-from aiprof.importers.mindspore_hwts import parse_hwts_binary
+from aiprof.importers.mindspore_hwts import decode_hwts
 from aiprof.store.reader import open_profile
 
 JOB = "ascend/mindspore-raw-job"
@@ -221,8 +221,11 @@ def test_renamed_folder_and_hwts_in_slices(shared_data: Path, tmp_path: Path, jo
 
 def test_cut_record_and_zero_padding(shared_data: Path, tmp_path: Path) -> None:
     data = (shared_data / JOB / HWTS).read_bytes()[: 64 * 10]
-    recs, bad = parse_hwts_binary(data + bytes(64) + data[:30])
-    assert bad == 1 and len(recs) == 10  # the padding record is skipped, the cut one counted
+    cols, bad = decode_hwts(data + bytes(64) + data[:30])
+    assert bad == 1 and len(cols.typ) == 10  # the padding record is skipped, the cut one counted
+    # The first record: Start of task 60002 on stream 513 at cycle 38753186165.
+    assert (cols.typ[0], cols.task[0], cols.stream[0], cols.cycle[0]) == (0, 60002, 513, 38753186165)
+    assert (cols.typ[1], cols.cnt[1]) == (1, 1)
     f = tmp_path / "hwts.log.data.45.dev.profiler_default_tag.0.slice_0"
     f.write_bytes(data + data[:30])
     out, ctx = import_paths([f], tmp_path / "c")

@@ -161,10 +161,10 @@ def _load(path: Path, ctx: ImportContext) -> None:
     # The HWTS log first: its first task start fixes the time origin.
     hwts = sorted(by.get("hwts", []), key=mindspore_framework.slice_order)
     if hwts:
-        records, bad = mindspore_hwts.parse_hwts_binary(mindspore_hwts.read_slices(hwts))
+        cols, bad = mindspore_hwts.decode_hwts(mindspore_hwts.read_slices(hwts))
         if bad:
             ctx.warn(f"{hwts[0].name}: {bad} unreadable HWTS records skipped")
-        extra = mindspore_hwts.write_hwts(records, ctx, hwts[0].name, ops=fw.by_key, device=device)
+        extra = mindspore_hwts.write_columns(cols, ctx, hwts[0].name, ops=fw.by_key, device=device)
         if fw.by_key and extra["named"] < extra["tasks"] + extra["unmatched"]:
             ctx.warn(
                 f"{hwts[0].name}: {extra['tasks'] + extra['unmatched'] - extra['named']} of "

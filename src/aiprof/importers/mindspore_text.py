@@ -39,7 +39,7 @@ The raw step trace binary lives in :mod:`.mindspore_step_trace`; a folder import
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +183,8 @@ HwtsPair = tuple[dict[str, Any], dict[str, Any]]
 
 def pair_hwts(records: list[dict[str, Any]]) -> tuple[list[HwtsPair], int]:
     """Start / End of task records paired per (stream, task), in start order; a record
-    without its match stands alone (start is end). Returns the pairs and the count alone."""
+    without its match stands alone (start is end). Returns the pairs and the count alone.
+    (:func:`.mindspore_hwts.pair_columns` pairs the binary log by the same rule.)"""
     open_: dict[tuple[int, str], dict[str, Any]] = {}
     pairs: list[HwtsPair] = []
     for r in records:
@@ -202,23 +203,12 @@ def pair_hwts(records: list[dict[str, Any]]) -> tuple[list[HwtsPair], int]:
     return pairs, sum(1 for s, e in pairs if s is e)
 
 
-#: Op types that set memory rather than compute (MindSpore's timeline shows them apart).
-MEMSET_TYPES = ("MemSet", "AtomicAddrClean")
-
-
-def write_hwts_events(
-    pairs: list[HwtsPair], ctx: ImportContext, *, ops: Mapping[str, Any] | None = None, device: int = 0
-) -> int:
-    """One ``kernel`` span per paired task on the NPU (tid = stream), an ``instant`` per
-    lone record. ``ops`` (task key -> :class:`~.mindspore_framework.FrameworkOp`) names
-    the tasks by operator, with its type, shapes and formats in ``args``. Returns how
-    many tasks were named."""
+def write_hwts_events(pairs: list[HwtsPair], ctx: ImportContext) -> None:
+    """One ``kernel`` span per paired task on the NPU (tid = stream, name ``task KEY``), an
+    ``instant`` per lone record, the record fields in ``args``."""
     origin = ctx.origin(pairs[0][0]["cycle"] * NS_PER_TICK)
     n = len(pairs)
-    names: list[str] = []
-    kinds: list[str] = []
-    args: list[str] = []
-    named = 0
+    args = []
     for s, e in pairs:
         a: dict[str, Any] = {
             "task_id": s["task_id"],
@@ -230,35 +220,23 @@ def write_hwts_events(
             "start_cycle": s["cycle"],
             "end_cycle": e["cycle"],
         }
-        op = ops.get(s["task_id"]) if ops else None
-        kind = "kernel" if s is not e else "instant"
-        if op is not None:
-            named += 1
-            names.append(op.name)
-            a = op.args() | a
-            if kind == "kernel" and (op.op_type or "").startswith(MEMSET_TYPES):
-                kind = "memset"
-        else:
-            names.append(f"task {s['task_id']}")
         if s is e:
             a |= {"record": s["type"], "unmatched": True}
-        kinds.append(kind)
         args.append(orjson.dumps(a).decode())
     append_npu_events(
         ctx,
-        device,
+        0,
         {
             "tid": [s["stream_id"] for s, _ in pairs],
-            "kind": kinds,
+            "kind": ["kernel" if s is not e else "instant" for s, e in pairs],
             "cat": ["HWTS"] * n,
-            "name": names,
+            "name": [f"task {s['task_id']}" for s, _ in pairs],
             "ts": [s["cycle"] * NS_PER_TICK - origin for s, _ in pairs],
             "dur": [(e["cycle"] - s["cycle"]) * NS_PER_TICK for s, e in pairs],
             "args": args,
         },
     )
     device_clock(ctx)
-    return named
 
 
 def _load_hwts(path: Path, ctx: ImportContext, as_events: bool) -> dict[str, Any]:
