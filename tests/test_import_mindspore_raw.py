@@ -313,3 +313,30 @@ def test_steps_view_without_points_has_no_breakdown(shared_data: Path, tmp_path:
     out, _ = import_paths([shared_data / "ascend/msprof-PROF_000001"], tmp_path / "m")
     cols = run(open_profile(out), "steps").table.column_names
     assert "fp_and_bp_us" not in cols and "duration_us" in cols
+
+
+def test_a_folder_of_job_folders_is_one_profile_a_rank_per_device(shared_data: Path, tmp_path: Path) -> None:
+    root = tmp_path / "jobs"
+    a = _job_copy(shared_data, root / "JOBA")
+    b = _job_copy(shared_data, root / "JOBB")
+    # JOBB is device 2, its counter 500 ticks ahead of device 1's at the same realtime.
+    for f in [f for f in b.rglob("*") if f.is_file()]:
+        if ".1." in f.name:
+            f.rename(f.with_name(f.name.replace(".1.", ".2.")))
+        elif f.name.endswith(".1"):
+            f.rename(f.with_name(f.name[:-2] + ".2"))
+    log = "[Device{}]\nclock_realtime: 1591183963784568740\nclock_monotonic_raw: 261003032627\ncntvct: {}\n"
+    (a / "host_start.log.1").write_text(log.format(1, 38753000000))
+    (b / "host_start.log.2").write_text(log.format(2, 38753000500))
+    assert choose(root).name == "mindspore-job"
+    out, _ = import_paths([root], tmp_path / "o")
+    prof = open_profile(out)
+    assert prof.metas[0]["ranks"] == [1, 2] and prof.metas[0]["clock"] == "unix"
+    assert sorted((d["rank"], d["index"]) for d in prof.metas[0]["devices"]) == [(1, 1), (2, 2)]
+    steps = {
+        r["rank"]: r["n"] for r in _rows(prof, "select rank, count(*) n from events where kind = 'step' group by 1")
+    }
+    assert steps == {1: 322, 2: 322}
+    q = "select ts from events where kind = 'step' and rank = {} order by ts"
+    one, two = [r["ts"] for r in _rows(prof, q.format(1))], [r["ts"] for r in _rows(prof, q.format(2))]
+    assert [y - x for x, y in zip(one, two, strict=True)] == [-5000] * 322

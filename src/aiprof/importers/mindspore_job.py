@@ -103,6 +103,14 @@ def _detect(path: Path) -> Detection:
         if is_tdt(path):
             return yes("a MindSpore job's data transfer (TDT) log")
         return no("not a MindSpore profiling job folder")
+    d = _detect_job(path)
+    if d:
+        return d
+    jobs = _sub_jobs(path)
+    return yes(f"a folder of {len(jobs)} MindSpore profiling job folders") if jobs else d
+
+
+def _detect_job(path: Path) -> Detection:
     names = [p.name for p in _files(path)]
     hint = any(n.startswith(("hwts.log", "Framework.", "training_trace", "host_start.log")) for n in names)
     if not hint:
@@ -111,6 +119,11 @@ def _detect(path: Path) -> Detection:
     if not kinds & _JOB_KINDS:
         return no("no readable HWTS or framework file in it")
     return yes(f"a MindSpore profiling job folder ({', '.join(sorted(kinds))})")
+
+
+def _sub_jobs(path: Path) -> list[Path]:
+    """The job folders (one per device) a folder holds."""
+    return [p for p in sorted(path.iterdir()) if p.is_dir() and p.name != "data" and _detect_job(p)]
 
 
 def read_start_log(path: Path) -> dict[str, int]:
@@ -142,6 +155,31 @@ def _load(path: Path, ctx: ImportContext) -> None:
             f"{path}: holds only a MindSpore job's {what}; import the job folder that holds it "
             "with its hwts.log.data.*, Framework.host.* and training_trace.* files"
         )
+    jobs = [path] if _detect_job(path) else _sub_jobs(path)
+    if not jobs:
+        raise ImportFormatError(f"{path}: no readable HWTS or framework file in it")
+    given = ctx.rank
+    clock: dict[str, int] = {}
+    try:
+        for j in jobs:
+            _load_job(j, ctx, several=len(jobs) > 1, given=given, clock=clock)
+    finally:
+        ctx.rank = given
+    meta = ctx.writer.meta
+    if "offset" in clock and ctx.origin_raw_ns is not None:
+        meta["time_origin_ns"], meta["clock"] = ctx.origin_raw_ns + clock["offset"], "unix"
+    else:
+        meta["clock"] = "device"
+        if len(jobs) > 1:
+            ctx.warn(
+                f"{path.name}: no start log gives cntvct: the {len(jobs)} devices' counters are not aligned "
+                "with each other (each keeps its own ticks)"
+            )
+
+
+def _load_job(path: Path, ctx: ImportContext, *, several: bool, given: int | None, clock: dict[str, int]) -> None:
+    """One device's job folder; ``clock`` holds the Unix offset of the device that fixed the
+    time origin, onto which the others are shifted."""
     kinds = _job_kinds(path)
     by: dict[str, list[Path]] = {}
     for p, k in kinds.items():
@@ -151,8 +189,13 @@ def _load(path: Path, ctx: ImportContext) -> None:
         raise ImportFormatError(f"{path}: no readable HWTS or framework file in it")
     meta = ctx.writer.meta
     device = _device_id([p for p, k in kinds.items() if k]) or 0
-    rank = ctx.rank if ctx.rank is not None else 0
+    rank = device if several else given if given is not None else 0
+    ctx.rank = rank
     _not_imported(path, kinds, by, ctx)
+    offset = _offset(by.get("start_log", []), ctx)
+    base = ctx.origin_raw_ns
+    if base is not None and offset is not None and "offset" in clock:
+        ctx.origin_raw_ns = base + clock["offset"] - offset
 
     fw_files = [(p, k) for k in ("task_desc_info", "graph_desc_info", "point") for p in by.get(k, [])]
     fw = mindspore_framework.load_framework(fw_files, ctx)
@@ -182,7 +225,10 @@ def _load(path: Path, ctx: ImportContext) -> None:
         mindspore_aicpu.load_file(p, ctx, device)
     # Ops the HWTS log never ran keep their description (and the point names) as metrics.
     write_metrics(ctx, mindspore_framework.metric_rows(fw))
-    _clock(by.get("start_log", []), ctx)
+    if base is not None:
+        ctx.origin_raw_ns = base
+    elif offset is not None and ctx.origin_raw_ns is not None:
+        clock["offset"] = offset
     meta["devices"].append(
         {"rank": rank, "type": "npu", "index": device, "name": "Ascend", "vendor": "Huawei", "memory_bytes": None}
     )
@@ -205,23 +251,22 @@ def _not_imported(path: Path, kinds: dict[Path, str | None], by: dict[str, list[
         )
 
 
-def _clock(logs: list[Path], ctx: ImportContext) -> None:
-    meta = ctx.writer.meta
+def _offset(logs: list[Path], ctx: ImportContext) -> int | None:
+    """Unix ns minus counter ns from the start log (``clock_realtime`` with ``cntvct``);
+    None when it gives no cntvct (the device clock is kept, and the profile says so)."""
     if not logs:
         ctx.warn("no host_start.log: the profile keeps the device clock (10 ns ticks)")
-        return
+        return None
     info: dict[str, Any] = read_start_log(logs[0])
-    meta.setdefault("mindspore", {})[logs[0].name] = info
+    ctx.writer.meta.setdefault("mindspore", {})[logs[0].name] = info
     ctx.writer.add_source(NAME, logs[0], file_kind="start_log")
     real, cnt = info.get("clock_realtime"), info.get("cntvct")
-    if real is not None and cnt is not None and ctx.origin_raw_ns is not None:
-        meta["time_origin_ns"] = real + ctx.origin_raw_ns - cnt * NS_PER_TICK
-        meta["clock"] = "unix"
-    else:
-        meta["clock"] = "device"
-        meta.setdefault("import_notes", []).append(
-            f"{logs[0].name} gives no cntvct (system counter at clock_realtime): device ticks are not put on Unix time"
-        )
+    if real is not None and cnt is not None:
+        return int(real) - int(cnt) * NS_PER_TICK
+    ctx.writer.meta.setdefault("import_notes", []).append(
+        f"{logs[0].name} gives no cntvct (system counter at clock_realtime): device ticks are not put on Unix time"
+    )
+    return None
 
 
 IMPORTER = Importer(
