@@ -38,6 +38,7 @@ CAPTURES = {
     "ascend/cluster": "ascend-cluster",
     "ascend/mindspore-1.x": "mindspore-legacy",
     "ascend/mindspore-1.x-raw/DATA_PREPROCESS.dev.AICPU.0.slice_0": "mindspore-aicpu",
+    "ascend/mindspore-raw-job": "mindspore-job",
     "cambricon/cnperf_timechart_MLU590_excerpt.json": "cnperf",
     "cambricon/cnmon_table_samples.txt": "cnmon",
     "habana/hl-smi_samples.txt": "hl-smi",
@@ -85,7 +86,7 @@ def _events(path: Path) -> list[tuple[Any, ...]]:
 TIMELINES = [
     rel
     for rel, imp in CAPTURES.items()
-    if imp in ("nsys", "ascend-trace", "ascend-msprof", "cnperf", "mindspore-legacy")
+    if imp in ("nsys", "ascend-trace", "ascend-msprof", "cnperf", "mindspore-legacy", "mindspore-job")
 ]
 
 

@@ -33,7 +33,7 @@ FILES = {
     f"{MS}/ascend_timeline_summary_1.json": ("mindspore-text", {"kernel_metrics": 4}),
     f"{MS}/step_trace_point_info.json": ("mindspore-text", {"kernel_metrics": 2}),
     f"{MS}/ascend_cluster_analyse_data-parallel_1_1_1.csv": ("mindspore-text", {"kernel_metrics": 3}),
-    TRACE: ("mindspore-step-trace", {"events": 20}),
+    TRACE: ("mindspore-step-trace", {"events": 100}),  # 20 steps, 80 spans between their points
     f"{RAW}/output_data_preprocess_aicpu_0.txt": ("mindspore-text", {"events": 3}),
 }
 
@@ -194,7 +194,7 @@ def test_training_trace(shared_data: Path, tmp_path: Path) -> None:
     assert steps[0].reduce == {10: [45000042679, 45000060275, 45001048152, 45001346254, 45002247411, 45002448354],
                                11: [45000049687, 45000075987]}  # fmt: skip
     p, _ = _import(shared_data / TRACE, tmp_path / "t")
-    rows = _rows(p, "select name, kind, device_type, step, ts, dur, args from events order by ts")
+    rows = _rows(p, "select name, kind, device_type, step, ts, dur, args from events where kind = 'step' order by ts")
     assert len(rows) == 20
     assert {(r["kind"], r["device_type"]) for r in rows} == {("step", "npu")}
     first = rows[0]
@@ -204,6 +204,16 @@ def test_training_trace(shared_data: Path, tmp_path: Path) -> None:
     assert a["stream_11_parallel_0_end_point"] == 45000075987
     assert rows[1]["ts"] == (45004033128 - 45000030081) * 10
     assert json.loads(rows[1]["args"])["iteration_interval_ns"] == (45013070937 - 45004033128) * 10
+    # The points between fp and bp pair up per stream (odd tag, next even tag): no point file
+    # names them here, so MindInsight's stream_S_parallel_I names.
+    comm = _rows(p, "select name, tid, step, ts, dur from events where kind = 'collective' and step = 1 order by ts")
+    assert [(c["name"], c["tid"]) for c in comm] == [
+        ("stream_10_parallel_0", 10),
+        ("stream_11_parallel_0", 11),
+        ("stream_10_parallel_1", 10),
+        ("stream_10_parallel_2", 10),
+    ]
+    assert comm[1]["dur"] == (45000075987 - 45000049687) * 10
 
 
 def test_legacy_folder_reads_them(shared_data: Path, tmp_path: Path) -> None:
@@ -229,7 +239,7 @@ def test_raw_folder_reads_them(shared_data: Path, tmp_path: Path) -> None:
     p, ctx = _import(shared_data / RAW, tmp_path / "raw")
     assert not any("not imported" in w for w in ctx.warnings)
     k = {(r["kind"], r["cat"]): r["n"] for r in _rows(p, "select kind, cat, count(*) n from events group by all")}
-    assert k == {("kernel", "AI_CPU"): 3, ("step", "step_trace"): 20}
+    assert k == {("kernel", "AI_CPU"): 3, ("step", "step_trace"): 20, ("collective", "step_trace"): 80}
     assert _metric(p, "aicpu_output", "TruncatedNormal", "total_time", 3)["value"] == 1.566
 
 

@@ -63,7 +63,8 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
     each fired rule carries its gain (its estimate bounded by its cause's time)."""
     from ..cluster.index import from_index
 
-    if only is None and from_index(profile):
+    indexed = from_index(profile)
+    if only is None and indexed:
         # A many-rank job opened through its index: the across-rank rules only (each
         # rank's own advice: aiprof advise OUT/rank<N>.aiprof).
         only = [rid for rid in rules() if rid.startswith("cluster.")]
@@ -80,7 +81,14 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
         else:
             out.append(Verdict(rid, "silent"))
     fired = [v.advice for v in out if v.advice is not None]
-    if fired:
+    if fired and indexed:
+        # The index holds per-rank summaries, no events to attribute: each item is
+        # bounded by the job's step time alone.
+        from .cluster_job import job_us
+
+        total = job_us(ctx)
+        bound(fired, {a.cause: total for a in fired if a.cause}, total)
+    elif fired:
         bound(fired, ctx.attributed(), ctx.total_us())
     return out
 

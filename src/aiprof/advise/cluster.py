@@ -10,6 +10,12 @@ SPREAD = 0.05
 STRAGGLER_SHARE = 0.5
 
 
+def _spread(values: list[float]) -> tuple[float, float]:
+    """The mean of ``values`` and their spread, (max - min) / mean (msprof-analyze's)."""
+    mean = sum(values) / len(values)
+    return mean, (max(values) - min(values)) / mean if mean else 0.0
+
+
 @rule("cluster.slow_rank", "Slow rank", anchor="msprof-analyze", cause="communication", thresholds={"spread": SPREAD})
 def slow_rank(ctx: Context) -> Outcome:
     rows = [r for r in ctx.rows("ranks") or [] if r["steps"]]
@@ -20,8 +26,7 @@ def slow_rank(ctx: Context) -> Outcome:
         # compare with, cluster.persistent_straggler (robust z-scores) answers this.
         return NotEnoughData("three or more ranks: see cluster.persistent_straggler")
     means = [float(r["step_mean_us"]) for r in rows]
-    mean = sum(means) / len(means)
-    spread = (max(means) - min(means)) / mean if mean else 0.0
+    mean, spread = _spread(means)
     if spread <= SPREAD:
         return None
     slow = max(rows, key=lambda r: float(r["step_mean_us"]))
@@ -99,8 +104,7 @@ def slow_link(ctx: Context) -> Outcome:
         # matched instances (cluster.slow_group_link) answer this instead.
         return NotEnoughData("three or more ranks with matched collectives: see cluster.slow_group_link")
     bw = [float(r["comm_gbps"]) for r in rows]
-    mean = sum(bw) / len(bw)
-    spread = (max(bw) - min(bw)) / mean if mean else 0.0
+    _, spread = _spread(bw)
     if spread <= SPREAD:
         return None
     slow = min(rows, key=lambda r: float(r["comm_gbps"]))
@@ -112,4 +116,45 @@ def slow_link(ctx: Context) -> Outcome:
         0.0,
         "Check the slow rank's links (NVLink/PCIe/NIC errors, topology, NCCL_IB_* settings).",
         pytorch="# NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank uses",
+    )
+
+
+#: MindInsight's cluster page marks the stage with the longest stage time as the pipeline's
+#: bottleneck; a spread above msprof-analyze's slow-rank threshold makes it worth advice.
+STAGE_SPREAD = SPREAD
+
+
+@rule(
+    "cluster.slow_stage",
+    "Slow pipeline stage",
+    anchor="MindInsight",
+    cause="communication",  # the other stages wait for it in their send / receive
+    thresholds={"spread": STAGE_SPREAD},
+)
+def slow_stage(ctx: Context) -> Outcome:
+    rows = [r for r in ctx.rows("stages") or [] if r["stage_ms"] is not None]
+    if len(rows) < 2:
+        return NotEnoughData("fewer than two pipeline stages with stage times")
+    times = [float(r["stage_ms"]) for r in rows]
+    mean, spread = _spread(times)
+    if spread <= STAGE_SPREAD:
+        return None
+    slow = max(rows, key=lambda r: float(r["stage_ms"]))
+    return make(
+        "cluster.slow_stage",
+        f"Pipeline stage {slow['stage']} (ranks {slow['ranks']}) is the slowest: stage times spread "
+        f"{100 * spread:.1f}% across the {len(rows)} stages.",
+        {
+            "slowest_stage": slow["stage"],
+            "ranks": slow["ranks"],
+            "stage_ms": float(slow["stage_ms"]),
+            "min_stage_ms": min(times),
+            "mean_stage_ms": mean,
+            "spread_pct": 100 * spread,
+            "slowest_rank": slow["slowest_rank"],
+        },
+        (max(times) - mean) / max(times) * ctx.total_us(),
+        "Rebalance the pipeline: move layers out of the slow stage (pipeline_stages / the layers each stage "
+        "holds), or raise the micro-batch count so the other stages wait less for it.",
+        pytorch="# torch.distributed.pipelining: split points that give each stage equal compute",
     )

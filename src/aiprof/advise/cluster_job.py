@@ -10,10 +10,24 @@ from .base import Context, NotEnoughData, Outcome, make, rule
 MIN_RANKS = 3
 
 
+def job_us(ctx: Context) -> float:
+    """The step time of every rank added up (µs), from the per-rank summaries: the
+    denominator of a job's gains when it is opened through its cluster index (which
+    holds no events to attribute); the same total the attribution gives otherwise."""
+    return float(sum(float(r["step_us"] or 0.0) * int(r["steps"] or 0) for r in ctx.rows("stragglers") or []))
+
+
+def _group_size(ranks: object) -> int:
+    if isinstance(ranks, (list, tuple)):
+        return max(1, len(ranks))
+    return max(1, len([x for x in str(ranks).replace("[", "").replace("]", "").split(",") if x.strip()]))
+
+
 @rule(
     "cluster.persistent_straggler",
     "Persistent straggler: a rank computes slower than the others step after step",
     anchor="robust z-score (Iglewicz & Hoaglin), HTA / msprof-analyze slow rank",
+    cause="communication",
     thresholds={"z": STRAGGLER_Z, "persistent_share": PERSISTENT_SHARE},
 )
 def persistent_straggler(ctx: Context) -> Outcome:
@@ -41,7 +55,8 @@ def persistent_straggler(ctx: Context) -> Outcome:
             "lost_pct": lost,
             "slow_ranks": [r["rank"] for r in slow],
         },
-        lost / 100.0,
+        # Every rank waits that share of its steps for the straggler (in its collectives).
+        lost / 100.0 * job_us(ctx),
         "Look at that rank's host and device: a thermally throttled or shared GPU, a slower "
         "node, CPU contention, or a larger data shard; every other rank waits for it at each collective.",
         pytorch="# per-rank step and compute time\nprof = torch.profiler.profile(...)  # on every rank; aiprof import *.json -o job",
@@ -52,6 +67,7 @@ def persistent_straggler(ctx: Context) -> Outcome:
     "cluster.slow_group_link",
     "Slow link: one process group moves data slower than its peers",
     anchor="NCCL-tests bus bandwidth, msprof-analyze slow link",
+    cause="communication",
     thresholds={"fraction": SLOW_LINK_FRACTION},
 )
 def slow_group_link(ctx: Context) -> Outcome:
@@ -63,8 +79,6 @@ def slow_group_link(ctx: Context) -> Outcome:
         return None
     worst = min(slow, key=lambda r: min(float(r["rel_bw"] or 1.0), float(r["slowest_rank_rel"] or 1.0)))
     lost_us = sum(float(r["lost_us"] or 0.0) for r in slow)
-    step_rows = ctx.rows("stragglers") or []
-    job_us = max((float(r["step_us"] or 0.0) * int(r["steps"]) for r in step_rows), default=0.0)
     by_group = float(worst["rel_bw"] or 1.0) < SLOW_LINK_FRACTION
     what = (
         f"process group {worst['pg']} (ranks {worst['pg_ranks']}) reaches {100 * float(worst['rel_bw']):.0f}% "
@@ -86,7 +100,8 @@ def slow_group_link(ctx: Context) -> Outcome:
             "slow_groups": sorted({str(r["pg"]) for r in slow}),
             "lost_us": lost_us,
         },
-        lost_us / job_us if job_us > 0 else 0.0,
+        # Each rank of a slow group waits out the lost transfer time.
+        sum(float(r["lost_us"] or 0.0) * _group_size(r["pg_ranks"]) for r in slow),
         "Check the link between these ranks: NVLink/PCIe/NIC errors and counters, the topology "
         "NCCL chose (NCCL_DEBUG=INFO), cabling, a degraded port.",
         pytorch="# NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank pair uses",

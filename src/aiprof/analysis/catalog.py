@@ -29,6 +29,8 @@ MODULES: list[str] = [
     "runtime",
     "attribution",
     "outlier_steps",
+    "stages",
+    "op_types",
 ]
 
 for _m in MODULES:

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from . import intervals as iv
+from . import step_trace
 from .base import analyser
 from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, fetch, hta_window, pct, us
 from .outliers import outlier_mask
@@ -225,8 +226,9 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
 def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and step: start_us, duration_us, <category>_us for the
     breakdown categories and other_us, device_busy_us, idle_us, compute_us,
-    non_compute_us (all µs), and outlier (the step is an outlier: analysis/outliers.py;
-    per-step means leave it out)."""
+    non_compute_us (all µs), outlier (the step is an outlier: analysis/outliers.py;
+    per-step means leave it out); where the step trace has its points, MindInsight's
+    iteration_interval_us, fp_and_bp_us, tail_us and step_trace_comm_us too."""
     w, b, _, per = _compute_all(profile)
     used = sum(b[c] for c in CATEGORIES)
     cols: dict[str, Any] = {
@@ -247,6 +249,7 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     from .energy import step_columns  # energy reads this module's windows
 
     cols.update(step_columns(profile, w["rank"], w["step"], w["dur"]))
+    cols.update(step_trace.columns(profile, w["rank"], w["step"]))  # where the step trace has its points
     return pa.table(cols)
 
 

@@ -50,7 +50,8 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
 
     The one definition of a step every view and rule uses (the overview's): the
     ``kind = 'step'`` spans of a rank, one window per step number, and a rank without
-    any its whole span. The last step of a rank extends to the end of the device work
+    any its whole span (a rank whose steps are marked on its device only, as Ascend
+    step traces are, takes those). The last step of a rank extends to the end of the device work
     it launched (tb-profiler's rule: the profiler stops the host step before the
     device has finished it)."""
     return profile.memo("step_windows", lambda: _step_windows(profile))
@@ -59,8 +60,10 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
 def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
     steps = fetch(
         profile,
-        "SELECT rank, coalesce(step, -1) AS step, min(ts) AS start, max(ts + dur) AS end_ FROM events "
-        "WHERE kind = 'step' GROUP BY rank, step ORDER BY rank, start",
+        "WITH s AS (SELECT rank, device_type = 'cpu' AS host, coalesce(step, -1) AS step, min(ts) AS start, "
+        "max(ts + dur) AS end_ FROM events WHERE kind = 'step' GROUP BY ALL), "
+        "h AS (SELECT DISTINCT rank FROM s WHERE host) "
+        "SELECT rank, step, start, end_ FROM s WHERE host OR rank NOT IN (SELECT rank FROM h) ORDER BY rank, start",
     )
     tail = fetch(
         profile,

@@ -23,8 +23,12 @@ log = logging.getLogger("aiprof.import")
 REGISTRY: list[str] = [
     "ascend_msprof",
     "ascend_cluster",
+    "mindspore_job",
     "mindspore_legacy",
+    "mindspore_cluster",
     "mindspore_aicpu",
+    "mindspore_framework",
+    "mindspore_hwts",
     "mindspore_text",
     "mindspore_step_trace",
     "ascend_pt",

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..store.writer import ProfileWriter
 
@@ -71,11 +72,12 @@ class ImportContext:
 MetricRow = tuple[int | None, str, str, str, str | None, float | None, str | None]
 
 
-def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow]) -> None:
-    """Append rows to the kernel_metrics table, on the context's rank (0 by default)."""
+def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow], rank: int | None = None) -> None:
+    """Append rows to the kernel_metrics table, on ``rank`` (default: the context's, else 0)."""
     if not rows:
         return
-    rank = ctx.rank if ctx.rank is not None else 0
+    if rank is None:
+        rank = ctx.rank if ctx.rank is not None else 0
     ctx.writer.append(
         "kernel_metrics",
         {
@@ -102,3 +104,32 @@ class Importer:
     load: Callable[[Path, ImportContext], None]
     patterns: tuple[str, ...] = ()
     """Glob patterns of file names this format usually has (tried before content)."""
+
+
+def append_npu_events(ctx: ImportContext, device: int, cols: dict[str, Any]) -> None:
+    """Append device events of one NPU (rank from the context, pid 0; tid from ``cols`` or
+    0) and count them by kind. ``cols`` holds the other event columns, ``kind`` one per row
+    or a single string for all."""
+    n = len(cols["ts"])
+    kind = cols["kind"]
+    kinds = [kind] * n if isinstance(kind, str) else list(kind)
+    rank = ctx.rank if ctx.rank is not None else 0
+    ctx.writer.append(
+        "events",
+        {
+            "rank": [rank] * n,
+            "device_type": ["npu"] * n,
+            "device": [device] * n,
+            "pid": [0] * n,
+            "tid": [0] * n,
+            **cols,
+            "kind": kinds,
+        },
+    )
+    ctx.kinds.update(kinds)
+
+
+def device_clock(ctx: ImportContext) -> None:
+    """Mark the profile's times as the device's clock unless a source set the clock."""
+    if ctx.writer.meta.get("clock") in (None, "unknown"):
+        ctx.writer.meta["clock"] = "device"

@@ -10,10 +10,17 @@ clock. :func:`render_text` writes the same table MindInsight writes to
 
 Events: one ``kernel`` span per AI CPU op on the NPU (tid 0 = the AI CPU queue), name =
 the op type, with the full node name, dispatch and total times in ``args``.
+
+Some versions write ``Thread`` records alone, naming no node: ``Thread[T] process
+device[D]:aicpu[C] task end, tickDrvTopHalf=N, tickDrvBottomHalf=N, tickBeforeRun=N,
+tickAfterRun=N, dispatchTime=N us, totalTime=N us``, the ticks counting the device's
+100 MHz system counter (the HWTS clock). Each becomes a ``kernel`` span named ``AI CPU
+task`` from tickBeforeRun to tickAfterRun, the other fields in ``args``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -21,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import ImportFormatError
-from .base import Detection, ImportContext, Importer, no, yes
+from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-aicpu"
 COLUMNS = ("serial_number", "node_type_name", "total_time(ms)", "dispatch_time(ms)", "run_start", "run_end")
@@ -74,6 +81,50 @@ def parse_aicpu(data: bytes) -> tuple[list[AicpuOp], int]:
             AicpuOp(len(ops) + 1, op_type, full, total, dispatch, _value(nf[1]), _value(nf[2 if len(nf) == 3 else 5]))
         )
     return ops, bad
+
+
+_TICK_FIELD = re.compile(r"(\w+)=(\d+)")
+_THREAD = re.compile(r"Thread\[\s*(\d+)\]")
+_AICPU = re.compile(r"aicpu\[\s*(\d+)\]")
+TICK_NS = 10
+
+
+def parse_aicpu_ticks(data: bytes) -> tuple[list[dict[str, int]], int]:
+    """The Thread-only records of a raw AI CPU file (ticks and µs fields), and the count
+    of Thread records without their run ticks."""
+    out: list[dict[str, int]] = []
+    bad = 0
+    for rec in data.replace(b"\n\x00", b"\x00").decode("utf-8", "replace").split("\x00"):
+        if "Thread" not in rec:
+            continue
+        fields = {k: int(v) for k, v in _TICK_FIELD.findall(rec)}
+        if "tickBeforeRun" not in fields or "tickAfterRun" not in fields:
+            bad += 1
+            continue
+        t, c = _THREAD.search(rec), _AICPU.search(rec)
+        fields["thread"] = int(t.group(1)) if t else -1
+        fields["aicpu"] = int(c.group(1)) if c else -1
+        out.append(fields)
+    return out, bad
+
+
+def write_tick_events(recs: list[dict[str, int]], ctx: ImportContext, device: int = 0) -> None:
+    """One ``kernel`` span per Thread-only AI CPU record, on the NPU's AI CPU queue."""
+    origin = ctx.origin(min(r["tickBeforeRun"] for r in recs) * TICK_NS)
+    n = len(recs)
+    append_npu_events(
+        ctx,
+        device,
+        {
+            "kind": "kernel",
+            "cat": ["AI_CPU"] * n,
+            "name": ["AI CPU task"] * n,
+            "ts": [r["tickBeforeRun"] * TICK_NS - origin for r in recs],
+            "dur": [(r["tickAfterRun"] - r["tickBeforeRun"]) * TICK_NS for r in recs],
+            "args": [orjson.dumps(r | {"unit": "tick (10 ns); dispatchTime, totalTime in us"}).decode() for r in recs],
+        },
+    )
+    device_clock(ctx)
 
 
 # -- the text table -----------------------------------------------------------------------------
@@ -176,6 +227,8 @@ def _detect_file(path: Path) -> Detection:
         return yes("NUL-separated AI CPU Node/Thread records")
     if b"Node:" in head and b"Thread[" in head and b"totalTime=" in head:
         return yes("AI CPU Node/Thread records")
+    if head.startswith(b"Thread[") and b"tickBeforeRun=" in head and b"totalTime=" in head:
+        return yes("AI CPU Thread records with run ticks")
     return no("no AI CPU Node/Thread records in its first 4 KiB")
 
 
@@ -192,41 +245,44 @@ def _load(path: Path, ctx: ImportContext) -> None:
         if left:
             ctx.warn(f"{path.name}: not imported (formats not read): {', '.join(left)}")
         for f in files:
-            _load_file(f, ctx)
+            load_file(f, ctx)
         for p, k in others:
             if k is not None:
                 # The text rendering of the AI CPU data repeats the ops just read as events.
                 extra = load_kind(p, k, ctx, as_events=False)
                 ctx.writer.add_source("mindspore-text", p, file_kind=k, **extra)
         return
-    _load_file(path, ctx)
+    load_file(path, ctx)
 
 
-def _load_file(path: Path, ctx: ImportContext) -> None:
-    ops, bad = parse_aicpu(path.read_bytes())
+def load_file(path: Path, ctx: ImportContext, device: int = 0) -> None:
+    data = path.read_bytes()
+    ops, bad = parse_aicpu(data)
     if not ops:
-        raise ImportFormatError(f"{path}: no AI CPU op could be read")
+        recs, bad = parse_aicpu_ticks(data)
+        if not recs:
+            raise ImportFormatError(f"{path}: no AI CPU op could be read")
+        if bad:
+            ctx.warn(f"{path.name}: {bad} AI CPU thread records without run ticks skipped")
+        write_tick_events(recs, ctx, device)
+        ctx.writer.add_source(NAME, path, ops=len(recs))
+        return
     if bad:
         ctx.warn(f"{path.name}: {bad} AI CPU node records without readable thread data skipped")
-    write_events(ops, ctx)
+    write_events(ops, ctx, device)
     ctx.writer.add_source(NAME, path, ops=len(ops))
 
 
-def write_events(ops: list[AicpuOp], ctx: ImportContext) -> None:
+def write_events(ops: list[AicpuOp], ctx: ImportContext, device: int = 0) -> None:
     """One ``kernel`` span per AI CPU op on the NPU's AI CPU queue (run start/end are µs)."""
     starts = [int(o.run_start) * 1000 for o in ops]
     origin = ctx.origin(min(starts))
-    rank = ctx.rank if ctx.rank is not None else 0
     n = len(ops)
-    ctx.writer.append(
-        "events",
+    append_npu_events(
+        ctx,
+        device,
         {
-            "rank": [rank] * n,
-            "device_type": ["npu"] * n,
-            "device": [0] * n,
-            "pid": [0] * n,
-            "tid": [0] * n,
-            "kind": ["kernel"] * n,
+            "kind": "kernel",
             "cat": ["AI_CPU"] * n,
             "name": [o.op_type for o in ops],
             "ts": [s - origin for s in starts],
@@ -244,9 +300,7 @@ def write_events(ops: list[AicpuOp], ctx: ImportContext) -> None:
             ],
         },
     )
-    ctx.kinds["kernel"] += n
-    if ctx.writer.meta.get("clock") in (None, "unknown"):
-        ctx.writer.meta["clock"] = "device"
+    device_clock(ctx)
 
 
 IMPORTER = Importer(

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from ..errors import ImportFormatError
+from . import mindspore_cluster, mindspore_step_trace
 from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
 from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
 from .base import Detection, ImportContext, Importer, no, write_metrics, yes
@@ -62,12 +63,15 @@ def file_kind(path: Path) -> str | None:
     header = csv_header(path)
     if header is not None:
         k = csv_kind(header)
-        return k[0] if k else None
+        return k[0] if k else mindspore_cluster.file_kind(path)
     try:
         with path.open("rb") as f:
             head = f.read(1 << 16)
     except OSError:
         return None
+    k2 = mindspore_cluster.file_kind(path)
+    if k2 is not None:
+        return k2
     if path.suffix == ".json" or head.lstrip()[:1] in (b"[", b"{"):
         if _TIMELINE_RE.match(head) and not looks_like_ascend_trace(head):
             return "timeline"
@@ -82,11 +86,17 @@ def file_kind(path: Path) -> str | None:
 def _detect(path: Path) -> Detection:
     if path.is_dir():
         kinds = {file_kind(p) for p in path.iterdir() if p.is_file()} - {None}
-        if "framework" in kinds or "aicore_detail" in kinds or ("timeline" in kinds and len(kinds) > 1):
+        cluster = kinds & mindspore_cluster.LOADERS.keys()
+        if (
+            "framework" in kinds
+            or "aicore_detail" in kinds
+            or ("timeline" in kinds and len(kinds) > 1)
+            or (cluster and "step_trace_raw" in kinds)
+        ):
             return yes(f"a MindSpore 1.x profiler folder ({', '.join(sorted(k for k in kinds if k))})")
-        return no("no MindSpore 1.x framework / aicore intermediate files in it")
+        return no("no MindSpore 1.x framework / aicore intermediate / step trace and cluster files in it")
     k = file_kind(path)
-    if k is None or k == "summary":
+    if k is None or k == "summary" or k in mindspore_cluster.LOADERS:
         return no("not a MindSpore 1.x profiler intermediate file")
     return yes(f"MindSpore 1.x {k}")
 
@@ -95,6 +105,8 @@ class MindSporeTimelineConverter(AscendTraceConverter):
     """MindSpore 1.x timeline: no metadata; every span is an op on the NPU."""
 
     importer_name = NAME
+    flops: dict[str, int] | None = None
+    """Full op name -> FLOPs per launch (flops_N.txt of the same rank)."""
 
     def refine(self, evs: list[Ev], kinds: list[str], args: list[Args]) -> dict[str, Any]:
         if self.scan.process_names:
@@ -103,18 +115,32 @@ class MindSporeTimelineConverter(AscendTraceConverter):
             name = e.name if isinstance(e.name, str) else ""
             kinds[i] = "memset" if name.startswith(("MemSet", "AtomicAddrClean")) else "kernel"
         n = len(evs)
-        return {
+        out: dict[str, Any] = {
             "device_type": ["npu"] * n,
             "device": [self.device_index] * n,
             "cat": ["AI_CORE" if b'"type"' in bytes(e.args) else "AI_CPU" for e in evs],
         }
+        if self.flops:
+            out["flops"] = [self.flops.get(_fullname(e)) for e in evs]
+        return out
 
 
-def _load_timeline(path: Path, ctx: ImportContext) -> None:
+def _fullname(e: Ev) -> str:
+    raw = bytes(e.args)
+    if b'"fullname"' not in raw:
+        return ""
+    try:
+        a = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ""
+    return str(a.get("fullname", "")) if isinstance(a, dict) else ""
+
+
+def _load_timeline(path: Path, ctx: ImportContext, flops: dict[str, int] | None = None) -> None:
     from .ascend_trace import ASCEND_FLOW_COLUMNS, scan_trace
 
     scan: TraceScan = scan_trace(path, ASCEND_FLOW_COLUMNS, ctx)
-    conv = load_chrome_trace(path, ctx, converter=bound_converter(MindSporeTimelineConverter, scan))
+    conv = load_chrome_trace(path, ctx, converter=bound_converter(MindSporeTimelineConverter, scan, flops=flops))
     if not sum(conv.counts_ph.values()):
         raise ImportFormatError(f"{path}: the timeline holds no events")
     if ctx.writer.meta.get("clock") == "trace":
@@ -197,10 +223,22 @@ def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
     write_metrics(ctx, out)
 
 
-def load_file(path: Path, kind: str, ctx: ImportContext, *, spans_elsewhere: bool = False) -> None:
+def load_file(
+    path: Path,
+    kind: str,
+    ctx: ImportContext,
+    *,
+    spans_elsewhere: bool = False,
+    flops: dict[str, int] | None = None,
+) -> None:
     extra: dict[str, Any] = {}
     if kind == "timeline":
-        _load_timeline(path, ctx)
+        _load_timeline(path, ctx, flops)
+    elif kind in mindspore_cluster.LOADERS:
+        extra = mindspore_cluster.load_kind(path, kind, ctx)
+    elif kind == "step_trace_raw":
+        _load_csv(path, ctx)
+        extra = {"steps": mindspore_step_trace.load_detail_csv(path, ctx)}
     elif kind == "minddata_cpu_utilization":
         _load_cpu_utilization(path, ctx)
     elif kind == "summary":
@@ -245,9 +283,25 @@ def _load(path: Path, ctx: ImportContext) -> None:
     left = [p.name for p, k in files if k is None]
     if left:
         ctx.warn(f"{path.name}: not imported (formats not read): {', '.join(left)}")
+    # A folder of several ranks' files (MindSpore's cluster output): each file on the
+    # rank its name ends with.
+    ranks = {mindspore_cluster.rank_in_name(p) for p, _ in known} - {None}
+    per_rank = len(ranks) > 1 and ctx.rank is None
+    flops = {mindspore_cluster.rank_in_name(p): mindspore_cluster.flops_per_op(p) for p, k in known if k == "flops_txt"}
     timeline = any(k == "timeline" for _, k in known)
-    for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
-        load_file(p, k, ctx, spans_elsewhere=timeline)
+    try:
+        for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
+            r = mindspore_cluster.rank_in_name(p)
+            if per_rank:
+                ctx.rank = r
+            load_file(p, k, ctx, spans_elsewhere=timeline, flops=flops.get(r))
+    finally:
+        if per_rank:
+            ctx.rank = None
+    if per_rank:
+        meta = ctx.writer.meta
+        meta["ranks"] = sorted(set(meta["ranks"]) | {r for r in ranks if r is not None})
+        meta["world_size"] = max(meta.get("world_size") or 0, len(meta["ranks"]))
 
 
 IMPORTER = Importer(

@@ -2,33 +2,41 @@
 
 Layout (as the MindSpore/MindInsight step trace parser reads it): fixed 20-byte
 little-endian records ``tag_id u64, task_id u16, stream_id u16, sys_count u64``.
-Tags: 0 or a job id above 255 opens a step, 1 is the forward-propagation start (fp),
-2 the backward-propagation end (bp), 255 the end of the step; any other tag is an
-all-reduce point, start and end in turn per stream. ``sys_count`` counts the device's
+Tags: 0 or a job id above the end tag opens a step, 1 is the forward-propagation start
+(fp), 2 the backward-propagation end (bp), 255 the end of the step (65535 in files
+written since December 2020: a file holding that tag uses it); any other tag is a
+communication point, an odd tag its start and the next even tag its end, per stream
+(the framework's ``point`` file names the op of each tag). ``sys_count`` counts the device's
 100 MHz system counter (10 ns a tick; the HWTS log and the timeline of the same
 profiler folder agree on that rate).
 
 Events: one ``step`` span per step on the NPU (MindInsight's reading: a step starts
 where the previous one ended, the first one at its fp point, and ends at tag 255),
 with every point of the step in ``args`` as raw ticks, and the iteration interval,
-fp-and-bp and tail lengths in ns.
+fp-and-bp and tail lengths in ns (MindInsight's step trace breakdown); one
+``collective`` span per pair of communication points (tid = the stream, cat
+``step_trace``), named by the op the point file gives for its tag (last path
+component), else ``stream_S_parallel_I`` as MindInsight names it.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from ..errors import ImportFormatError
-from .base import Detection, ImportContext, Importer, no, yes
+from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-step-trace"
 RECORD = struct.Struct("<QHHQ")
 NS_PER_TICK = 10
 FP_TAG, BP_TAG, END_TAG = 1, 2, 255
+#: The step end tag of files written since December 2020 (MindSpore's step trace parser).
+NEW_END_TAG = 65535
 
 
 @dataclass
@@ -43,10 +51,21 @@ class StepPoints:
     end: int | None = None
     start: int | None = None
     reduce: dict[int, list[int]] = field(default_factory=dict)
+    reduce_tags: dict[int, list[int]] = field(default_factory=dict)
+    """The tag of each point in ``reduce``, in the same order."""
 
 
-def _is_step_tag(tag: int) -> bool:
-    return tag == 0 or tag > END_TAG
+def _is_step_tag(tag: int, end: int = END_TAG) -> bool:
+    return tag == 0 or tag > end
+
+
+def end_tag(data: bytes) -> int:
+    """The step end tag this file uses (65535 when it holds one, else 255)."""
+    usable = len(data) - len(data) % RECORD.size
+    for tag, _task, _stream, _count in RECORD.iter_unpack(data[:usable]):
+        if tag == NEW_END_TAG:
+            return NEW_END_TAG
+    return END_TAG
 
 
 def parse_step_trace(data: bytes) -> tuple[list[StepPoints], int]:
@@ -57,14 +76,15 @@ def parse_step_trace(data: bytes) -> tuple[list[StepPoints], int]:
     prev_end: int | None = None
     usable = len(data) - len(data) % RECORD.size
     lost += 1 if usable != len(data) else 0
+    end = end_tag(data)
     for tag, _task, stream, count in RECORD.iter_unpack(data[:usable]):
-        if _is_step_tag(tag):
+        if _is_step_tag(tag, end):
             if cur is not None:
                 lost += 1  # a step opened again before its end: the open one is dropped
             cur = StepPoints(step=len(steps) + 1, tag=tag, tag_point=count)
         elif cur is None:
             lost += 1
-        elif tag == END_TAG:
+        elif tag == end:
             cur.end = count
             cur.start = prev_end if prev_end is not None else cur.fp
             if cur.start is None or cur.fp is None or cur.bp is None:
@@ -79,6 +99,7 @@ def parse_step_trace(data: bytes) -> tuple[list[StepPoints], int]:
             cur.bp = count
         else:
             cur.reduce.setdefault(stream, []).append(count)
+            cur.reduce_tags.setdefault(stream, []).append(tag)
     return steps, lost
 
 
@@ -93,10 +114,12 @@ def _detect(path: Path) -> Detection:
     tags = set()
     jobs = set()
     last_count = -1
-    for tag, _task, stream, count in RECORD.iter_unpack(head[: len(head) - len(head) % RECORD.size]):
-        if _is_step_tag(tag):
+    recs = list(RECORD.iter_unpack(head[: len(head) - len(head) % RECORD.size]))
+    end = NEW_END_TAG if any(r[0] == NEW_END_TAG for r in recs) else END_TAG
+    for tag, _task, stream, count in recs:
+        if _is_step_tag(tag, end):
             jobs.add(tag)
-        elif tag in (FP_TAG, BP_TAG, END_TAG):
+        elif tag in (FP_TAG, BP_TAG, end):
             if count < last_count:
                 return no("step trace points out of order")
             last_count = count
@@ -105,25 +128,52 @@ def _detect(path: Path) -> Detection:
         tags.add(tag)
     if len(jobs) != 1 or max(jobs) >= 1 << 32:
         return no("no single job tag opening the steps")
-    if not {FP_TAG, END_TAG} <= tags and not {BP_TAG, END_TAG} <= tags:
+    if not {FP_TAG, end} <= tags and not {BP_TAG, end} <= tags:
         return no("no fp/bp and step end points")
     first = RECORD.unpack_from(head)[0]
-    if not _is_step_tag(first):
+    if not _is_step_tag(first, end):
         return no("the first record does not open a step")
     return yes("Ascend step trace records (20-byte tag/task/stream/sys_count)")
 
 
-def load_file(path: Path, ctx: ImportContext) -> int:
-    """Write the step spans of ``path``; returns how many."""
+def comm_spans(
+    steps: list[StepPoints], points: Mapping[int, str] | None = None
+) -> tuple[list[tuple[int, int, str, int, int, int, int]], int]:
+    """The communication spans between a step's points: (step, stream, name, start,
+    end, start tag, end tag) in ticks, and the count of points that pair with nothing.
+    A start is an odd tag and its end the next point on the stream with the next tag."""
+    out: list[tuple[int, int, str, int, int, int, int]] = []
+    lone = 0
+    for s in steps:
+        for stream, pts in sorted(s.reduce.items()):
+            tags = s.reduce_tags.get(stream, [])
+            i = k = 0
+            while i < len(pts):
+                if i + 1 < len(pts) and tags[i + 1] - tags[i] == 1 and tags[i + 1] % 2 == 0:
+                    full = (points or {}).get(tags[i])
+                    name = full.rsplit("/", 1)[-1] if full else f"stream_{stream}_parallel_{k}"
+                    out.append((s.step, stream, name, pts[i], pts[i + 1], tags[i], tags[i + 1]))
+                    i += 2
+                    k += 1
+                else:
+                    lone += 1
+                    i += 1
+    return out, lone
+
+
+def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | None = None, device: int = 0) -> int:
+    """Write the step spans of ``path`` and the communication spans between its points;
+    ``points`` (tag -> full op name, the framework's point file) names them. Returns
+    how many steps."""
     steps, lost = parse_step_trace(path.read_bytes())
     if not steps:
         raise ImportFormatError(f"{path}: no complete step (start, fp, bp, end) in the step trace")
     if lost:
         ctx.warn(f"{path.name}: {lost} step trace records or steps without all their points skipped")
     origin = ctx.origin(min(s.start or 0 for s in steps) * NS_PER_TICK)
-    rank = ctx.rank if ctx.rank is not None else 0
     n = len(steps)
     args = []
+    named = {k: v for k, v in (("fp_start_op", FP_TAG), ("bp_end_op", BP_TAG)) if points and v in points}
     for s in steps:
         assert s.start is not None and s.end is not None and s.fp is not None and s.bp is not None
         a: dict[str, object] = {
@@ -138,6 +188,8 @@ def load_file(path: Path, ctx: ImportContext) -> int:
             "tail_ns": (s.end - s.bp) * NS_PER_TICK,
             "unit": "tick (10 ns)",
         }
+        for key, tag in named.items():
+            a[key] = (points or {})[tag]
         for stream, pts in sorted(s.reduce.items()):
             for i in range(0, len(pts) - 1, 2):
                 a[f"stream_{stream}_parallel_{i // 2}_start_point"] = pts[i]
@@ -145,15 +197,11 @@ def load_file(path: Path, ctx: ImportContext) -> int:
             if len(pts) % 2:
                 a[f"stream_{stream}_unpaired_point"] = pts[-1]
         args.append(orjson.dumps(a).decode())
-    ctx.writer.append(
-        "events",
+    append_npu_events(
+        ctx,
+        device,
         {
-            "rank": [rank] * n,
-            "device_type": ["npu"] * n,
-            "device": [0] * n,
-            "pid": [0] * n,
-            "tid": [0] * n,
-            "kind": ["step"] * n,
+            "kind": "step",
             "cat": ["step_trace"] * n,
             "name": [f"step {s.step}" for s in steps],
             "ts": [(s.start or 0) * NS_PER_TICK - origin for s in steps],
@@ -162,9 +210,37 @@ def load_file(path: Path, ctx: ImportContext) -> int:
             "args": args,
         },
     )
-    ctx.kinds["step"] += n
-    if ctx.writer.meta.get("clock") in (None, "unknown"):
-        ctx.writer.meta["clock"] = "device"
+    spans, lone = comm_spans(steps, points)
+    if lone:
+        ctx.warn(f"{path.name}: {lone} communication points without their start or end point not paired")
+    if spans:
+        m = len(spans)
+        append_npu_events(
+            ctx,
+            device,
+            {
+                "tid": [c[1] for c in spans],
+                "kind": "collective",
+                "cat": ["step_trace"] * m,
+                "name": [c[2] for c in spans],
+                "ts": [c[3] * NS_PER_TICK - origin for c in spans],
+                "dur": [(c[4] - c[3]) * NS_PER_TICK for c in spans],
+                "step": [c[0] for c in spans],
+                "args": [
+                    orjson.dumps(
+                        {
+                            "start_tag": c[5],
+                            "end_tag": c[6],
+                            "start_point": c[3],
+                            "end_point": c[4],
+                            **({"fullname": (points or {})[c[5]]} if points and c[5] in points else {}),
+                        }
+                    ).decode()
+                    for c in spans
+                ],
+            },
+        )
+    device_clock(ctx)
     return n
 
 
@@ -182,3 +258,61 @@ IMPORTER = Importer(
     load=_load,
     patterns=("training_trace.*",),
 )
+
+
+def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
+    """``step_trace_raw_N_detail_time.csv`` (MindSpore's step trace parser's output:
+    ``step_num, start_point, end_point, total, fp_point, bp_point, iteration_interval,
+    fp_and_bp, tail`` and per-stream communication columns, in ticks; rows whose step is
+    not a positive number are averages) -> one ``step`` span per step on the NPU, the
+    breakdown in ``args`` as :func:`load_file` writes it. Returns how many steps."""
+    from .ascend_csv import read_csv
+
+    header, rows, _bad = read_csv(path)  # the caller warns about malformed rows
+    idx = {h: i for i, h in enumerate(header)}
+    need = ("step_num", "start_point", "end_point", "fp_point", "bp_point")
+    if not all(k in idx for k in need):
+        raise ImportFormatError(f"{path}: no step_num / start_point / end_point / fp_point / bp_point columns")
+    steps: list[tuple[int, int, int, int, int, list[str]]] = []
+    for r in rows:
+        vals = [r[idx[k]] for k in need]
+        if not all(v.isdigit() for v in vals) or int(vals[0]) <= 0 or int(vals[2]) <= int(vals[1]):
+            continue
+        step, start, end, fp, bp = (int(v) for v in vals)
+        steps.append((step, start, end, fp, bp, r))
+    if not steps:
+        return 0
+    origin = ctx.origin(min(s[1] for s in steps) * NS_PER_TICK)
+    extra = [h for h in header if h not in idx or h.startswith("stream_")]
+    args = []
+    for _step, start, end, fp, bp, r in steps:
+        a: dict[str, object] = {
+            "start_point": start,
+            "fp_point": fp,
+            "bp_point": bp,
+            "end_point": end,
+            "iteration_interval_ns": (fp - start) * NS_PER_TICK,
+            "fp_and_bp_ns": (bp - fp) * NS_PER_TICK,
+            "tail_ns": (end - bp) * NS_PER_TICK,
+            "unit": "tick (10 ns)",
+        }
+        for h in extra:
+            if h.startswith("stream_") and r[idx[h]].lstrip("-").isdigit():
+                a[h] = int(r[idx[h]])
+        args.append(orjson.dumps(a).decode())
+    n = len(steps)
+    append_npu_events(
+        ctx,
+        device,
+        {
+            "kind": "step",
+            "cat": ["step_trace"] * n,
+            "name": [f"step {s[0]}" for s in steps],
+            "ts": [s[1] * NS_PER_TICK - origin for s in steps],
+            "dur": [(s[2] - s[1]) * NS_PER_TICK for s in steps],
+            "step": [s[0] for s in steps],
+            "args": args,
+        },
+    )
+    device_clock(ctx)
+    return n

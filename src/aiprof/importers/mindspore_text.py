@@ -48,7 +48,17 @@ import orjson
 from ..errors import ImportFormatError
 from . import mindspore_step_trace
 from .ascend_csv import csv_header, number, read_csv, split_unit
-from .base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
+from .base import (
+    Detection,
+    ImportContext,
+    Importer,
+    MetricRow,
+    append_npu_events,
+    device_clock,
+    no,
+    write_metrics,
+    yes,
+)
 from .mindspore_aicpu import AicpuOp, write_events
 
 NAME = "mindspore-text"
@@ -138,11 +148,6 @@ def file_kind(path: Path) -> str | None:
 # -- kernel_metrics helper ----------------------------------------------------------------------
 
 
-def _device_clock(ctx: ImportContext) -> None:
-    if ctx.writer.meta.get("clock") in (None, "unknown"):
-        ctx.writer.meta["clock"] = "device"
-
-
 # -- HWTS -----------------------------------------------------------------------------------------
 
 
@@ -173,14 +178,15 @@ def parse_hwts(text: str) -> tuple[list[dict[str, Any]], int]:
     return records, bad
 
 
-def _load_hwts(path: Path, ctx: ImportContext, as_events: bool) -> dict[str, Any]:
-    records, bad = parse_hwts(path.read_text(encoding="utf-8", errors="replace"))
-    if not records:
-        raise ImportFormatError(f"{path}: no HWTS record could be read")
-    if bad:
-        ctx.warn(f"{path.name}: {bad} unreadable HWTS lines skipped")
+HwtsPair = tuple[dict[str, Any], dict[str, Any]]
+
+
+def pair_hwts(records: list[dict[str, Any]]) -> tuple[list[HwtsPair], int]:
+    """Start / End of task records paired per (stream, task), in start order; a record
+    without its match stands alone (start is end). Returns the pairs and the count alone.
+    (:func:`.mindspore_hwts.pair_columns` pairs the binary log by the same rule.)"""
     open_: dict[tuple[int, str], dict[str, Any]] = {}
-    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    pairs: list[HwtsPair] = []
     for r in records:
         key = (r["stream_id"], r["task_id"])
         if r["type"] == "Start of task":
@@ -193,48 +199,57 @@ def _load_hwts(path: Path, ctx: ImportContext, as_events: bool) -> dict[str, Any
         else:
             pairs.append((r, r))
     pairs += [(r, r) for r in open_.values()]
-    unpaired = sum(1 for s, e in pairs if s is e)
+    pairs.sort(key=lambda p: (p[0]["cycle"], p[0]["cnt"]))
+    return pairs, sum(1 for s, e in pairs if s is e)
+
+
+def write_hwts_events(pairs: list[HwtsPair], ctx: ImportContext) -> None:
+    """One ``kernel`` span per paired task on the NPU (tid = stream, name ``task KEY``), an
+    ``instant`` per lone record, the record fields in ``args``."""
+    origin = ctx.origin(pairs[0][0]["cycle"] * NS_PER_TICK)
+    n = len(pairs)
+    args = []
+    for s, e in pairs:
+        a: dict[str, Any] = {
+            "task_id": s["task_id"],
+            "stream_id": s["stream_id"],
+            "core_id": s["core_id"],
+            "block_id": s["block_id"],
+            "start_cnt": s["cnt"],
+            "end_cnt": e["cnt"],
+            "start_cycle": s["cycle"],
+            "end_cycle": e["cycle"],
+        }
+        if s is e:
+            a |= {"record": s["type"], "unmatched": True}
+        args.append(orjson.dumps(a).decode())
+    append_npu_events(
+        ctx,
+        0,
+        {
+            "tid": [s["stream_id"] for s, _ in pairs],
+            "kind": ["kernel" if s is not e else "instant" for s, e in pairs],
+            "cat": ["HWTS"] * n,
+            "name": [f"task {s['task_id']}" for s, _ in pairs],
+            "ts": [s["cycle"] * NS_PER_TICK - origin for s, _ in pairs],
+            "dur": [(e["cycle"] - s["cycle"]) * NS_PER_TICK for s, e in pairs],
+            "args": args,
+        },
+    )
+    device_clock(ctx)
+
+
+def _load_hwts(path: Path, ctx: ImportContext, as_events: bool) -> dict[str, Any]:
+    records, bad = parse_hwts(path.read_text(encoding="utf-8", errors="replace"))
+    if not records:
+        raise ImportFormatError(f"{path}: no HWTS record could be read")
+    if bad:
+        ctx.warn(f"{path.name}: {bad} unreadable HWTS lines skipped")
+    pairs, unpaired = pair_hwts(records)
     if unpaired:
         ctx.warn(f"{path.name}: {unpaired} HWTS records without a matching start or end of task kept as instants")
-    pairs.sort(key=lambda p: (p[0]["cycle"], p[0]["cnt"]))
     if as_events:
-        origin = ctx.origin(pairs[0][0]["cycle"] * NS_PER_TICK)
-        rank = ctx.rank if ctx.rank is not None else 0
-        n = len(pairs)
-        ctx.writer.append(
-            "events",
-            {
-                "rank": [rank] * n,
-                "device_type": ["npu"] * n,
-                "device": [0] * n,
-                "pid": [0] * n,
-                "tid": [s["stream_id"] for s, _ in pairs],
-                "kind": ["kernel" if s is not e else "instant" for s, e in pairs],
-                "cat": ["HWTS"] * n,
-                "name": [f"task {s['task_id']}" for s, _ in pairs],
-                "ts": [s["cycle"] * NS_PER_TICK - origin for s, _ in pairs],
-                "dur": [(e["cycle"] - s["cycle"]) * NS_PER_TICK for s, e in pairs],
-                "args": [
-                    orjson.dumps(
-                        {
-                            "task_id": s["task_id"],
-                            "stream_id": s["stream_id"],
-                            "core_id": s["core_id"],
-                            "block_id": s["block_id"],
-                            "start_cnt": s["cnt"],
-                            "end_cnt": e["cnt"],
-                            "start_cycle": s["cycle"],
-                            "end_cycle": e["cycle"],
-                            **({} if s is not e else {"record": s["type"], "unmatched": True}),
-                        }
-                    ).decode()
-                    for s, e in pairs
-                ],
-            },
-        )
-        ctx.kinds["kernel"] += n - unpaired
-        ctx.kinds["instant"] += unpaired
-        _device_clock(ctx)
+        write_hwts_events(pairs, ctx)
     else:
         out: list[Metric] = []
         for i, (s, e) in enumerate(pairs):
