@@ -355,6 +355,19 @@ def build_router(lib: Library) -> APIRouter:
         b = body or m.WindowBody.model_validate({})
         return memory_answer(pid, b.rank, b.device, (b.t0, b.t1, b.width, None, MAX_ITEMS))
 
+    @r.get(
+        "/profiles/{pid}/samples",
+        response_model=m.SamplesResponse,
+        summary="Python stack samples of [t0, t1], interned, per thread and stack (for flame graphs)",
+    )
+    def samples(pid: Pid, rank: Rank = None, t0: T0 = None, t1: T1 = None) -> Response:
+        from ..export.samples import sample_stacks
+
+        e = entry(pid)
+        assert e.profile is not None
+        with e.lock:
+            return json_response(sample_stacks(e.profile, rank=rank, t0=t0, t1=t1))
+
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:
         e = entry(pid)

@@ -102,7 +102,7 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): Tr
         }
         const tn = (t.thread_name || "").trim();
         // Kineto names threads "thread 1102 (pt_main_thread)": show the tid once.
-        const title = !tn ? `thread ${t.tid}` : tn.includes(String(t.tid)) ? tn : `${tn} ${t.tid}`;
+        const title = !tn ? `thread ${t.tid}` : namesTid(tn, t.tid) ? tn : `${tn} ${t.tid}`;
         g.children.push({ id: `t${t.track}`, title, full: t.name, children: [], collapsed: false, track: t });
       }
     }
@@ -131,6 +131,11 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): Tr
     if (hostCounters.children.length) parent.children.push(hostCounters);
   }
   return root;
+}
+
+/** Whether a thread name already carries its tid as a number of its own ("thread 1102 (x)"). */
+export function namesTid(name: string, tid: number): boolean {
+  return name.split(/[\s()#:,]+/).includes(String(tid));
 }
 
 export function nodeHeight(n: TrackNode): number {
