@@ -305,12 +305,12 @@ def build_router(lib: Library) -> APIRouter:
     def counter_metrics(pid: Pid) -> Response:
         e = entry(pid)
         assert e.profile is not None
-        return json_response({"metrics": SeriesQuery(e.profile, e.lock).metrics()})
+        return json_response({"metrics": SeriesQuery(e.profile, e.lock, e.series_cache).metrics()})
 
     def counter_answer(pid: str, metric: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        sq = SeriesQuery(e.profile, e.lock)
+        sq = SeriesQuery(e.profile, e.lock, e.series_cache)
         return json_response(sq.counter(window(e.timeline, *w), metric, rank, device))
 
     @r.get(
@@ -338,7 +338,9 @@ def build_router(lib: Library) -> APIRouter:
     def memory_answer(pid: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        return json_response(SeriesQuery(e.profile, e.lock).memory(window(e.timeline, *w), rank, device))
+        return json_response(
+            SeriesQuery(e.profile, e.lock, e.series_cache).memory(window(e.timeline, *w), rank, device)
+        )
 
     @r.get(
         "/profiles/{pid}/memory/series",

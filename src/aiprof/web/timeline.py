@@ -487,9 +487,12 @@ def track_name(r: dict[str, Any]) -> str:
 class SeriesQuery:
     """Downsampled counter and memory series, merged per pixel in DuckDB."""
 
-    def __init__(self, profile: Profile, lock: threading.RLock) -> None:
+    def __init__(self, profile: Profile, lock: threading.RLock, cache: dict[str, Any] | None = None) -> None:
         self.profile = profile
         self.lock = lock
+        #: Answers that do not depend on the window (memory peaks), kept by the caller
+        #: per profile so that each window request does not scan the whole table again.
+        self.cache = cache if cache is not None else {}
 
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
@@ -544,7 +547,9 @@ class SeriesQuery:
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
         with self.lock:
             tab = _arrow(self.profile, sql, params)
-            peaks = list(_arrow(self.profile, psql).to_pylist())
+            peaks = self.cache.get(psql)
+            if peaks is None:
+                peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
         series: dict[str, dict[str, Any]] = {}
         for r in tab.to_pylist():
             key = f"{r['rank']}:{r['device_type']}:{r['device']}"

@@ -36,11 +36,14 @@ interface Hit {
 
 export async function timelinePage(main: HTMLElement): Promise<() => void> {
   const P = (p: string) => profilePath(pid(), p);
-  const trk = await api<TracksResponse>(P("/tracks"));
+  const [trk, memInfo, counterList] = await Promise.all([
+    api<TracksResponse>(P("/tracks")),
+    api<MemorySeries>(P("/memory/series"), { width: 1 }).catch(() => null),
+    api<CounterMetrics>(P("/counters")).catch((): CounterMetrics => ({ metrics: [] })),
+  ]);
   const tracks = trk.tracks as TrackInfo[];
   const span = trk.span_ns as [number, number];
-  const memInfo = await api<MemorySeries>(P("/memory/series"), { width: 1 }).catch(() => null);
-  const metrics = (await api<CounterMetrics>(P("/counters")).catch(() => ({ metrics: [] }))).metrics;
+  const metrics = counterList.metrics;
   const counters: CounterInfo[] = [];
   for (const p of memInfo?.peaks ?? [])
     if (p.device_type !== "cpu")
