@@ -478,3 +478,17 @@ def test_flame_graph_of_a_recording_made_here(page: Any, base: str, served: Path
     assert (
         page.evaluate("window.__aiprof.flame.top") == "middle" and page.evaluate("window.__aiprof.flame.fn") == "leaf"
     )
+
+
+def test_show_on_timeline_from_the_steps_table(page: Any, base: str) -> None:
+    _open(page, base, "r0.aiprof", "steps")
+    page.wait_for_selector("table.data tbody tr button.show-tl")
+    step = _column(page, "step")[1]
+    page.locator("table.data tbody tr").nth(1).locator("button.show-tl").click()
+    page.wait_for_function("location.hash.includes('/timeline') && window.__aiprof.ready === true")
+    page.wait_for_selector("#tl-details .ev-name")
+    details = page.locator("#tl-details").inner_text()
+    assert "step" in details and page.locator("#tl-details .ev-name").inner_text().endswith(str(int(step)))
+    picked = page.evaluate("window.__aiprof.timeline.picked()")
+    v = page.evaluate("window.__aiprof.timeline.view")
+    assert v["t0"] <= picked["ts"] and picked["ts"] + picked["dur"] <= v["t1"]
