@@ -429,6 +429,7 @@ def test_answers_match_their_documented_models(client: httpx.Client) -> None:
         ("/profiles/mem.aiprof/memory/series", {"width": 50}, m.MemorySeries),
         ("/profiles/r0.aiprof/advice", {}, m.AdviceResponse),
         ("/profiles/r0.aiprof/samples", {}, m.SamplesResponse),
+        ("/profiles/r0.aiprof/samples/window", {"width": 100}, m.SampleWindowResponse),
         ("/compare", {"a": "r0.aiprof", "b": "mem.aiprof", "limit": 3}, m.CompareResponse),
     ]
     doc = _ok(client.get("/openapi.json"))

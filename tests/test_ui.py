@@ -478,6 +478,11 @@ def test_flame_graph_of_a_recording_made_here(page: Any, base: str, served: Path
     assert (
         page.evaluate("window.__aiprof.flame.top") == "middle" and page.evaluate("window.__aiprof.flame.fn") == "leaf"
     )
+    # The same samples as a flame chart track on the timeline.
+    _timeline(page, base, "rec.aiprof")
+    rows = page.evaluate("window.__aiprof.timeline.rows")
+    assert any(r["title"].startswith("Python samples") for r in rows)
+    assert 0 < page.evaluate("window.__aiprof.timeline.pythonSamples()") <= n
 
 
 def test_show_on_timeline_from_the_steps_table(page: Any, base: str) -> None:

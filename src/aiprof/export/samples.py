@@ -131,3 +131,49 @@ def sample_stacks(
         "total_samples": int(np.sum(out["samples"])) if out["samples"] else 0,
         "frames_used": len(used),
     }
+
+
+def sample_window(profile: Profile, t0: int, t1: int, width: int) -> dict[str, Any]:
+    """The samples of [t0, t1] merged to ``width`` pixels, per thread: for each pixel
+    the last sample in it (its ts and stack), for a flame chart track. Returns frames,
+    stacks, threads (as in :func:`sample_stacks`), rows {thread, ts, stack, n (samples
+    in the pixel)}, bucket_ns and interval_ns."""
+    bucket = max(1, -(-(t1 - t0) // max(1, width)))
+    got = fetch(
+        profile,
+        f"""SELECT rank, pid, tid, max(ts) AS ts, arg_max(stack_id, ts) AS stack_id, count(*) AS n FROM samples
+            WHERE ts >= {int(t0)} AND ts <= {int(t1)}
+            GROUP BY rank, pid, tid, (ts - {int(t0)}) // {bucket} ORDER BY rank, pid, tid, ts""",
+    )
+    table = StackTable(profile)
+    threads: list[dict[str, Any]] = []
+    tindex: dict[tuple[int, int, int], int] = {}
+    rows: dict[str, list[int]] = {"thread": [], "ts": [], "stack": [], "n": []}
+    for r, p, t, ts, leaf, n in zip(
+        got["rank"].tolist(),
+        got["pid"].tolist(),
+        got["tid"].tolist(),
+        got["ts"].tolist(),
+        got["stack_id"].tolist(),
+        got["n"].tolist(),
+    ):
+        sid = table.stack(r, leaf)
+        if sid < 0:
+            continue
+        key = (r, p, t)
+        if key not in tindex:
+            tindex[key] = len(threads)
+            threads.append({"key": f"{r}:{p}:{t}", "rank": r, "pid": p, "tid": t, "name": None, "samples": 0})
+        threads[tindex[key]]["samples"] += n
+        rows["thread"].append(tindex[key])
+        rows["ts"].append(ts)
+        rows["stack"].append(sid)
+        rows["n"].append(n)
+    return {
+        "frames": table.frames,
+        "stacks": table.stacks,
+        "threads": threads,
+        "rows": rows,
+        "bucket_ns": bucket,
+        "interval_ns": sampling_interval_ns(profile),
+    }

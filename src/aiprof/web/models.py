@@ -276,6 +276,24 @@ class SamplesResponse(Model):
     frames_used: int
 
 
+class SampleWindowRows(Model):
+    """Columnar: the last sample of each pixel of each thread."""
+
+    thread: list[int]
+    ts: list[int]
+    stack: list[int]
+    n: list[int] = Field(description="samples in the pixel")
+
+
+class SampleWindowResponse(Model):
+    frames: list[SampleFrame]
+    stacks: list[list[int]]
+    threads: list[SampleThread]
+    rows: SampleWindowRows
+    bucket_ns: int
+    interval_ns: int
+
+
 class QueryBody(BaseModel):
     """The common query as JSON (POST /views/{view})."""
 

@@ -370,6 +370,20 @@ def build_router(lib: Library) -> APIRouter:
         with e.lock:
             return json_response(sample_stacks(e.profile, rank=rank, t0=t0, t1=t1))
 
+    @r.get(
+        "/profiles/{pid}/samples/window",
+        response_model=m.SampleWindowResponse,
+        summary="Python stack samples of [t0, t1] merged per pixel and thread (a flame chart track)",
+    )
+    def samples_window(pid: Pid, t0: T0 = None, t1: T1 = None, width: Width = 1000) -> Response:
+        from ..export.samples import sample_window
+
+        e = entry(pid)
+        assert e.profile is not None and e.timeline is not None
+        w = window(e.timeline, t0, t1, width, None, MAX_ITEMS)
+        with e.lock:
+            return json_response(sample_window(e.profile, w.t0, w.t1, w.width))
+
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:
         e = entry(pid)

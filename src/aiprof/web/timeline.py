@@ -163,6 +163,20 @@ class Timeline:
             row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
             n = int(row[0]) if row else 0
             self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
+            # Samples, counters and allocator events are on the same axis: the span
+            # covers them too (a recording may hold samples and no events at all).
+            other = next(
+                iter(
+                    con.execute(
+                        "SELECT min(ts), max(ts) FROM (SELECT ts FROM samples UNION ALL SELECT ts FROM counters "
+                        "UNION ALL SELECT ts FROM memory)"
+                    ).fetchall()
+                ),
+                None,
+            )
+            if other and other[0] is not None:
+                lo, hi = int(other[0]), int(other[1])
+                self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
             # "Long" events are few and always scanned; the others are found by a ts
             # range that DuckDB prunes with the table's min/max statistics.
             q = max(0.0, 1.0 - 20000.0 / n) if n else 1.0

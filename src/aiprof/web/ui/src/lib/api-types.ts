@@ -142,6 +142,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/profiles/{pid}/samples/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Python stack samples of [t0, t1] merged per pixel and thread (a flame chart track) */
+        get: operations["samples_window_api_v1_profiles__pid__samples_window_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/profiles/{pid}/timeline": {
         parameters: {
             query?: never;
@@ -634,6 +651,41 @@ export interface components {
             samples: number;
             /** Tid */
             tid: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SampleWindowResponse */
+        SampleWindowResponse: {
+            /** Bucket Ns */
+            bucket_ns: number;
+            /** Frames */
+            frames: components["schemas"]["SampleFrame"][];
+            /** Interval Ns */
+            interval_ns: number;
+            rows: components["schemas"]["SampleWindowRows"];
+            /** Stacks */
+            stacks: number[][];
+            /** Threads */
+            threads: components["schemas"]["SampleThread"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SampleWindowRows
+         * @description Columnar: the last sample of each pixel of each thread.
+         */
+        SampleWindowRows: {
+            /**
+             * N
+             * @description samples in the pixel
+             */
+            n: number[];
+            /** Stack */
+            stack: number[];
+            /** Thread */
+            thread: number[];
+            /** Ts */
+            ts: number[];
         } & {
             [key: string]: unknown;
         };
@@ -1568,6 +1620,81 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SamplesResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    samples_window_api_v1_profiles__pid__samples_window_get: {
+        parameters: {
+            query?: {
+                /** @description window start, ns (default: the profile's first event) */
+                t0?: number | null;
+                /** @description window end, ns (default: the last event's end) */
+                t1?: number | null;
+                /** @description pixels the window is drawn on */
+                width?: number;
+            };
+            header?: never;
+            path: {
+                /** @description profile id (from /profiles) */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SampleWindowResponse"];
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */
