@@ -10,7 +10,7 @@ import {
 import { theme } from "../lib/colors";
 import { h } from "../lib/dom";
 import { fmtNs, fmtNum, fmtTick, fmtValue, rulerTicks } from "../lib/format";
-import { lastAtOrBefore, maxOf } from "../lib/series";
+import { lastAtOrBefore } from "../lib/series";
 import {
   ancestors, buildTree, isLeaf, layout as layoutTree, ROW_H, type CounterInfo, type Row, type SampleInfo, type TrackInfo, type TrackNode,
 } from "../lib/tracktree";
@@ -717,7 +717,6 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     search: runSearch, next: () => goTo(cur + 1), toggle,
     pin: (id: string) => { pinned.add(id); relayout(); draw(); },
     picked: () => scene.picked,
-    maxOf,
   };
   window.__aiprof.timeline = debugHandle;
   resize();
