@@ -361,6 +361,9 @@ def test_token_required_off_loopback(served: Path) -> None:
         api = base + "api/v1/profiles"
         assert _err(httpx.get(api), 401)
         _err(httpx.get(api, headers={"Authorization": "Bearer wrong"}), 401)
+        # A token that is not ASCII is refused like any wrong one (not a 500).
+        _err(httpx.get(api, headers={"Authorization": "Bearer žeton".encode()}), 401)
+        _err(httpx.get(api, headers={"X-Aiprof-Token": "é".encode()}), 401)
         assert httpx.get(api, headers={"Authorization": f"Bearer {token}"}).status_code == 200
         assert httpx.get(api, headers={"X-Aiprof-Token": token}).status_code == 200
         with httpx.Client(follow_redirects=True) as c:
@@ -425,6 +428,8 @@ def test_answers_match_their_documented_models(client: httpx.Client) -> None:
         ("/profiles/mem.aiprof/counters", {}, m.CounterMetrics),
         ("/profiles/mem.aiprof/memory/series", {"width": 50}, m.MemorySeries),
         ("/profiles/r0.aiprof/advice", {}, m.AdviceResponse),
+        ("/profiles/r0.aiprof/samples", {}, m.SamplesResponse),
+        ("/profiles/r0.aiprof/samples/window", {"width": 100}, m.SampleWindowResponse),
         ("/compare", {"a": "r0.aiprof", "b": "mem.aiprof", "limit": 3}, m.CompareResponse),
     ]
     doc = _ok(client.get("/openapi.json"))
@@ -435,3 +440,29 @@ def test_answers_match_their_documented_models(client: httpx.Client) -> None:
             "/api/v1" + path.replace("r0.aiprof", "{pid}").replace("mem.aiprof", "{pid}").replace("/kernels", "/{view}")
         ]["get"]
         assert "200" in op["responses"] and "422" in op["responses"], path
+
+
+def test_a_short_token_is_refused(served: Path) -> None:
+    from aiprof.errors import AiprofError
+    from aiprof.web.server import MIN_TOKEN, create_app
+
+    with pytest.raises(AiprofError, match=f"at least {MIN_TOKEN}"):
+        create_app([served], token="short", host="0.0.0.0")
+
+
+def test_a_link_out_made_after_the_scan_is_refused_at_open(served: Path, tmp_path: Path) -> None:
+    from aiprof.web.library import ApiError, Library
+
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copytree(served / "r0.aiprof", root / "late.aiprof")
+    lib = Library([root])
+    assert [e.error for e in lib.scan()] == [None]
+    secret = tmp_path / "secret.parquet"
+    secret.write_bytes((root / "late.aiprof" / "events.parquet").read_bytes())
+    (root / "late.aiprof" / "events.parquet").unlink()
+    os.symlink(secret, root / "late.aiprof" / "events.parquet")
+    with pytest.raises(ApiError) as err:
+        lib.get("late.aiprof")
+    assert err.value.status == 409 and "outside the served folder" in err.value.message
+    lib.close()

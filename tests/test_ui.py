@@ -422,3 +422,78 @@ def test_every_page_opens_without_console_errors_in_both_themes(browser: Any, ba
         pg.screenshot(path=str(tmp_path / f"advice-{scheme}.png"))
         ctx.close()
         assert not errors, (scheme, errors)
+
+
+def test_flame_graph_of_a_recording_made_here(page: Any, base: str, served: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "work.py"
+    script.write_text(
+        "def leaf(n):\n    return sum(i * i for i in range(n))\n"
+        "def middle(n):\n    return leaf(n) + leaf(n // 2)\n"
+        "for _ in range(100):\n    middle(30000)\n"
+    )
+    rec = subprocess.run(
+        [sys.executable, "-m", "aiprof", "record", "-o", str(served / "rec.aiprof"), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    from aiprof.store import open_profile
+
+    with open_profile(served / "rec.aiprof") as p:
+        ((n,),) = p.con.execute("SELECT count(*) FROM samples").fetchall()
+    page.goto(f"{base}#/r0.aiprof/overview")  # the library lists the new profile
+    page.wait_for_function("window.__aiprof && window.__aiprof.ready === true")
+    _open(page, base, "rec.aiprof", "flame")
+    page.wait_for_function("window.__aiprof.flame && window.__aiprof.flame.bars > 3")
+    assert page.locator("#flame-info").get_attribute("data-samples") == str(n)
+    page.screenshot(path=str(tmp_path / "flame.png"))
+    # Click the bar of `middle`: the graph zooms into it.
+    target = page.evaluate(
+        "(() => { const c = document.getElementById('flame-canvas'); return {w: c.clientWidth, h: c.clientHeight}; })()"
+    )
+    assert target["h"] > 18 * 4
+    # Walk down the graph's middle column until the bar clicked is `middle`.
+    clicked = False
+    for depth in range(target["h"] // 18):
+        page.click("#flame-canvas", position={"x": target["w"] // 2, "y": depth * 18 + 9})
+        if page.evaluate("window.__aiprof.flame.top") == "middle":
+            clicked = True
+            break
+        if page.evaluate("window.__aiprof.flame.top") != "all":
+            page.click("#flame-crumbs a")  # back to the whole graph
+    assert clicked, page.evaluate("window.__aiprof.flame")
+    assert page.evaluate("window.__aiprof.flame.focus").count("middle") == 1
+    assert "focus=" in page.url
+    # The sandwich of `leaf`: its callers (middle) and callees.
+    page.click("#flame-functions a.fn:text-is('leaf')")
+    page.wait_for_selector("#flame-callers")
+    assert page.evaluate("window.__aiprof.flame.fn") == "leaf" and "fn=leaf" in page.url
+    # Reload: the zoom and the sandwich come back from the URL.
+    page.reload()
+    page.wait_for_function("window.__aiprof && window.__aiprof.flame && window.__aiprof.flame.bars > 0")
+    assert (
+        page.evaluate("window.__aiprof.flame.top") == "middle" and page.evaluate("window.__aiprof.flame.fn") == "leaf"
+    )
+    # The same samples as a flame chart track on the timeline.
+    _timeline(page, base, "rec.aiprof")
+    rows = page.evaluate("window.__aiprof.timeline.rows")
+    assert any(r["title"].startswith("Python samples") for r in rows)
+    assert 0 < page.evaluate("window.__aiprof.timeline.pythonSamples()") <= n
+
+
+def test_show_on_timeline_from_the_steps_table(page: Any, base: str) -> None:
+    _open(page, base, "r0.aiprof", "steps")
+    page.wait_for_selector("table.data tbody tr button.show-tl")
+    step = _column(page, "step")[1]
+    page.locator("table.data tbody tr").nth(1).locator("button.show-tl").click()
+    page.wait_for_function("location.hash.includes('/timeline') && window.__aiprof.ready === true")
+    page.wait_for_selector("#tl-details .ev-name")
+    details = page.locator("#tl-details").inner_text()
+    assert "step" in details and page.locator("#tl-details .ev-name").inner_text().endswith(str(int(step)))
+    picked = page.evaluate("window.__aiprof.timeline.picked()")
+    v = page.evaluate("window.__aiprof.timeline.view")
+    assert v["t0"] <= picked["ts"] and picked["ts"] + picked["dur"] <= v["t1"]

@@ -31,6 +31,7 @@ VERBS: dict[str, str] = {
     "advise": "aiprof.cli.advise:command",
     "serve": "aiprof.cli.serve:command",
     "timechart": "aiprof.cli.timechart:command",
+    "export": "aiprof.cli.export:command",
 }
 
 

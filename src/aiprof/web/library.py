@@ -58,6 +58,8 @@ class Entry:
     cache: OrderedDict[str, Result] = field(default_factory=OrderedDict)
     """Full analyser results by (view, params): pages, sorts and filters reuse them."""
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
+    series_cache: dict[str, Any] = field(default_factory=dict)
+    """Window-independent series answers (memory peaks), see SeriesQuery."""
 
     def summary(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "name": self.path.name, "status": "broken" if self.error else "ok"}

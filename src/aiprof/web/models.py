@@ -243,6 +243,57 @@ class AdviceResponse(Model):
     reason: str | None = None
 
 
+class SampleFrame(Model):
+    name: str
+    file: str
+
+
+class SampleThread(Model):
+    key: str = Field(description="'rank:pid:tid'")
+    rank: int
+    pid: int
+    tid: int
+    name: str | None = None
+    samples: int
+
+
+class SampleRows(Model):
+    """Columnar: row i is (threads[thread[i]], stacks[stack[i]], samples[i], weight_ns[i])."""
+
+    thread: list[int]
+    stack: list[int]
+    samples: list[int]
+    weight_ns: list[int]
+
+
+class SamplesResponse(Model):
+    frames: list[SampleFrame] = Field(description="functions (name, file)")
+    stacks: list[list[int]] = Field(description="root-first lists of indexes into frames")
+    threads: list[SampleThread]
+    rows: SampleRows
+    interval_ns: int = Field(description="the sampling interval (median gap between a thread's samples)")
+    total_samples: int
+    frames_used: int
+
+
+class SampleWindowRows(Model):
+    """Columnar: the last sample of each pixel of each thread."""
+
+    thread: list[int]
+    ts: list[int]
+    stack: list[int]
+    n: list[int] = Field(description="samples in the pixel")
+
+
+class SampleWindowResponse(Model):
+    frames: list[SampleFrame]
+    stacks: list[list[int]]
+    threads: list[SampleThread]
+    rows: SampleWindowRows
+    bucket_ns: int
+    interval_ns: int
+
+
 class QueryBody(BaseModel):
     """The common query as JSON (POST /views/{view})."""
 

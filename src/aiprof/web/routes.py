@@ -305,12 +305,12 @@ def build_router(lib: Library) -> APIRouter:
     def counter_metrics(pid: Pid) -> Response:
         e = entry(pid)
         assert e.profile is not None
-        return json_response({"metrics": SeriesQuery(e.profile, e.lock).metrics()})
+        return json_response({"metrics": SeriesQuery(e.profile, e.lock, e.series_cache).metrics()})
 
     def counter_answer(pid: str, metric: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        sq = SeriesQuery(e.profile, e.lock)
+        sq = SeriesQuery(e.profile, e.lock, e.series_cache)
         return json_response(sq.counter(window(e.timeline, *w), metric, rank, device))
 
     @r.get(
@@ -338,7 +338,9 @@ def build_router(lib: Library) -> APIRouter:
     def memory_answer(pid: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        return json_response(SeriesQuery(e.profile, e.lock).memory(window(e.timeline, *w), rank, device))
+        return json_response(
+            SeriesQuery(e.profile, e.lock, e.series_cache).memory(window(e.timeline, *w), rank, device)
+        )
 
     @r.get(
         "/profiles/{pid}/memory/series",
@@ -354,6 +356,33 @@ def build_router(lib: Library) -> APIRouter:
     def memory_series_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
         b = body or m.WindowBody.model_validate({})
         return memory_answer(pid, b.rank, b.device, (b.t0, b.t1, b.width, None, MAX_ITEMS))
+
+    @r.get(
+        "/profiles/{pid}/samples",
+        response_model=m.SamplesResponse,
+        summary="Python stack samples of [t0, t1], interned, per thread and stack (for flame graphs)",
+    )
+    def samples(pid: Pid, rank: Rank = None, t0: T0 = None, t1: T1 = None) -> Response:
+        from ..export.samples import sample_stacks
+
+        e = entry(pid)
+        assert e.profile is not None
+        with e.lock:
+            return json_response(sample_stacks(e.profile, rank=rank, t0=t0, t1=t1))
+
+    @r.get(
+        "/profiles/{pid}/samples/window",
+        response_model=m.SampleWindowResponse,
+        summary="Python stack samples of [t0, t1] merged per pixel and thread (a flame chart track)",
+    )
+    def samples_window(pid: Pid, t0: T0 = None, t1: T1 = None, width: Width = 1000) -> Response:
+        from ..export.samples import sample_window
+
+        e = entry(pid)
+        assert e.profile is not None and e.timeline is not None
+        w = window(e.timeline, t0, t1, width, None, MAX_ITEMS)
+        with e.lock:
+            return json_response(sample_window(e.profile, w.t0, w.t1, w.width))
 
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:

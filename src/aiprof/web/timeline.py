@@ -166,6 +166,20 @@ class Timeline:
             row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
             n = int(row[0]) if row else 0
             self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
+            # Samples, counters and allocator events are on the same axis: the span
+            # covers them too (a recording may hold samples and no events at all).
+            other = next(
+                iter(
+                    con.execute(
+                        "SELECT min(ts), max(ts) FROM (SELECT ts FROM samples UNION ALL SELECT ts FROM counters "
+                        "UNION ALL SELECT ts FROM memory)"
+                    ).fetchall()
+                ),
+                None,
+            )
+            if other and other[0] is not None:
+                lo, hi = int(other[0]), int(other[1])
+                self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
             # "Long" events are few and always scanned; the others are found by a ts
             # range that DuckDB prunes with the table's min/max statistics.
             q = max(0.0, 1.0 - 20000.0 / n) if n else 1.0
@@ -490,9 +504,12 @@ def track_name(r: dict[str, Any]) -> str:
 class SeriesQuery:
     """Downsampled counter and memory series, merged per pixel in DuckDB."""
 
-    def __init__(self, profile: Profile, lock: threading.RLock) -> None:
+    def __init__(self, profile: Profile, lock: threading.RLock, cache: dict[str, Any] | None = None) -> None:
         self.profile = profile
         self.lock = lock
+        #: Answers that do not depend on the window (memory peaks), kept by the caller
+        #: per profile so that each window request does not scan the whole table again.
+        self.cache = cache if cache is not None else {}
 
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
@@ -547,7 +564,9 @@ class SeriesQuery:
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
         with self.lock:
             tab = _arrow(self.profile, sql, params)
-            peaks = list(_arrow(self.profile, psql).to_pylist())
+            peaks = self.cache.get(psql)
+            if peaks is None:
+                peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
         series: dict[str, dict[str, Any]] = {}
         for r in tab.to_pylist():
             key = f"{r['rank']}:{r['device_type']}:{r['device']}"

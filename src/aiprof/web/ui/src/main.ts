@@ -5,6 +5,7 @@ import { $, h } from "./lib/dom";
 import { formatHash, forPage, PAGES, parseHash } from "./lib/url";
 import { navigate, state } from "./state/app";
 import { advicePage } from "./views/advice";
+import { flamePage } from "./views/flame";
 import { comparePage } from "./views/compare";
 import { countersPage } from "./views/counters";
 import { memoryPage } from "./views/memory";
@@ -18,7 +19,7 @@ import { initTheme } from "./views/theme";
 type PageFn = (main: HTMLElement) => Promise<void | (() => void)>;
 
 const TITLES: Record<string, string> = {
-  overview: "Overview", timeline: "Timeline", operators: "Operators", kernels: "Kernels", steps: "Steps",
+  overview: "Overview", timeline: "Timeline", flame: "Flame graph", operators: "Operators", kernels: "Kernels", steps: "Steps",
   memory: "Memory", counters: "Counters", compare: "Compare", advice: "Advice",
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
@@ -35,6 +36,7 @@ const onTimeline = (run: (r: Record<string, unknown>) => Promise<void>) => ({
 const PAGE_FNS: Record<string, PageFn> = {
   overview: overviewPage,
   timeline: timelinePage,
+  flame: flamePage,
   operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
   kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
   steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }),

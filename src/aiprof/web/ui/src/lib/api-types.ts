@@ -125,6 +125,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/profiles/{pid}/samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Python stack samples of [t0, t1], interned, per thread and stack (for flame graphs) */
+        get: operations["samples_api_v1_profiles__pid__samples_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/profiles/{pid}/samples/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Python stack samples of [t0, t1] merged per pixel and thread (a flame chart track) */
+        get: operations["samples_window_api_v1_profiles__pid__samples_window_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/profiles/{pid}/timeline": {
         parameters: {
             query?: never;
@@ -574,6 +608,113 @@ export interface components {
             sort?: (string | {
                 [key: string]: unknown;
             })[] | string;
+        };
+        /** SampleFrame */
+        SampleFrame: {
+            /** File */
+            file: string;
+            /** Name */
+            name: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SampleRows
+         * @description Columnar: row i is (threads[thread[i]], stacks[stack[i]], samples[i], weight_ns[i]).
+         */
+        SampleRows: {
+            /** Samples */
+            samples: number[];
+            /** Stack */
+            stack: number[];
+            /** Thread */
+            thread: number[];
+            /** Weight Ns */
+            weight_ns: number[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** SampleThread */
+        SampleThread: {
+            /**
+             * Key
+             * @description 'rank:pid:tid'
+             */
+            key: string;
+            /** Name */
+            name?: string | null;
+            /** Pid */
+            pid: number;
+            /** Rank */
+            rank: number;
+            /** Samples */
+            samples: number;
+            /** Tid */
+            tid: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SampleWindowResponse */
+        SampleWindowResponse: {
+            /** Bucket Ns */
+            bucket_ns: number;
+            /** Frames */
+            frames: components["schemas"]["SampleFrame"][];
+            /** Interval Ns */
+            interval_ns: number;
+            rows: components["schemas"]["SampleWindowRows"];
+            /** Stacks */
+            stacks: number[][];
+            /** Threads */
+            threads: components["schemas"]["SampleThread"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SampleWindowRows
+         * @description Columnar: the last sample of each pixel of each thread.
+         */
+        SampleWindowRows: {
+            /**
+             * N
+             * @description samples in the pixel
+             */
+            n: number[];
+            /** Stack */
+            stack: number[];
+            /** Thread */
+            thread: number[];
+            /** Ts */
+            ts: number[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** SamplesResponse */
+        SamplesResponse: {
+            /**
+             * Frames
+             * @description functions (name, file)
+             */
+            frames: components["schemas"]["SampleFrame"][];
+            /** Frames Used */
+            frames_used: number;
+            /**
+             * Interval Ns
+             * @description the sampling interval (median gap between a thread's samples)
+             */
+            interval_ns: number;
+            rows: components["schemas"]["SampleRows"];
+            /**
+             * Stacks
+             * @description root-first lists of indexes into frames
+             */
+            stacks: number[][];
+            /** Threads */
+            threads: components["schemas"]["SampleThread"][];
+            /** Total Samples */
+            total_samples: number;
+        } & {
+            [key: string]: unknown;
         };
         /** SearchMatch */
         SearchMatch: {
@@ -1404,6 +1545,156 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MemorySeries"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    samples_api_v1_profiles__pid__samples_get: {
+        parameters: {
+            query?: {
+                /** @description rank */
+                rank?: number | null;
+                /** @description window start, ns (default: the profile's first event) */
+                t0?: number | null;
+                /** @description window end, ns (default: the last event's end) */
+                t1?: number | null;
+            };
+            header?: never;
+            path: {
+                /** @description profile id (from /profiles) */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SamplesResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    samples_window_api_v1_profiles__pid__samples_window_get: {
+        parameters: {
+            query?: {
+                /** @description window start, ns (default: the profile's first event) */
+                t0?: number | null;
+                /** @description window end, ns (default: the last event's end) */
+                t1?: number | null;
+                /** @description pixels the window is drawn on */
+                width?: number;
+            };
+            header?: never;
+            path: {
+                /** @description profile id (from /profiles) */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SampleWindowResponse"];
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */

@@ -19,6 +19,8 @@ export type MemorySeries = Schemas["MemorySeries"];
 export type CompareResponse = Schemas["CompareResponse"];
 export type AdviceResponse = Schemas["AdviceResponse"];
 export type ProfileMeta = Schemas["ProfileMeta"];
+export type SamplesResponse = Schemas["SamplesResponse"];
+export type SampleWindowResponse = Schemas["SampleWindowResponse"];
 export type Row = Record<string, unknown>;
 
 export const API = "/api/v1";

@@ -11,6 +11,7 @@ const NS_UNITS: [number, string][] = [
 export function fmtNs(ns: number | null | undefined): string {
   if (ns === null || ns === undefined || !Number.isFinite(ns)) return "";
   const a = Math.abs(ns);
+  if (a === 0) return "0";
   for (const [div, unit] of NS_UNITS) {
     if (a >= div || div === 1) return sig3(ns / div) + " " + unit;
   }

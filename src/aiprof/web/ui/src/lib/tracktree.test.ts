@@ -39,3 +39,13 @@ describe("track tree", () => {
     expect(ancestors(root, "t1").map((n) => n.title)).toEqual(["python 1102"]);
   });
 });
+
+describe("sample charts", () => {
+  it("a sampled thread gets a flame chart track first in its process", () => {
+    const root = buildTree([host(0, 1, 5000)], [], [{ key: "0:1102:1", rank: 0, pid: 1102, tid: 1, depth: 40 }]);
+    const proc = root.children[0]!;
+    expect(proc.children.map((c) => c.title)).toEqual(["Python samples · t1", "t1 1"]);
+    const l = layout(root, new Set());
+    expect(l.rows[1]!.h).toBe(16 * 18);
+  });
+});

@@ -30,6 +30,16 @@ export interface CounterInfo {
   min: number;
 }
 
+/** A thread's Python stack samples, drawn as a flame chart. */
+export interface SampleInfo {
+  key: string;
+  rank: number;
+  pid: number;
+  tid: number;
+  /** The deepest stack (rows the chart needs). */
+  depth: number;
+}
+
 export interface TrackNode {
   id: string;
   title: string;
@@ -39,7 +49,11 @@ export interface TrackNode {
   collapsed: boolean;
   track?: TrackInfo;
   counter?: CounterInfo;
+  samples?: SampleInfo;
 }
+
+/** Tracks, counters and sample charts are leaves; the rest are groups. */
+export const isLeaf = (n: TrackNode): boolean => !!(n.track || n.counter || n.samples);
 
 export interface Row {
   node: TrackNode;
@@ -67,9 +81,9 @@ function devLabel(type: string, device: number | null): string {
 }
 
 /** The tree of ``tracks`` and ``counters``; device groups first when there are any. */
-export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): TrackNode {
+export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = [], samplers: SampleInfo[] = []): TrackNode {
   const root = group("root", "");
-  const ranks = [...new Set([...tracks.map((t) => t.rank), ...counters.map((c) => c.rank)])].sort((a, b) => a - b);
+  const ranks = [...new Set([...tracks.map((t) => t.rank), ...counters.map((c) => c.rank), ...samplers.map((x) => x.rank)])].sort((a, b) => a - b);
   const many = ranks.length > 1;
   const total = tracks.reduce((s, t) => s + t.events, 0) || 1;
   for (const rank of ranks) {
@@ -102,9 +116,21 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): Tr
         }
         const tn = (t.thread_name || "").trim();
         // Kineto names threads "thread 1102 (pt_main_thread)": show the tid once.
-        const title = !tn ? `thread ${t.tid}` : tn.includes(String(t.tid)) ? tn : `${tn} ${t.tid}`;
+        const title = !tn ? `thread ${t.tid}` : namesTid(tn, t.tid) ? tn : `${tn} ${t.tid}`;
         g.children.push({ id: `t${t.track}`, title, full: t.name, children: [], collapsed: false, track: t });
       }
+    }
+    for (const sm of samplers) {
+      if (sm.rank !== rank) continue;
+      const key = String(sm.pid);
+      let g = procs.get(key);
+      if (!g) {
+        g = group(`r${rank}/p${key}`, `process ${sm.pid}`);
+        procs.set(key, g);
+      }
+      const th = tracks.find((t) => t.rank === rank && t.pid === sm.pid && t.tid === sm.tid);
+      const tn = (th?.thread_name || "").trim() || `thread ${sm.tid}`;
+      g.children.unshift({ id: `s${sm.key}`, title: `Python samples · ${tn}`, full: `Python stack samples of rank ${rank} pid ${sm.pid} ${tn}`, children: [], collapsed: false, samples: sm });
     }
     const hostCounters = group(`r${rank}/hc`, "host counters");
     for (const c of counters) {
@@ -133,8 +159,14 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = []): Tr
   return root;
 }
 
+/** Whether a thread name already carries its tid as a number of its own ("thread 1102 (x)"). */
+export function namesTid(name: string, tid: number): boolean {
+  return name.split(/[\s()#:,]+/).includes(String(tid));
+}
+
 export function nodeHeight(n: TrackNode): number {
   if (n.counter) return COUNTER_H;
+  if (n.samples) return Math.min(MAX_DEPTH_ROWS, Math.max(1, n.samples.depth)) * ROW_H;
   if (n.track) return Math.min(MAX_DEPTH_ROWS, (n.track.max_depth || 0) + 1) * ROW_H;
   return GROUP_H;
 }
@@ -147,7 +179,7 @@ export function* walk(n: TrackNode): Generator<TrackNode> {
 
 /** The leaves (tracks and counters) under ``n``. */
 export function leaves(n: TrackNode): TrackNode[] {
-  return [...walk(n)].filter((x) => x.track || x.counter);
+  return [...walk(n)].filter(isLeaf);
 }
 
 /** The rows to draw: pinned leaves first (from y = top), then the tree (collapsed
@@ -156,7 +188,7 @@ export function layout(root: TrackNode, pinned: ReadonlySet<string>, top = 0): {
   const rows: Row[] = [];
   let y = top;
   for (const n of walk(root)) {
-    if (!pinned.has(n.id) || !(n.track || n.counter)) continue;
+    if (!pinned.has(n.id) || !isLeaf(n)) continue;
     const h = nodeHeight(n);
     rows.push({ node: n, y, h, indent: 0, pinned: true });
     y += h + GAP;
@@ -164,7 +196,7 @@ export function layout(root: TrackNode, pinned: ReadonlySet<string>, top = 0): {
   const pinnedH = y - top;
   const visit = (n: TrackNode, indent: number) => {
     for (const c of n.children) {
-      if (pinned.has(c.id) && (c.track || c.counter)) continue;
+      if (pinned.has(c.id) && isLeaf(c)) continue;
       const h = nodeHeight(c);
       rows.push({ node: c, y, h, indent, pinned: false });
       y += h + GAP;

@@ -7,6 +7,12 @@ import { fmtValue } from "../lib/format";
 import { type Row, ROW_H, leaves } from "../lib/tracktree";
 import type { Viewport } from "../lib/viewport";
 
+/** One window of a thread's samples: the last sample of each pixel. */
+export interface SampleRun {
+  ts: number[];
+  stacks: number[][];
+}
+
 export interface Series {
   ts: number[];
   v: (number | null)[];
@@ -20,6 +26,11 @@ export interface Scene {
   /** Name indexes (into data.names) that the search matches. */
   matches: Set<number>;
   picked: { track: number; ts: number; dur: number; depth: number } | null;
+  /** Python samples per thread key, with the frame names. */
+  samples: Map<string, SampleRun>;
+  frameNames: string[];
+  /** How long one sample stands for (ns): the larger of the pixel and the interval. */
+  sampleSpan: number;
 }
 
 export interface RenderCtx {
@@ -168,3 +179,45 @@ export function ellipsize(ctx: CanvasRenderingContext2D, s: string, maxW: number
   while (n > 1 && ctx.measureText(s.slice(0, n) + "…").width > maxW) n--;
   return s.slice(0, n) + "…";
 }
+
+/** A thread's Python samples as a flame chart: per depth, runs of the same function
+ * in consecutive samples become one bar. */
+export const sampleTrack: TrackRenderer = {
+  render(rc, row) {
+    const { ctx, view, scene } = rc;
+    const sm = row.node.samples;
+    if (!sm) return;
+    const run = scene.samples.get(sm.key);
+    if (!run || !run.ts.length) return;
+    const rows = Math.round(row.h / ROW_H);
+    const gapMax = 2 * scene.sampleSpan;
+    for (let d = 0; d < rows; d++) {
+      let start = -1;
+      let frame = -1;
+      let last = 0;
+      const flush = () => {
+        if (frame < 0) return;
+        const x0 = view.xOf(start), x1 = view.xOf(last + scene.sampleSpan);
+        if (x1 < view.x0 || x0 > rc.right) return;
+        const name = scene.frameNames[frame] ?? "";
+        ctx.fillStyle = eventColor("python", name);
+        ctx.fillRect(x0, rc.y + d * ROW_H + 1, Math.max(1, x1 - x0 - 0.5), ROW_H - 2);
+        if (x1 - x0 > 28) {
+          ctx.fillStyle = "#111";
+          ctx.fillText(ellipsize(ctx, name, Math.min(x1, rc.right) - Math.max(x0, view.x0) - 4), Math.max(x0, view.x0) + 2, rc.y + d * ROW_H + ROW_H / 2);
+        }
+      };
+      for (let i = 0; i < run.ts.length; i++) {
+        const f = run.stacks[i]![d] ?? -1;
+        const t = run.ts[i]!;
+        if (f !== frame || t - last > gapMax) {
+          flush();
+          frame = f;
+          start = t;
+        }
+        last = t;
+      }
+      flush();
+    }
+  },
+};

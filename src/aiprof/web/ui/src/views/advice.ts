@@ -1,5 +1,6 @@
 import { api, profilePath, type AdviceResponse } from "../lib/api";
 import { h } from "../lib/dom";
+import { columnUnit, fmtValue } from "../lib/format";
 import { pid } from "../state/app";
 
 export async function adviceList(n?: number): Promise<HTMLElement> {
@@ -15,7 +16,7 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
       for (const k of ["message", "summary", "detail", "fix", "expected_gain", "gain", "evidence"]) {
         const v = item[k];
         if (v === undefined || v === null) continue;
-        div.append(h("div", {}, h("span", { class: "muted" }, k + ": "), typeof v === "object" ? JSON.stringify(v) : String(v)));
+        div.append(h("div", {}, h("span", { class: "muted" }, k + ": "), typeof v === "object" ? figures(v as Record<string, unknown>) : String(v)));
       }
       box.append(div);
     }
@@ -27,4 +28,12 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
 
 export async function advicePage(main: HTMLElement): Promise<void> {
   main.append(h("h2", {}, "Advice"), await adviceList());
+}
+
+/** An advice's evidence as "name value" pairs in humane units (the key's suffix names the unit). */
+function figures(v: Record<string, unknown>): string {
+  if (Array.isArray(v)) return JSON.stringify(v);
+  return Object.entries(v)
+    .map(([k, x]) => `${k.replace(/_(us|ms|ns|bytes|pct)$/, "")} ${typeof x === "number" ? fmtValue(x, columnUnit(k, null)) : JSON.stringify(x)}`)
+    .join(" · ");
 }

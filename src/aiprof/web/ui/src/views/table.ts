@@ -62,30 +62,30 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     if (!st.sort && qsort && qsort.length) st.sort = (qsort[0]!.desc ? "-" : "") + qsort[0]!.column;
     const t = h("table", { class: "data" });
     const trh = h("tr");
+    if (opts.action) trh.append(h("th", { class: "act" }, ""));
     for (const c of res.columns) {
       const unit = columnUnit(c.name, c.unit);
       const cls = st.sort === c.name ? "sorted-asc" : st.sort === "-" + c.name ? "sorted-desc" : "";
       trh.append(
         h("th", {
-          class: cls, "data-col": c.name, title: `${c.name}${c.unit ? " (" + c.unit + ")" : ""}: click to sort`,
+          class: cls, "data-col": c.name, title: `${c.name}${unit ? " (" + unit + ")" : ""}: click to sort`,
           onclick: () => { st.sort = st.sort === "-" + c.name ? c.name : "-" + c.name; st.offset = 0; load(); },
-        }, c.name.replace(/_(us|ms|ns|bytes|pct)$/, "") + (unit ? ` (${unit})` : "")),
+        }, c.name.replace(/_(us|ms|ns|bytes|pct)$/, "")),
       );
     }
-    if (opts.action) trh.append(h("th", { class: "act" }, ""));
     t.append(h("thead", {}, trh));
     const tb = h("tbody");
     for (const row of res.rows) {
       const tr = h("tr");
+      if (opts.action) {
+        const a = opts.action;
+        tr.append(h("td", { class: "act" }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
+      }
       for (const c of res.columns) {
         const v = row[c.name];
         const num = typeof v === "number";
         const shown = num ? fmtValue(v, columnUnit(c.name, c.unit)) : v === null || v === undefined ? "" : String(v);
         tr.append(h("td", { class: num ? "num" : "", title: v === null || v === undefined ? "" : String(v) }, shown));
-      }
-      if (opts.action) {
-        const a = opts.action;
-        tr.append(h("td", { class: "act" }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
       }
       tb.append(tr);
     }

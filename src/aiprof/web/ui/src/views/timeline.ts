@@ -4,17 +4,18 @@
 // scale, tooltips; its window, selection and search live in the URL.
 import {
   api, profilePath, type CounterMetrics, type CounterSeries, type EventsResponse, type MemorySeries,
-  type SearchResponse, type SummaryResponse, type TracksResponse, type WindowResponse,
+  type SampleWindowResponse, type SamplesResponse, type SearchResponse, type SummaryResponse, type TracksResponse,
+  type WindowResponse,
 } from "../lib/api";
 import { theme } from "../lib/colors";
 import { h } from "../lib/dom";
 import { fmtNs, fmtNum, fmtTick, fmtValue, rulerTicks } from "../lib/format";
-import { lastAtOrBefore, maxOf } from "../lib/series";
+import { lastAtOrBefore } from "../lib/series";
 import {
-  ancestors, buildTree, layout as layoutTree, ROW_H, type CounterInfo, type Row, type TrackInfo, type TrackNode,
+  ancestors, buildTree, isLeaf, layout as layoutTree, ROW_H, type CounterInfo, type Row, type SampleInfo, type TrackInfo, type TrackNode,
 } from "../lib/tracktree";
 import { Viewport } from "../lib/viewport";
-import { counterTrack, ellipsize, groupSummary, indexByTrack, sliceTrack, type Scene, type Series } from "../render/tracks";
+import { counterTrack, ellipsize, groupSummary, indexByTrack, sampleTrack, sliceTrack, type Scene, type Series } from "../render/tracks";
 import { pid, state, updateRoute } from "../state/app";
 import { hideTip, showTip } from "./tooltip";
 
@@ -36,18 +37,28 @@ interface Hit {
 
 export async function timelinePage(main: HTMLElement): Promise<() => void> {
   const P = (p: string) => profilePath(pid(), p);
-  const trk = await api<TracksResponse>(P("/tracks"));
+  const [trk, memInfo, counterList, sampled] = await Promise.all([
+    api<TracksResponse>(P("/tracks")),
+    api<MemorySeries>(P("/memory/series"), { width: 1 }).catch(() => null),
+    api<CounterMetrics>(P("/counters")).catch((): CounterMetrics => ({ metrics: [] })),
+    api<SamplesResponse>(P("/samples")).catch(() => null),
+  ]);
+  const samplers: SampleInfo[] = (sampled?.threads ?? []).map((t, i) => {
+    let depth = 0;
+    const R = sampled!.rows;
+    for (let j = 0; j < R.thread.length; j++) if (R.thread[j] === i) depth = Math.max(depth, sampled!.stacks[R.stack[j]!]?.length ?? 0);
+    return { key: t.key, rank: t.rank, pid: t.pid, tid: t.tid, depth };
+  });
   const tracks = trk.tracks as TrackInfo[];
   const span = trk.span_ns as [number, number];
-  const memInfo = await api<MemorySeries>(P("/memory/series"), { width: 1 }).catch(() => null);
-  const metrics = (await api<CounterMetrics>(P("/counters")).catch(() => ({ metrics: [] }))).metrics;
+  const metrics = counterList.metrics;
   const counters: CounterInfo[] = [];
   for (const p of memInfo?.peaks ?? [])
     if (p.device_type !== "cpu")
       counters.push({ type: "memory", rank: p.rank, device_type: p.device_type, device: p.device ?? null, metric: "memory", unit: "B", max: p.peak_reserved || p.peak_bytes, min: 0 });
   for (const m of metrics)
     counters.push({ type: "counter", rank: m.rank, device_type: m.device_type, device: m.device ?? null, metric: m.metric, unit: m.unit ?? "", max: m.max ?? 0, min: m.min ?? 0 });
-  const tree = buildTree(tracks, counters);
+  const tree = buildTree(tracks, counters, samplers);
   const pinned = new Set<string>();
   const counterNodes = [...walkCounters(tree)];
   const counterLabel = (c: CounterInfo) => (c.type === "memory" ? `memory allocated (${c.device_type} ${c.device})` : `${c.metric} (${c.device_type} ${c.device})`);
@@ -75,7 +86,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
   // -- state ---------------------------------------------------------------------------------
   const r0 = state.route;
   const view = new Viewport(r0.t0 ?? span[0], r0.t1 ?? Math.max(span[1], span[0] + 1000), LABEL_W, 1000);
-  const scene: Scene = { data: null, byTrack: new Map(), series: new Map(), matches: new Set(), picked: null };
+  const scene: Scene = { data: null, byTrack: new Map(), series: new Map(), matches: new Set(), picked: null, samples: new Map(), frameNames: [], sampleSpan: 1 };
   let scrollY = 0;
   let rows: Row[] = [];
   let pinnedH = 0;
@@ -143,6 +154,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
         const rc = { ctx, view, th, scene, y, right };
         if (r.node.track) sliceTrack.render(rc, r);
         else if (r.node.counter) counterTrack.render(rc, r);
+        else if (r.node.samples) sampleTrack.render(rc, r);
         else groupSummary.render(rc, r);
         ctx.restore();
         drawLabel(r, y, th);
@@ -170,7 +182,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
 
   function drawLabel(r: Row, y: number, th: ReturnType<typeof theme>): void {
     const n = r.node;
-    ctx.fillStyle = n.track || n.counter ? th.panel : th.line;
+    ctx.fillStyle = isLeaf(n) ? th.panel : th.line;
     ctx.fillRect(0, y, LABEL_W, r.h);
     ctx.strokeStyle = th.line;
     ctx.beginPath();
@@ -180,13 +192,13 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const x = 6 + r.indent * 12;
     ctx.fillStyle = n.track?.is_device || n.counter ? th.accent : th.fg;
     let text = n.title;
-    if (!n.track && !n.counter) {
+    if (!isLeaf(n)) {
       text = (n.collapsed ? "▸ " : "▾ ") + n.title;
       ctx.font = "600 11px system-ui, sans-serif";
     }
     ctx.fillText(ellipsize(ctx, text, LABEL_W - x - PIN_W - 4), x, y + Math.min(r.h, ROW_H) / 2 + 1);
     ctx.font = "11px system-ui, sans-serif";
-    if (n.track || n.counter) {
+    if (isLeaf(n)) {
       ctx.fillStyle = r.pinned ? th.accent : th.muted;
       ctx.fillText(r.pinned ? "●" : "○", LABEL_W - PIN_W + 3, y + Math.min(r.h, ROW_H) / 2 + 1);
     }
@@ -292,8 +304,10 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const width = Math.round(view.width * 1.5);
     const started = performance.now();
     updateRoute({ t0: Math.round(view.t0), t1: Math.round(view.t1) });
-    const [win, ...cs] = await Promise.all([
+    const samplesP = samplers.length ? api<SampleWindowResponse>(P("/samples/window"), { t0, t1, width }) : Promise.resolve(null);
+    const [win, sw, ...cs] = await Promise.all([
       api<WindowResponse>(P("/timeline"), { t0, t1, width }),
+      samplesP,
       ...counterNodes.map((n) => {
         const c = n.counter!;
         return c.type === "memory"
@@ -307,7 +321,21 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     if (id !== inflight) return;
     scene.data = win;
     scene.byTrack = indexByTrack(win);
-    scene.series = new Map(counterNodes.map((n, i) => [n.id, cs[i]!]));
+    scene.series = new Map(counterNodes.map((n, i) => [n.id, cs[i] as Series]));
+    scene.samples = new Map();
+    if (sw) {
+      scene.frameNames = sw.frames.map((f) => f.name);
+      scene.sampleSpan = Math.max(sw.bucket_ns, sw.interval_ns, 1);
+      sw.threads.forEach((t, ti) => {
+        const ts: number[] = [], stacks: number[][] = [];
+        for (let j = 0; j < sw.rows.ts.length; j++)
+          if (sw.rows.thread[j] === ti) {
+            ts.push(sw.rows.ts[j]!);
+            stacks.push(sw.stacks[sw.rows.stack[j]!] ?? []);
+          }
+        scene.samples.set(t.key, { ts, stacks });
+      });
+    }
     refreshMatches();
     const dbg = window.__aiprof;
     dbg.lastFetchMs = performance.now() - started;
@@ -459,7 +487,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const r = rowAt(y);
     if (!r) return;
     const n = r.node;
-    if (n.track || n.counter) {
+    if (isLeaf(n)) {
       if (x < LABEL_W - PIN_W) return;
       if (pinned.has(n.id)) pinned.delete(n.id);
       else pinned.add(n.id);
@@ -506,6 +534,15 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
       const t = view.tOf(e.offsetX);
       const i = s ? lastAtOrBefore(s.ts, t) : -1;
       return showTip(e.clientX, e.clientY, [r.node.full, ["at", fmtNs(t)], ["value", i >= 0 && s ? fmtValue(s.v[i] ?? 0, c.unit) : "no sample yet"], ["max", fmtValue(c.max, c.unit)]]);
+    }
+    if (r.node.samples) {
+      const run = scene.samples.get(r.node.samples.key);
+      const t = view.tOf(e.offsetX);
+      const i = run ? lastAtOrBefore(run.ts, t) : -1;
+      const d = Math.floor((e.offsetY - rowY(r)) / ROW_H);
+      if (!run || i < 0 || t - run.ts[i]! > 2 * scene.sampleSpan) return hideTip();
+      const st = run.stacks[i]!;
+      return showTip(e.clientX, e.clientY, [scene.frameNames[st[d] ?? -1] ?? "(no frame this deep)", ["sample at", fmtNs(run.ts[i]!)], ["stack", st.slice(Math.max(0, st.length - 4)).map((f) => scene.frameNames[f]).join(" › ")]]);
     }
     const b = hit(e.offsetX, e.offsetY);
     if (!b) return hideTip();
@@ -670,16 +707,16 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
       return m;
     },
     get rows() {
-      return rows.map((r) => ({ id: r.node.id, title: r.node.title, full: r.node.full, y: rowY(r), h: r.h, pinned: r.pinned, collapsed: r.node.collapsed, group: !r.node.track && !r.node.counter }));
+      return rows.map((r) => ({ id: r.node.id, title: r.node.title, full: r.node.full, y: rowY(r), h: r.h, pinned: r.pinned, collapsed: r.node.collapsed, group: !isLeaf(r.node) }));
     },
     counterTracks: counterNodes.map((n) => ({ label: counterLabel(n.counter!), id: n.id, unit: n.counter!.unit })),
     counterSamples: () => [...scene.series.values()].reduce((s, c) => s + c.ts.length, 0),
+    pythonSamples: () => [...scene.samples.values()].reduce((s, c) => s + c.ts.length, 0),
     clickAt: (x: number, y: number) => pick(x, y),
     selectRange: async (a: number, b: number) => { sel = { t0: a, t1: b }; draw(); await showSummary(); },
     search: runSearch, next: () => goTo(cur + 1), toggle,
     pin: (id: string) => { pinned.add(id); relayout(); draw(); },
     picked: () => scene.picked,
-    maxOf,
   };
   window.__aiprof.timeline = debugHandle;
   resize();
