@@ -13,7 +13,9 @@ Prints, per fleet size:
    ``links``, ``exposed_comm``) and ``aiprof advise`` answered from the index, seconds
    each, and that process's peak RSS.
 
-HTA runs from bench/.venv-hta (see bench/hta_compare.py); a timeout bounds it.
+HTA runs from bench/.venv-hta (see bench/hta_compare.py); a timeout bounds it. Each size
+also prints the machine's load average and the CPU seconds of each tool's process tree:
+wall-clock ratios only mean something when the load stays below the core count.
 
     .venv/bin/python bench/scale.py [--sizes 8,64,256,1024] [--compare 64,256] [--hta-timeout 900]
 """
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,6 +87,12 @@ print(json.dumps(out))
 """
 
 
+def child_cpu() -> float:
+    """CPU seconds (user + sys) of the waited-for child processes (and theirs) so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + e.get("PYTHONPATH", "")
@@ -98,7 +107,8 @@ def last_json(stdout: str) -> dict[str, object]:
     raise RuntimeError("no JSON result in:\n" + stdout[-2000:])
 
 
-def parallel(traces: Path, out: Path, workers: int) -> tuple[float, float]:
+def parallel(traces: Path, out: Path, workers: int) -> tuple[float, float, float]:
+    c0 = child_cpu()
     t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-m", "aiprof", "import", str(traces), "-o", str(out), "--workers", str(workers)],
@@ -109,19 +119,21 @@ def parallel(traces: Path, out: Path, workers: int) -> tuple[float, float]:
     )
     dt = time.perf_counter() - t0
     m = re.search(r"client peak RSS: (\d+) MiB", r.stdout)
-    return dt, float(m.group(1)) if m else float("nan")
+    return dt, float(m.group(1)) if m else float("nan"), child_cpu() - c0
 
 
-def serial(traces: Path, out: Path) -> float:
+def serial(traces: Path, out: Path) -> tuple[float, float]:
+    c0 = child_cpu()
     r = subprocess.run(
         [sys.executable, "-c", _SERIAL, str(traces), str(out)], capture_output=True, text=True, env=env(), check=True
     )
-    return float(last_json(r.stdout)["seconds"])  # type: ignore[arg-type]
+    return float(last_json(r.stdout)["seconds"]), child_cpu() - c0  # type: ignore[arg-type]
 
 
 def hta(traces: Path, timeout: float) -> tuple[float | None, str]:
     from hta_compare import hta_python
 
+    c0 = child_cpu()
     try:
         r = subprocess.run(
             [hta_python(), "-c", _HTA, str(traces)], capture_output=True, text=True, timeout=timeout, check=True
@@ -131,7 +143,8 @@ def hta(traces: Path, timeout: float) -> tuple[float | None, str]:
     except subprocess.CalledProcessError as e:
         return None, "failed: " + (e.stderr or "").strip().splitlines()[-1:][0] if e.stderr else "failed"
     d = last_json(r.stdout)
-    return float(d["seconds"]), f"{d['ranks']} ranks, peak RSS {int(d['rss']) / 2**20:.0f} MiB"  # type: ignore[arg-type]
+    cpu = child_cpu() - c0
+    return float(d["seconds"]), f"{d['ranks']} ranks, peak RSS {int(d['rss']) / 2**20:.0f} MiB, CPU {cpu:.1f} s"  # type: ignore[arg-type]
 
 
 def main() -> int:
@@ -155,17 +168,21 @@ def main() -> int:
             gen = time.perf_counter() - t
             size = sum(f.stat().st_size for f in fleet.files)
             out = work / f"job{n}"
-            par, rss = parallel(work / f"traces{n}", out, args.workers)
+            load = os.getloadavg()[0]
+            par, rss, pcpu = parallel(work / f"traces{n}", out, args.workers)
             per_rank[n] = par / n
             print(
-                f"\n{n} ranks ({size / 2**20:.0f} MiB gz, generated in {gen:.0f} s): "
-                f"Dask LocalCluster {args.workers} workers {par:.1f} s ({1000 * par / n:.0f} ms/rank), "
-                f"client peak RSS {rss:.0f} MiB"
+                f"\n{n} ranks ({size / 2**20:.0f} MiB gz, generated in {gen:.0f} s; load average {load:.1f}): "
+                f"Dask LocalCluster {args.workers} workers {par:.1f} s ({1000 * par / n:.0f} ms/rank, "
+                f"CPU {pcpu:.1f} s), client peak RSS {rss:.0f} MiB"
             )
             if n in compare:
-                ser = serial(work / f"traces{n}", work / f"serial{n}")
+                ser, scpu = serial(work / f"traces{n}", work / f"serial{n}")
                 shutil.rmtree(work / f"serial{n}", ignore_errors=True)
-                print(f"  aiprof serial (one process): {ser:.1f} s -> Dask is {ser / par:.2f}x faster")
+                print(
+                    f"  aiprof serial (one process): {ser:.1f} s (CPU {scpu:.1f} s) -> Dask is {ser / par:.2f}x faster"
+                    f" (CPU seconds: Dask {pcpu / scpu:.2f}x the serial's)"
+                )
                 if not args.no_hta:
                     h, note = hta(work / f"traces{n}", args.hta_timeout)
                     if h is None:

@@ -174,3 +174,31 @@ def test_collective_bytes_survive_a_rank_that_starts_earlier(tmp_path: Path, sha
         rows = run(p, "communication").rows
     by_rank = {r: sum(x["bytes"] or 0 for x in rows if x["rank"] == r) for r in (0, 1)}
     assert by_rank[0] == by_rank[1] == 307_323_096
+
+
+def test_ranks_from_distributed_info_file_name_or_order(tmp_path: Path) -> None:
+    from aiprof.cluster.job import expand, plan
+
+    def trace(path: Path, dist: dict[str, Any] | None) -> Path:
+        doc: dict[str, Any] = {"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1}]}
+        if dist is not None:
+            doc = {"distributedInfo": dist, **doc}
+        path.write_text(json.dumps(doc))
+        return path
+
+    d = tmp_path / "a"
+    d.mkdir()
+    trace(d / "worker_rank-7.json", None)
+    trace(d / "worker_rank-3.json", None)
+    trace(d / "notes.txt", None)  # not a trace file: left out of the folder
+    job = plan(expand([d]))
+    assert [(f.rank, f.how, f.path.name) for f in job.files] == [
+        (3, "file name", "worker_rank-3.json"),
+        (7, "file name", "worker_rank-7.json"),
+    ]
+    e = tmp_path / "b"
+    e.mkdir()
+    files = [trace(e / "x.json", None), trace(e / "y.json", {"rank": 5, "world_size": 8}), trace(e / "z.json", None)]
+    job = plan(files)
+    assert [(f.rank, f.how) for f in job.files] == [(0, "order"), (2, "order"), (5, "distributedInfo")]
+    assert job.mixed == []

@@ -31,7 +31,8 @@ def _group_size(ranks: object) -> int:
     thresholds={"z": STRAGGLER_Z, "persistent_share": PERSISTENT_SHARE},
 )
 def persistent_straggler(ctx: Context) -> Outcome:
-    rows = ctx.rows("stragglers") or []
+    # The ranks view runs for the other cluster rules anyway: a one-rank profile stops here.
+    rows = ctx.rows("stragglers") or [] if len(ctx.rows("ranks") or []) >= MIN_RANKS else []
     if len(rows) < MIN_RANKS:
         return NotEnoughData(f"fewer than {MIN_RANKS} ranks with step markers")
     slow = sorted((r for r in rows if r["persistent"]), key=lambda r: -float(r["compute_z"] or 0.0))
@@ -71,7 +72,8 @@ def persistent_straggler(ctx: Context) -> Outcome:
     thresholds={"fraction": SLOW_LINK_FRACTION},
 )
 def slow_group_link(ctx: Context) -> Outcome:
-    rows = [r for r in ctx.rows("links") or [] if r["busbw_gbps"] is not None]
+    several = len(ctx.rows("ranks") or []) >= 2
+    rows = [r for r in (ctx.rows("links") or [] if several else []) if r["busbw_gbps"] is not None]
     if not rows:
         return NotEnoughData("no sized collective matched across ranks")
     slow = [r for r in rows if r["slow"]]

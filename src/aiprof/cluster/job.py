@@ -10,6 +10,7 @@ and the NCCL version.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import zlib
@@ -90,6 +91,18 @@ def distributed_info(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def job_facts(dist: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What of a distributedInfo is kept per rank: its rank, the job keys, and the process
+    groups as a digest (a 1,024-rank job's pg_config is large; the client keeps 1,024)."""
+    if dist is None:
+        return None
+    out = {k: dist[k] for k in ("rank", *JOB_KEYS) if k in dist}
+    if "pg_config" in dist:
+        text = json.dumps(_groups(dist["pg_config"]), sort_keys=True)
+        out["pg_config"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
 def rank_from_name(path: Path) -> int | None:
     name = path.name
     m = _RANK_RE.search(name)
@@ -105,7 +118,7 @@ def plan(paths: list[Path]) -> Job:
     named = [rank_from_name(p) for p in paths]
     use_names = all(n is not None for n in named) and len(set(named)) == len(named)
     for i, p in enumerate(paths):
-        dist = distributed_info(p)
+        dist = job_facts(distributed_info(p))
         if dist is not None and isinstance(dist.get("rank"), int):
             files.append(RankFile(p, int(dist["rank"]), "distributedInfo", dist))
         elif use_names and named[i] is not None:
@@ -129,7 +142,7 @@ def disagreements(files: list[RankFile]) -> list[str]:
             if f.dist is None or key not in f.dist:
                 continue
             v = f.dist[key]
-            text = json.dumps(_groups(v) if key == "pg_config" else v, sort_keys=True)
+            text = json.dumps(v, sort_keys=True)
             values.setdefault(text, []).append(f.rank)
         if len(values) > 1:
             parts = [f"{_short(v)} on rank(s) {_ranks(r)}" for v, r in values.items()]

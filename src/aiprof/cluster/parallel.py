@@ -43,9 +43,15 @@ class Report:
 
 def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None) -> dict[str, Any]:
     """One task: import ``rf`` into OUT/rank<N>.aiprof and summarise it (runs on a worker)."""
+    import pyarrow
+
     from ..importers import import_paths
     from ..store import open_profile
+    from .job import job_facts
     from .summary import summarize
+
+    # One task per worker thread: its libraries' own thread pools would only compete.
+    pyarrow.set_cpu_count(1)
 
     target = Path(out) / RANK_DIR.format(rank=rf.rank)
     path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank)
@@ -56,12 +62,13 @@ def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None)
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
     with open_profile(path) as prof:
+        prof.con.execute("SET threads TO 1")
         tables = summarize(prof)
     return {
         "rank": rf.rank,
         "tables": tables,
         "warnings": list(ctx.warnings),
-        "distributed": meta.get("distributed"),
+        "distributed": job_facts(meta.get("distributed")),
     }
 
 
