@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from ..errors import ImportFormatError
+from . import jsondoc
 from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, metric_rows, number, read_csv, split_unit
 from .ascend_trace import _detect as _detect_trace
 from .ascend_trace import load_ascend_trace, npu_task_kind
@@ -308,10 +309,7 @@ def load_memory_record(path: Path, ctx: ImportContext) -> None:
 
 def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
     """communication.json / communication_matrix.json -> kernel_metrics (see module doc)."""
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = jsondoc.load(path)
     if not isinstance(doc, dict):
         raise ImportFormatError(f"{path}: expected a JSON object of steps")
     out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []

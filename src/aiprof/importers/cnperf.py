@@ -127,7 +127,7 @@ class CnperfConverter(FlowBoundConverter):
         raws = [bytes(e.args) if e.args else b"{}" for e in evs]
         try:
             cn = _CN_LIST.decode(b"[" + b",".join(raws) + b"]")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             cn = [CnperfArgs()] * len(evs)
         dt: list[str] = []
         dev: list[int] = []

@@ -20,9 +20,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from ..errors import ImportFormatError
+from . import jsondoc
 from .base import Detection, ImportContext, Importer, no, yes
 
 NAME = "mindspore-step-trace"
@@ -144,7 +143,7 @@ def load_file(path: Path, ctx: ImportContext) -> int:
                 a[f"stream_{stream}_parallel_{i // 2}_end_point"] = pts[i + 1]
             if len(pts) % 2:
                 a[f"stream_{stream}_unpaired_point"] = pts[-1]
-        args.append(orjson.dumps(a).decode())
+        args.append(jsondoc.text(a))
     ctx.writer.append(
         "events",
         {
