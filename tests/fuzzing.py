@@ -307,13 +307,18 @@ def mutate(rng: random.Random, seed: Seed) -> tuple[str, bytes]:
     return name, gzip.compress(out, 1) if gz else out
 
 
+def input_at(seeds: list[Seed], i: int, rng_seed: int = 0) -> tuple[Seed, str, bytes]:
+    """Mangled copy number ``i``: seeds round robin, each copy from its own random stream,
+    so any one is made again from (``rng_seed``, ``i``) alone."""
+    seed = seeds[i % len(seeds)]
+    name, data = mutate(random.Random(rng_seed * 1_000_003 + i), seed)
+    return seed, name, data
+
+
 def inputs(seeds: list[Seed], n: int, rng_seed: int = 0) -> Iterator[tuple[Seed, str, bytes]]:
-    """``n`` mangled copies, round robin over the seeds, reproducible from ``rng_seed``."""
-    rng = random.Random(rng_seed)
+    """``n`` mangled copies (see :func:`input_at`)."""
     for i in range(n):
-        seed = seeds[i % len(seeds)]
-        name, data = mutate(rng, seed)
-        yield seed, name, data
+        yield input_at(seeds, i, rng_seed)
 
 
 # -- running ----------------------------------------------------------------------------
