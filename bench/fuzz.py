@@ -66,7 +66,6 @@ def main() -> int:
     t0 = time.monotonic()
     procs: dict[int, Any] = {}
     running: dict[int, tuple[int, float]] = {}
-    next_start: dict[int, int] = {}
 
     def launch(wid: int, start: int) -> None:
         p = ctx.Process(target=worker, args=(wid, args.jobs, args.inputs, args.seed, args.limit, q, start))
