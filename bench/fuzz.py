@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=19)
     ap.add_argument("--limit", type=float, default=30.0, help="seconds before an input counts as a hang")
+    ap.add_argument("--max-s", type=float, help="stop after this many seconds and print what ran")
     ap.add_argument("--only", type=int, help="run input number I alone, in this process, and print its outcome")
     args = ap.parse_args()
     if not DATA.is_dir():
@@ -109,6 +110,10 @@ def main() -> int:
                     launch(wid, i + args.jobs)
                 else:
                     alive.discard(wid)
+        if args.max_s is not None and now - t0 > args.max_s:
+            for p in procs.values():
+                p.kill()
+            break
         if now - last_print > 30:
             last_print = now
             print(f"  ... {sum(counts.values()):,} inputs, {now - t0:.0f} s", file=sys.stderr, flush=True)
@@ -116,7 +121,8 @@ def main() -> int:
         p.join()
     took = time.monotonic() - t0
     total = sum(counts.values())
-    print(f"inputs {total:,} in {took:.0f} s ({args.jobs} workers, seed {args.seed})")
+    stopped = f", stopped at --max-s of {args.inputs:,}" if total < args.inputs else ""
+    print(f"inputs {total:,} in {took:.0f} s ({args.jobs} workers, seed {args.seed}{stopped})")
     print(f"  imported      {counts['imported']:,}")
     print(f"  clean errors  {counts['clean']:,}")
     print(f"  crashes       {counts['crash']:,}")
