@@ -28,7 +28,15 @@ def default_output(first: Path) -> Path:
 @click.option("-f", "--format", "forced", help="Skip detection and use this importer.")
 @click.option("--rank", type=int, help="Rank of these files when they do not say.")
 def command(files: tuple[Path, ...], output: Path | None, forced: str | None, rank: int | None) -> None:
-    """Import foreign profiler output (Kineto JSON, ...) into a profile."""
+    """Import foreign profiler output (Kineto JSON, ...) into a profile; a raw folder
+    that a killed aiprof record left becomes its profile (as aiprof recover does)."""
+    from .recover import is_raw, recover
+
+    if all(is_raw(p) for p in files):
+        for p in files:
+            for line in recover(p):
+                click.echo(f"aiprof: {line}", err=True)
+        return
     out = profile_path(output) if output else default_output(files[0])
     paths = list(files)
     for p in paths:
