@@ -199,3 +199,14 @@ def test_a_full_disk_is_said_and_leaves_no_temporary_files(tmp_path: Path, small
     assert m["partial"] is True
     # The steps of the checkpoints written before the disk filled up (one a second).
     assert counts(out / "rank0.aiprof")["steps"] >= 10
+
+
+@pytest.mark.parametrize("table", [bytes([0xE8]), bytes([0xF0]), bytes([0xE8, 0x40])])
+def test_a_line_table_cut_inside_an_entry_reads_without_error(table: bytes) -> None:
+    """Item 14: the outside sampler read a code object's line table as it was freed; an
+    entry whose varint the table cut off raised IndexError and stopped the sampler."""
+    from aiprof.record.pystate import CodeInfo, line_of
+
+    info = CodeInfo("f", "f.py", 10, table)
+    assert line_of(info, 0) == 10  # the entry's line delta is unknown: the first line
+    assert line_of(info, 5) == 0  # past the table: no line, as for any instruction it does not cover
