@@ -44,8 +44,29 @@ def recover(folder: Path) -> list[str]:
         for raw in raws:
             if ranked and raw.name.endswith(MAIN_RAW_SUFFIX):
                 continue  # a launcher's own recording: its ranks hold the job
+            _refuse_live(raw)
             lines += finalize(raw, partial_reason=REASON).lines()
     return lines
+
+
+def _refuse_live(raw: Path) -> None:
+    """A recording whose process still runs on this host is not ours to finish."""
+    import os
+
+    from ..record.controller import _hostname
+    from ..record.finalizer import read_manifest
+
+    m = read_manifest(raw)
+    pid = m.get("pid")
+    if not isinstance(pid, int) or m.get("host") != _hostname() or not m.get("partial"):
+        return
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        pass
+    raise AiprofError(f"{raw}: its recording process (pid {pid}) is still running; recover it once that ends")
 
 
 @click.command("recover")
