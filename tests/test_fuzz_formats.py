@@ -70,3 +70,35 @@ def test_property_any_mutation_of_any_seed(which: int, rng_seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="aiprof-fuzz-") as d:
         o = fuzzing.run_one(seed, data, Path(d), LIMIT_S)
     assert o.kind in ("imported", "clean"), f"{seed.name} / {mutation}: {o.kind}: {o.cause}\n{o.detail[-1500:]}"
+
+
+#: Inputs of ``bench/fuzz.py --seed 19`` that crashed before their cause was fixed (the
+#: run of 45,589 inputs, issue 19), remade from their number: a corpus that stays fixed.
+FOUND_SEED = 19
+FOUND = {
+    18384: "ascend-cluster: an infinite elapse time (OverflowError in ms_to_ns)",
+    20428: "ascend-pt: a stream id of 1e999 (OverflowError)",
+    20017: "ascend-cluster: a step number of inf (OverflowError)",
+    27841: "ascend-cluster: an index of inf (OverflowError)",
+    1798: "ascend-msprof: a rank_id past int32 (OverflowError in numpy)",
+    2877: "nsys: a malformed database page (sqlite3.DatabaseError)",
+    50972: "nsys: a malformed database page, in the process table (sqlite3.DatabaseError)",
+    9884: "nsys: bytes where a time belongs (ValueError)",
+    25101: "nsys: a name that is not UTF-8 (UnicodeDecodeError)",
+    39452: "nsys: a schema that is not UTF-8 (UnicodeDecodeError)",
+    5843: "mindspore-text detector: only characters blank as text (IndexError)",
+    8909: "ascend-trace: a time string past int64 ns (OverflowError)",
+    9583: "cnperf: a device id that is not a number (ValueError)",
+    35887: "cnperf: programInformation that is not an object (AttributeError)",
+    23418: "kineto: a deviceProperties id that is an object (TypeError)",
+    32364: "mindspore-aicpu text: a serial number past 64 bits (orjson TypeError)",
+}
+
+
+@needs_data
+@pytest.mark.parametrize("index", sorted(FOUND), ids=[FOUND[i].split(":")[0] + f"-{i}" for i in sorted(FOUND)])
+def test_inputs_the_long_run_found(index: int) -> None:
+    seed, _mutation, data = fuzzing.input_at(SEEDS, index, FOUND_SEED)
+    with tempfile.TemporaryDirectory(prefix="aiprof-fuzz-") as d:
+        o = fuzzing.run_one(seed, data, Path(d), LIMIT_S)
+    assert o.kind in ("imported", "clean"), f"{FOUND[index]}: {o.cause}\n{o.detail[-1500:]}"

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import ImportFormatError
 from . import jsondoc
-from .ascend_csv import col, csv_header, metric_rows, number, read_csv, split_unit
+from .ascend_csv import col, csv_header, integer, metric_rows, read_csv, split_unit
 from .base import Detection, ImportContext, Importer, no, yes
 from .timeconv import ms_to_ns, us_to_ns
 
@@ -72,10 +72,10 @@ def load_step_trace(path: Path, ctx: ImportContext) -> None:
     for ri, m, u, v, _t in metric_rows(header, rows, skip, text_columns=False):
         r = rows[ri]
         kind = r[i_type].lower()
-        step = number(r[i_step]) if i_step is not None else None
-        idx = number(r[i_index])
-        cols["rank"].append(int(idx) if kind == "rank" and idx is not None else None)
-        cols["launch_id"].append(int(step) if step is not None else None)
+        step = integer(r[i_step]) if i_step is not None else None
+        idx = integer(r[i_index])
+        cols["rank"].append(idx if kind == "rank" else None)
+        cols["launch_id"].append(step)
         cols["kernel"].append("step")
         cols["section"].append("cluster_step_trace_time" if kind == "rank" else f"cluster_step_trace_time/{kind}")
         cols["metric"].append(m)

@@ -88,6 +88,11 @@ def device_record(info: dict[str, Any], rank: int) -> list[dict[str, Any]]:
     return out
 
 
+def _rank_id(v: object) -> bool:
+    """A rank number info.json.N may hold (not a bool, not past int32)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31
+
+
 def _whole(v: object) -> int:
     """An integer written as a number or as digits (start_info has both)."""
     if isinstance(v, bool) or not isinstance(v, (int, str)):
@@ -112,7 +117,7 @@ def _load_device(dev: Path, ctx: ImportContext) -> None:
     meta = ctx.writer.meta
     infos = sorted(p for p in dev.iterdir() if _INFO_RE.match(p.name))
     info = _read_json(infos[0]) if infos else {}
-    rank = ctx.rank if ctx.rank is not None else info.get("rank_id") if isinstance(info.get("rank_id"), int) else None
+    rank = ctx.rank if ctx.rank is not None else info.get("rank_id") if _rank_id(info.get("rank_id")) else None
     rank_ = rank if rank is not None else 0
     devices = device_record(info, rank_)
     meta["devices"].extend(devices)

@@ -31,7 +31,7 @@ import orjson
 
 from ..errors import ImportFormatError
 from . import jsondoc
-from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, metric_rows, number, read_csv, split_unit
+from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, integer, metric_rows, number, read_csv, split_unit
 from .ascend_trace import _detect as _detect_trace
 from .ascend_trace import load_ascend_trace, npu_task_kind
 from .base import Detection, ImportContext, Importer, no, write_metrics, yes
@@ -168,7 +168,7 @@ def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list
             "device_type": ["npu"] * n,
             "device": [0] * n,
             "pid": [0] * n,
-            "tid": [int(number(r[i_stream]) or 0) if i_stream is not None else 0 for r in sel],
+            "tid": [(integer(r[i_stream]) or 0) if i_stream is not None else 0 for r in sel],
             "kind": [npu_task_kind(r[i_name], r[i_core] if i_core is not None else None) for r in sel],
             "cat": [r[i_type] if i_type is not None else None for r in sel],
             "name": [r[i_name] for r in sel],

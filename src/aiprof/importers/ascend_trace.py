@@ -98,7 +98,7 @@ def times_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         out = [int(v.replace(".", "")) if type(v) is str and len(v) > 4 and v[-4] == "." else None for v in values]
     except ValueError:
         return us_to_ns(values)
-    if None in out:
+    if None in out or any(not -(2**63) <= v < 2**63 for v in out if v is not None):
         return us_to_ns(values)
     return np.array(out, dtype=np.int64), np.ones(len(out), dtype=bool)
 

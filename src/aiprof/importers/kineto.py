@@ -196,7 +196,9 @@ class ChromeTraceConverter:
                 self._vendor_known = True
             known = {(d.get("rank"), d.get("index")) for d in meta["devices"]}
             for p in props:
-                if not isinstance(p, dict) or (self.rank, p.get("id")) in known:
+                if not isinstance(p, dict) or not isinstance(p.get("id"), (int, str, type(None))):
+                    continue
+                if (self.rank, p.get("id")) in known:
                     continue
                 meta["devices"].append(device_record(p, self.rank, self.vendor))
         if header.get(AIPROF_BASE_KEY) is True and isinstance(header.get("baseTimeNanoseconds"), int):

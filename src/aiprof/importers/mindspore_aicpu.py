@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-import orjson
-
 from ..errors import ImportFormatError
+from . import jsondoc
 from .base import Detection, ImportContext, Importer, no, yes
 
 NAME = "mindspore-aicpu"
@@ -232,14 +231,14 @@ def write_events(ops: list[AicpuOp], ctx: ImportContext) -> None:
             "ts": [s - origin for s in starts],
             "dur": [(int(o.run_end) - int(o.run_start)) * 1000 for o in ops],
             "args": [
-                orjson.dumps(
+                jsondoc.text(
                     {
                         "node": o.node,
                         "total_time_ms": o.total_ms,
                         "dispatch_time_ms": o.dispatch_ms,
                         "serial_number": o.serial,
                     }
-                ).decode()
+                )
                 for o in ops
             ],
         },

@@ -104,6 +104,8 @@ def file_kind(path: Path) -> str | None:
     if b"\x00" in head:
         return "training_trace" if mindspore_step_trace.IMPORTER.detect(path) else None
     lines = _lines(head)
+    if not lines:
+        return None  # only characters that are blank as text (form feeds, separators)
     first = lines[0]
     if (_HWTS_TITLE.match(first) and len(lines) > 1 and lines[1].split() == _HWTS_HEADER) or first.split() == (
         _HWTS_HEADER

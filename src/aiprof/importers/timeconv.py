@@ -130,5 +130,5 @@ def ms_to_ns(v: Any) -> int:
     """A duration in ms (a number) as integer ns; 0 for what is not a finite number."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         return 0
-    ns = round(v * 1_000_000)
-    return ns if -(2**63) <= ns < 2**63 else 0
+    ns = v * 1_000_000
+    return round(ns) if math.isfinite(ns) and abs(ns) < 2**63 else 0
