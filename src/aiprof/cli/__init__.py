@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "monitor": "aiprof.cli.monitor:command",
     "import": "aiprof.cli.import_cmd:command",
     "record": "aiprof.cli.record:command",
+    "recover": "aiprof.cli.recover:command",
     "report": "aiprof.cli.report:command",
     "sql": "aiprof.cli.sql:command",
     "diff": "aiprof.cli.diff:command",
@@ -71,6 +72,11 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:
+        # The machine's answer (a full disk, a permission), not aiprof's bug: one line.
+        where = f": {e.filename}" if e.filename else ""
+        click.echo(f"aiprof: error: {e.strerror or e}{where}", err=True)
+        sys.exit(2)
     except Exception as e:
         if os.environ.get("AIPROF_DEBUG"):
             raise

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import AiprofError
 from ..importers import import_paths
 from ..store import Profile, find_profiles, open_profile
 
@@ -33,6 +34,7 @@ def open_input(*paths: str) -> Iterator[Profile]:
             if find_profiles(path):
                 folders.append(p)
                 continue
+            _refuse_raw(path)
             out, ctx = import_paths([path], Path(tmp) / f"input{i}.aiprof")
             for w in ctx.warnings:
                 click.echo(f"aiprof: warning: {w}", err=True)
@@ -42,3 +44,14 @@ def open_input(*paths: str) -> Iterator[Profile]:
             yield prof
         finally:
             prof.close()
+
+
+def _refuse_raw(path: Path) -> None:
+    """A folder of raw recordings only (aiprof record was killed): say how to get profiles."""
+    from ..record.finalizer import find_raw
+    from .recover import is_raw
+
+    if is_raw(path) or any(is_raw(r) for r in find_raw(path)):
+        raise AiprofError(
+            f"{path}: raw recordings, not profiles yet (aiprof record did not finish): run aiprof recover {path}"
+        )

@@ -47,8 +47,17 @@ def command(
 
     Several Kineto rank files of one job (or a folder of them) are imported in
     parallel on Dask into OUT/rank<N>.aiprof, with the cluster index in OUT/cluster.
+    A raw folder that a killed aiprof record left becomes its profile (as aiprof
+    recover does).
     """
     from ..cluster.cli import as_job
+    from .recover import is_raw, recover
+
+    if all(is_raw(p) for p in files):
+        for p in files:
+            for line in recover(p):
+                click.echo(f"aiprof: {line}", err=True)
+        return
 
     paths, is_job = as_job(list(files), forced, rank)
     if is_job:

@@ -89,8 +89,10 @@ def command(
     for p in result.problems:
         click.echo(f"aiprof: warning: {p}", err=True)
     if not result.summaries:
-        click.echo("aiprof: no profile was written (the job was killed before it could stop recording?)", err=True)
+        why = "see the warnings above" if result.problems else "the job started no recorded Python process"
+        click.echo(f"aiprof: no profile was written ({why})", err=True)
     else:
         click.echo(f"aiprof: job {result.job_s:.3f} s, profile written in {result.finalize_s:.3f} s", err=True)
         click.echo(f"aiprof: see more: aiprof report {out}", err=True)
-    sys.exit(result.returncode)
+    # The job's status, unless the job succeeded and its profile could not be written.
+    sys.exit(2 if result.failed and result.returncode == 0 else result.returncode)

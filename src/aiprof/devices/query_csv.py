@@ -87,9 +87,18 @@ class QueryLog:
     """cuda for nvidia-smi, hpu for hl-smi (``.aip`` fields or HL- names)."""
 
 
+def _fields(line: str) -> list[str]:
+    """The CSV fields of one line; a line the csv module refuses (a field over its
+    128 KiB limit, a NUL byte) is one field, which no header or row matches."""
+    try:
+        return next(csv.reader([line], skipinitialspace=True), [])
+    except csv.Error:
+        return [line]
+
+
 def header_fields(line: str) -> tuple[list[str], list[str | None]] | None:
     """(field names, units) of a query-CSV header line, or None when it is not one."""
-    parts = next(csv.reader([line], skipinitialspace=True), [])
+    parts = _fields(line)
     names: list[str] = []
     units: list[str | None] = []
     for p in parts:
@@ -142,7 +151,7 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> QueryLog:
         if hdr is not None:
             names, units = hdr
             continue
-        row = next(csv.reader([line], skipinitialspace=True), [])
+        row = _fields(line)
         if names is None:
             guessed = noheader_fields(row)
             if guessed is None:

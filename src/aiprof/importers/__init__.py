@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ImportFormatError
+from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
 from ..store.writer import ProfileWriter
 from .base import Detection, ImportContext, Importer
 
@@ -106,10 +106,25 @@ def _import(
     *,
     columnar: bool,
 ) -> tuple[Path, ImportContext]:
+    from .kineto_columnar import ColumnarUnavailable
+
     with ProfileWriter(out) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar)
         for p, imp in chosen:
-            imp.load(p, ctx)
+            try:
+                imp.load(p, ctx)
+            except (AiprofError, ColumnarUnavailable, MemoryError):
+                raise
+            except Exception as e:
+                # The importer met input it did not foresee: one line for the user (exit 2),
+                # a bug for us (the fuzz harness counts these).
+                first = str(e).splitlines()[0][:300] if str(e) else ""
+                raise UnexpectedInputError(
+                    f"{p}: cannot read this {imp.name} input (damaged or unexpected: {type(e).__name__}: {first})"
+                ) from e
+        for column, n in sorted(writer.unfit.items()):
+            where = "kept in args" if column.startswith("events.") else "left empty"
+            ctx.warn(f"{n} values of {column} did not fit the column (too large, or of another type): {where}")
         writer.meta["import_summary"] = {"events_by_kind": dict(ctx.kinds), "tables": dict(ctx.tables)}
     return writer.path, ctx
 

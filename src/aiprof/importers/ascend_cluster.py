@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from ..errors import ImportFormatError
-from .ascend_csv import col, csv_header, metric_rows, number, read_csv, split_unit
+from . import jsondoc
+from .ascend_csv import col, csv_header, integer, metric_rows, read_csv, split_unit
 from .base import Detection, ImportContext, Importer, no, yes
-from .timeconv import us_to_ns
+from .timeconv import ms_to_ns, us_to_ns
 
 NAME = "ascend-cluster"
 _GROUP_RE = re.compile(rb'^\s*\{\s*"\(\s*\d')
@@ -72,10 +72,10 @@ def load_step_trace(path: Path, ctx: ImportContext) -> None:
     for ri, m, u, v, _t in metric_rows(header, rows, skip, text_columns=False):
         r = rows[ri]
         kind = r[i_type].lower()
-        step = number(r[i_step]) if i_step is not None else None
-        idx = number(r[i_index])
-        cols["rank"].append(int(idx) if kind == "rank" and idx is not None else None)
-        cols["launch_id"].append(int(step) if step is not None else None)
+        step = integer(r[i_step]) if i_step is not None else None
+        idx = integer(r[i_index])
+        cols["rank"].append(idx if kind == "rank" else None)
+        cols["launch_id"].append(step)
         cols["kernel"].append("step")
         cols["section"].append("cluster_step_trace_time" if kind == "rank" else f"cluster_step_trace_time/{kind}")
         cols["metric"].append(m)
@@ -92,10 +92,7 @@ def load_step_trace(path: Path, ctx: ImportContext) -> None:
 
 
 def load_communication(path: Path, ctx: ImportContext) -> None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = jsondoc.load(path)
     if not isinstance(doc, dict):
         raise ImportFormatError(f"{path}: expected a JSON object of rank groups")
     recs: list[tuple[int, str, Any, float | None, str]] = []  # rank, op, start µs, elapse ms, args
@@ -108,7 +105,7 @@ def load_communication(path: Path, ctx: ImportContext) -> None:
                     if not isinstance(t, dict) or not str(rank).isdigit():
                         skipped += 1
                         continue
-                    args = orjson.dumps({"group": group, "step": step, **info}).decode()
+                    args = jsondoc.text({"group": group, "step": step, **info})
                     recs.append((int(rank), op, t.get("Start Timestamp(us)"), t.get("Elapse Time(ms)"), args))
     if skipped:
         ctx.warn(f"{path.name}: {skipped} entries without per-rank time info not imported")
@@ -118,7 +115,7 @@ def load_communication(path: Path, ctx: ImportContext) -> None:
     if not ok.all():
         ctx.warn(f"{path.name}: {int((~ok).sum())} ops without a start timestamp kept at ts = origin")
     origin = ctx.origin(int(ts[ok].min()) if ok.any() else 0)
-    dur = [round(r[3] * 1_000_000) if isinstance(r[3], (int, float)) else 0 for r in recs]
+    dur = [ms_to_ns(r[3]) for r in recs]
     n = len(recs)
     ctx.writer.append(
         "events",

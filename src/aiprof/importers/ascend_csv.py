@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,15 @@ def number(text: str | None) -> float | None:
         return float(t)
     except ValueError:
         return None
+
+
+def integer(text: str | None) -> int | None:
+    """An integer from a CSV cell (``"3"``, ``"3.0"``), or None for what :func:`number`
+    does not read and for values no int64 holds (``inf``, ``1e999``)."""
+    v = number(text)
+    if v is None or not math.isfinite(v) or abs(v) >= 2**63:
+        return None
+    return int(v)
 
 
 def read_csv(path: Path) -> tuple[list[str], list[list[str]], int]:

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from ..errors import ImportFormatError
+from . import jsondoc
 from .ascend_trace import load_ascend_trace, looks_like_ascend_trace
 from .base import Detection, ImportContext, Importer, no, yes
 from .kineto import Ev
@@ -110,9 +111,9 @@ def _detect(path: Path) -> Detection:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        obj = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise ImportFormatError(f"{path}: not readable JSON ({e})") from None
+        obj = jsondoc.load(path)
+    except OSError as e:
+        raise ImportFormatError(f"{path}: not readable ({e.strerror})") from None
     if not isinstance(obj, dict):
         raise ImportFormatError(f"{path}: expected a JSON object")
     return obj
@@ -121,7 +122,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def device_record(info: dict[str, Any], rank: int) -> list[dict[str, Any]]:
     """profile.json device entries from info.json.N."""
     out = []
-    for d in info.get("DeviceInfo") or []:
+    for d in jsondoc.as_list(info.get("DeviceInfo")):
         if not isinstance(d, dict):
             continue
         rec: dict[str, Any] = {
@@ -148,14 +149,26 @@ def device_record(info: dict[str, Any], rank: int) -> list[dict[str, Any]]:
     return out
 
 
+def _rank_id(v: object) -> bool:
+    """A rank number info.json.N may hold (not a bool, not past int32)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31
+
+
+def _whole(v: object) -> int:
+    """An integer written as a number or as digits (start_info has both)."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError(f"not an integer: {type(v).__name__}")
+    return int(v)
+
+
 def clock_offset_ns(dev: Path) -> int | None:
     """Unix ns minus CLOCK_MONOTONIC_RAW ns, from start_info.N (None when absent)."""
     for p in sorted(dev.glob("start_info.*")):
         try:
             st = _read_json(p)
-            begin_us = int(str(st["collectionTimeBegin"]))
-            mono_ns = int(str(st["clockMonotonicRaw"]))
-        except (KeyError, ValueError, ImportFormatError):
+            begin_us = _whole(st["collectionTimeBegin"])
+            mono_ns = _whole(st["clockMonotonicRaw"])
+        except (KeyError, ValueError, TypeError, ImportFormatError):
             continue
         return begin_us * 1000 - mono_ns
     return None
@@ -171,7 +184,7 @@ def device_ranks(devs: list[Path]) -> list[int | None]:
     one, else (several folders) its device id; None for one folder without rank_id."""
     infos = [_info(d) for d in devs]
     ids = [i.get("rank_id") for i in infos]
-    if all(isinstance(r, int) and r >= 0 for r in ids) and len(set(ids)) == len(ids):
+    if all(_rank_id(r) for r in ids) and len(set(ids)) == len(ids):
         return [int(r) for r in ids if isinstance(r, int)]
     if len(devs) == 1:
         return [None]

@@ -30,7 +30,8 @@ import numpy as np
 import orjson
 
 from ..errors import ImportFormatError
-from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, metric_rows, number, read_csv, split_unit
+from . import jsondoc
+from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, integer, metric_rows, number, read_csv, split_unit
 from .ascend_trace import _detect as _detect_trace
 from .ascend_trace import load_ascend_trace, npu_task_kind
 from .base import Detection, ImportContext, Importer, no, write_metrics, yes
@@ -167,7 +168,7 @@ def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list
             "device_type": ["npu"] * n,
             "device": [0] * n,
             "pid": [0] * n,
-            "tid": [int(number(r[i_stream]) or 0) if i_stream is not None else 0 for r in sel],
+            "tid": [(integer(r[i_stream]) or 0) if i_stream is not None else 0 for r in sel],
             "kind": [npu_task_kind(r[i_name], r[i_core] if i_core is not None else None) for r in sel],
             "cat": [r[i_type] if i_type is not None else None for r in sel],
             "name": [r[i_name] for r in sel],
@@ -308,10 +309,7 @@ def load_memory_record(path: Path, ctx: ImportContext) -> None:
 
 def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
     """communication.json / communication_matrix.json -> kernel_metrics (see module doc)."""
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = jsondoc.load(path)
     if not isinstance(doc, dict):
         raise ImportFormatError(f"{path}: expected a JSON object of steps")
     out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []

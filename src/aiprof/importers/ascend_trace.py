@@ -35,6 +35,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from . import jsondoc
 from .base import Detection, ImportContext, Importer, no, yes
 from .jsonstream import TraceStream
 from .kineto import DEVICE_SIDE, Args, ChromeTraceConverter, Ev, decode_events, load_chrome_trace, try_decode
@@ -65,12 +66,12 @@ _ASC_ONE = msgspec.json.Decoder(AscArgs)
 def _decode_asc(raws: list[msgspec.Raw]) -> list[AscArgs]:
     try:
         return _ASC_LIST.decode(b"[" + b",".join([bytes(r) if r else b"{}" for r in raws]) + b"]")
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         out: list[AscArgs] = []
         for r in raws:
             try:
                 out.append(_ASC_ONE.decode(bytes(r)) if r else AscArgs())
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 out.append(AscArgs())
         return out
 
@@ -97,7 +98,7 @@ def times_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         out = [int(v.replace(".", "")) if type(v) is str and len(v) > 4 and v[-4] == "." else None for v in values]
     except ValueError:
         return us_to_ns(values)
-    if None in out:
+    if None in out or any(not -(2**63) <= v < 2**63 for v in out if v is not None):
         return us_to_ns(values)
     return np.array(out, dtype=np.int64), np.ones(len(out), dtype=bool)
 
@@ -118,19 +119,25 @@ class TraceScan:
     """Flow ends that no span on their thread encloses."""
 
 
-def _flow_value(fid: int | str | None, synth: dict[str, int]) -> int | None:
+def _flow_value(fid: object, synth: dict[str, int]) -> int | None:
+    """The flow id as an integer: itself, its digits ("0x1f", "42"), else a number made
+    up once per distinct id (a name, a float, a list: any id that ties two ends)."""
     if fid is None or isinstance(fid, bool):
         return None
-    if isinstance(fid, int):
+    if isinstance(fid, int) and -(2**63) <= fid < 2**63:
         return fid
+    if not isinstance(fid, str):
+        fid = jsondoc.text(fid)
     try:
-        return int(fid, 0)
-    except ValueError:
-        v = synth.get(fid)
-        if v is None:
-            v = (1 << 48) + len(synth)
-            synth[fid] = v
+        v = int(fid, 0)
+        if not -(2**63) <= v < 2**63:
+            raise ValueError("past 64 bits")
         return v
+    except ValueError:
+        made = synth.get(fid)
+        if made is None:
+            made = synth[fid] = (1 << 48) + len(synth)
+        return made
 
 
 def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportContext) -> TraceScan:
@@ -225,7 +232,7 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
 def _meta(scan: TraceScan, e: Ev) -> None:
     try:
         a = orjson.loads(bytes(e.args)) if e.args else {}
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, RecursionError):
         return
     if not isinstance(a, dict):
         return

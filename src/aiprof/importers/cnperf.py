@@ -24,6 +24,8 @@ from .base import Detection, ImportContext, Importer, no, yes
 from .kineto import Args, ChromeTraceConverter, Ev, load_chrome_trace
 
 NAME = "cnperf"
+#: Devices one CNPerf capture can describe (a count past this is damage).
+MAX_DEVICES = 4096
 
 _DEVICE_RE = re.compile(r"Device\s*(\d+)", re.IGNORECASE)
 #: CNPerf categories -> kind; a device task's category names what it is.
@@ -127,7 +129,7 @@ class CnperfConverter(FlowBoundConverter):
         raws = [bytes(e.args) if e.args else b"{}" for e in evs]
         try:
             cn = _CN_LIST.decode(b"[" + b",".join(raws) + b"]")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             cn = [CnperfArgs()] * len(evs)
         dt: list[str] = []
         dev: list[int] = []
@@ -149,9 +151,10 @@ class CnperfConverter(FlowBoundConverter):
         return extra
 
 
-def _strip_keys(d: dict[str, Any]) -> dict[str, Any]:
-    """CNPerf numbers its keys for display ("09#device name"): drop the number."""
-    return {k.split("#", 1)[-1]: v for k, v in d.items()}
+def _strip_keys(d: object) -> dict[str, Any]:
+    """CNPerf numbers its keys for display ("09#device name"): drop the number. What is
+    not an object reads as an empty one."""
+    return {k.split("#", 1)[-1]: v for k, v in d.items()} if isinstance(d, dict) else {}
 
 
 def _find(obj: Any, key: str) -> Any:
@@ -176,7 +179,9 @@ def device_records(md: dict[str, Any], rank: int) -> list[dict[str, Any]]:
     basic = _find(md, "m_dev_basic_info") or {}
     ids = _find(md, "m_real_ids")
     count = sysinfo.get("device count") or (len(ids) if isinstance(ids, list) else 1)
-    indices = ids if isinstance(ids, list) and ids else list(range(int(count)))
+    ids = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)] if isinstance(ids, list) else None
+    count = count if isinstance(count, int) and 0 < count <= MAX_DEVICES else 1
+    indices = ids or list(range(count))
     name = basic.get("dev_name") or sysinfo.get("device name")
     peak: dict[str, float] = {}
     perf = basic.get("max_perform")
@@ -189,7 +194,7 @@ def device_records(md: dict[str, Any], rank: int) -> list[dict[str, Any]]:
         rec: dict[str, Any] = {
             "rank": rank,
             "type": "mlu",
-            "index": int(i),
+            "index": i,
             "name": name,
             "vendor": "Cambricon",
             "memory_bytes": None,

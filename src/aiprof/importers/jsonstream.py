@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 
 from ..errors import ImportFormatError
+from .jsondoc import prune
 
 CHUNK = 8 << 20
 #: Bytes kept back from the end of a copied file to find where its event list closes.
@@ -51,36 +52,46 @@ def open_bytes(path: Path) -> tuple[Iterator[bytes], list[str]]:
             yield b
 
     def gunzip(f: IO[bytes]) -> Iterator[bytes]:
+        # Every member of a multi-member gzip (``cat a.gz b.gz``) is read; at most
+        # CHUNK bytes come out per call, whatever a member inflates to. Bytes after
+        # the last member that do not start another one are padding or junk: a warning.
         d = zlib.decompressobj(wbits=31)
         fed = False  # has the current member been given any input?
-        for raw in raw_chunks(f):
-            while raw:
+        for data in raw_chunks(f):
+            while data:
+                if not fed and not data.strip(b"\0"):
+                    data = b""  # zero padding after a member (tape and block writers)
+                    break
+                if not fed and data[:2] != b"\x1f\x8b" and members[0]:
+                    problems.append("bytes after the end of the gzip data (not another gzip member) were ignored")
+                    return
                 fed = True
                 try:
-                    out = d.decompress(raw, CHUNK)
+                    out = d.decompress(data, CHUNK)
                 except zlib.error as e:
                     problems.append(f"gzip data is corrupt ({e}); read up to the damage")
                     return
                 if out:
                     yield out
-                while d.unconsumed_tail:
-                    out = d.decompress(d.unconsumed_tail, CHUNK)
-                    if out:
-                        yield out
                 if d.eof:
-                    raw = d.unused_data  # a second gzip member may follow
+                    members[0] += 1
+                    data = d.unused_data
                     d = zlib.decompressobj(wbits=31)
                     fed = False
-                    if not raw.strip(b"\0"):
-                        raw = b""
                 else:
-                    raw = b""
-        tail = d.flush()
-        if tail:
-            yield tail
-        if fed and not d.eof:
-            problems.append("gzip stream ends before its end marker (file cut short)")
+                    data = d.unconsumed_tail
+        if fed:
+            try:
+                tail = d.flush()
+            except zlib.error as e:
+                problems.append(f"gzip data is corrupt ({e}); read up to the damage")
+                return
+            if tail:
+                yield tail
+            if not d.eof:
+                problems.append("gzip stream ends before its end marker (file cut short)")
 
+    members = [0]
     _started = [False]
 
     def gen() -> Iterator[bytes]:
@@ -244,7 +255,7 @@ class TraceStream:
                 try:
                     more = orjson.loads(b"{" + tail[1:])
                     if isinstance(more, dict):
-                        self.header.update(more)
+                        self.header.update(prune(more)[0])
                     self.complete = True
                 except orjson.JSONDecodeError:
                     self.problems.append("the keys after traceEvents are cut short or malformed")
@@ -377,7 +388,7 @@ class TraceStream:
             except orjson.JSONDecodeError:
                 continue
             if isinstance(more, dict):
-                self.header.update(more)
+                self.header.update(prune(more)[0])
                 return i
         return None
 
@@ -420,7 +431,7 @@ class TraceStream:
             self.problems.append("the keys before traceEvents could not be read")
             return
         if isinstance(obj, dict):
-            self.header.update(obj)
+            self.header.update(prune(obj)[0])
 
     def _parse_header_only(self, buf: bytes) -> None:
         try:
@@ -428,7 +439,7 @@ class TraceStream:
         except orjson.JSONDecodeError:
             return
         if isinstance(obj, dict):
-            self.header.update(obj)
+            self.header.update(prune(obj)[0])
 
 
 def split_events(array_text: bytes) -> list[bytes]:

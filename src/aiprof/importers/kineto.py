@@ -196,7 +196,9 @@ class ChromeTraceConverter:
                 self._vendor_known = True
             known = {(d.get("rank"), d.get("index")) for d in meta["devices"]}
             for p in props:
-                if not isinstance(p, dict) or (self.rank, p.get("id")) in known:
+                if not isinstance(p, dict) or not isinstance(p.get("id"), (int, str, type(None))):
+                    continue
+                if (self.rank, p.get("id")) in known:
                     continue
                 meta["devices"].append(device_record(p, self.rank, self.vendor))
         if header.get(AIPROF_BASE_KEY) is True and isinstance(header.get("baseTimeNanoseconds"), int):
@@ -349,12 +351,12 @@ class ChromeTraceConverter:
         try:
             # One decoder call for the whole batch: per-call overhead dominates otherwise.
             return _ARGS_LIST_DECODER.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")
-        except (msgspec.DecodeError, TypeError):
+        except (msgspec.DecodeError, TypeError, RecursionError):
             out = []
             for r in raws:
                 try:
                     out.append(_ARGS_DECODER.decode(r) if r else _EMPTY_ARGS)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     out.append(_lenient_args(r))
             return out
 
@@ -546,7 +548,7 @@ class ChromeTraceConverter:
             if e.args:
                 try:
                     info["args"] = orjson.loads(bytes(e.args))
-                except orjson.JSONDecodeError:
+                except (orjson.JSONDecodeError, RecursionError):
                     info["args_raw"] = bytes(e.args).decode("utf-8", "replace")
             raws.append(orjson.dumps(info))
         dt = [
@@ -611,7 +613,7 @@ class ChromeTraceConverter:
         ts, _ = self._times([e])
         try:
             values = orjson.loads(bytes(e.args)) if e.args else {}
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, RecursionError):
             values = {}
         if not isinstance(values, dict):
             values = {}
@@ -639,7 +641,7 @@ class ChromeTraceConverter:
     def _metadata(self, e: Ev) -> None:
         try:
             a = orjson.loads(bytes(e.args)) if e.args else {}
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, RecursionError):
             a = {}
         if not isinstance(a, dict):
             return
@@ -705,7 +707,7 @@ def _lenient_args(raw: msgspec.Raw | bytes) -> Args:
     ``"grid": "grid(100,)"``): that key is None, the others are kept."""
     try:
         obj = orjson.loads(bytes(raw))
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, RecursionError):
         return _EMPTY_ARGS
     if not isinstance(obj, dict):
         return _EMPTY_ARGS
@@ -714,7 +716,7 @@ def _lenient_args(raw: msgspec.Raw | bytes) -> Args:
         try:
             kept[key] = value
             _ARGS_DECODER.decode(orjson.dumps(kept))
-        except (msgspec.DecodeError, TypeError):
+        except (msgspec.DecodeError, TypeError, RecursionError):
             del kept[key]
     return _ARGS_DECODER.decode(orjson.dumps(kept))
 
@@ -764,7 +766,7 @@ def try_decode(batch: bytes) -> list[Ev] | None:
     """Decode a run of whole events, or None if it is not one (or has odd fields)."""
     try:
         return _EV_DECODER.decode(batch)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
 
 
@@ -777,14 +779,14 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
     bad = 0
     try:
         items = orjson.loads(batch)
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, RecursionError):
         # Malformed JSON somewhere in the run: cut it into events by structure and
         # keep every one that parses.
         items = []
         for piece in split_events(batch):
             try:
                 items.append(orjson.loads(piece))
-            except orjson.JSONDecodeError:
+            except (orjson.JSONDecodeError, RecursionError):
                 bad += 1
         if not items and not bad:
             ctx.warn(f"a run of events could not be parsed; {len(batch)} bytes skipped")
@@ -794,7 +796,7 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
     for item in items if isinstance(items, list) else []:
         try:
             out.append(conv.decode(orjson.dumps(item)))
-        except (msgspec.DecodeError, TypeError):
+        except (msgspec.DecodeError, TypeError, RecursionError):
             ev = _coerce(item)
             if ev is None:
                 bad += 1
@@ -815,16 +817,27 @@ def _coerce(item: Any) -> Ev | None:
 
     args = item.get("args")
     return Ev(
-        ph=str(item.get("ph", "")),
-        cat=str(item["cat"]) if item.get("cat") is not None else None,
+        ph=item["ph"] if isinstance(item.get("ph"), str) else "",
+        cat=str(item["cat"]) if isinstance(item.get("cat"), (str, int, float)) else None,
         name=scalar(item.get("name")),
         pid=scalar(item.get("pid")),
         tid=scalar(item.get("tid")),
         ts=scalar(item.get("ts")),
         dur=scalar(item.get("dur")),
         id=scalar(item.get("id")),
-        args=msgspec.Raw(orjson.dumps(args)) if isinstance(args, dict) else msgspec.Raw(),
+        args=_raw_args(args),
     )
+
+
+def _raw_args(args: Any) -> msgspec.Raw:
+    """An args object as raw JSON text; nothing for what is not an object or cannot be
+    written back (nested past orjson's limit, integers past 64 bits)."""
+    if not isinstance(args, dict):
+        return msgspec.Raw()
+    try:
+        return msgspec.Raw(orjson.dumps(args))
+    except (orjson.JSONEncodeError, RecursionError):
+        return msgspec.Raw()
 
 
 def load_chrome_trace(

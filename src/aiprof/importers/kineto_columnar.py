@@ -508,7 +508,7 @@ def _json_value(text: str | None) -> Any:
         return None
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, RecursionError):
         return None
 
 

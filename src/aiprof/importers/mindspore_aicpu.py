@@ -28,6 +28,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import ImportFormatError
+from . import jsondoc
 from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-aicpu"
@@ -71,15 +72,15 @@ def parse_aicpu(data: bytes) -> tuple[list[AicpuOp], int]:
         full = nf[0].split(":")[-1].strip()
         # Three fields: a MindSpore kernel named by its type; six: a graph node path.
         op_type = full if len(nf) == 3 else full.split("/")[-1].split("-")[0]
+        start, end = _value(nf[1]), _value(nf[2 if len(nf) == 3 else 5])
         try:
             total = float(_value(tf[-1], "=")) / 1000
             dispatch = float(_value(tf[-2], "=")) / 1000
+            int(start), int(end)  # µs counts: a damaged digit costs the record, not the file
         except ValueError:
             bad += 1
             continue
-        ops.append(
-            AicpuOp(len(ops) + 1, op_type, full, total, dispatch, _value(nf[1]), _value(nf[2 if len(nf) == 3 else 5]))
-        )
+        ops.append(AicpuOp(len(ops) + 1, op_type, full, total, dispatch, start, end))
     return ops, bad
 
 
@@ -288,14 +289,14 @@ def write_events(ops: list[AicpuOp], ctx: ImportContext, device: int = 0) -> Non
             "ts": [s - origin for s in starts],
             "dur": [(int(o.run_end) - int(o.run_start)) * 1000 for o in ops],
             "args": [
-                orjson.dumps(
+                jsondoc.text(
                     {
                         "node": o.node,
                         "total_time_ms": o.total_ms,
                         "dispatch_time_ms": o.dispatch_ms,
                         "serial_number": o.serial,
                     }
-                ).decode()
+                )
                 for o in ops
             ],
         },

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from ..errors import ImportFormatError
-from . import mindspore_cluster, mindspore_step_trace
+from . import jsondoc, mindspore_cluster, mindspore_step_trace
 from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
 from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
 from .base import Detection, ImportContext, Importer, no, write_metrics, yes
@@ -173,16 +173,21 @@ def _load_csv(path: Path, ctx: ImportContext) -> None:
         if v is None and t is not None and t.lstrip("-").isdigit():
             v = float(int(t)) if abs(int(t)) < 2**53 else None
         out.append(
-            (int(lid) if lid is not None else None, rows[ri][ik] if ik is not None else "step", section, m, unit, v, t)
+            (
+                int(lid) if lid is not None and abs(lid) < 2**63 else None,
+                rows[ri][ik] if ik is not None else "step",
+                section,
+                m,
+                unit,
+                v,
+                t,
+            )
         )
     write_metrics(ctx, out)
 
 
 def _load_cpu_utilization(path: Path, ctx: ImportContext) -> None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ImportFormatError(f"{path}: not valid JSON ({e})") from None
+    doc = jsondoc.load(path)
     out: list[tuple[int | None, str, str, str, str | None, float | None, str | None]] = []
     for parts, v in flatten(doc):
         key = "/".join(parts)
@@ -244,7 +249,7 @@ def load_file(
     elif kind == "summary":
         kind = text_kind(path) or kind
         if kind == "summary":
-            ctx.writer.meta.setdefault("mindspore", {})[path.name] = orjson.loads(path.read_bytes())
+            ctx.writer.meta.setdefault("mindspore", {})[path.name] = jsondoc.load(path)
         else:
             extra = load_kind(path, kind, ctx)
     elif kind in _TEXT_KINDS:

@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 
 from ..errors import ImportFormatError
+from . import jsondoc
 from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-step-trace"
@@ -196,7 +197,7 @@ def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | Non
                 a[f"stream_{stream}_parallel_{i // 2}_end_point"] = pts[i + 1]
             if len(pts) % 2:
                 a[f"stream_{stream}_unpaired_point"] = pts[-1]
-        args.append(orjson.dumps(a).decode())
+        args.append(jsondoc.text(a))
     append_npu_events(
         ctx,
         device,

@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 
 from ..errors import ImportFormatError
-from . import mindspore_step_trace
+from . import jsondoc, mindspore_step_trace
 from .ascend_csv import csv_header, number, read_csv, split_unit
 from .base import (
     Detection,
@@ -69,6 +69,9 @@ Metric = MetricRow
 _HWTS_TITLE = re.compile(r"^=+\s*(\d+\s+)?HWTS data\s*=+$")
 _HWTS_HEADER = ["Type", "cnt", "Core_ID", "Block_ID", "Task_ID", "Cycle_counter", "Stream_ID"]
 _HWTS_ROW = re.compile(r"^(\D+?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)$")
+#: A numeric field longer than this is damage (64-bit values have 20 digits; int() refuses
+#: past 4300).
+_MAX_DIGITS = 40
 _OPTIME_HEADER = ["op_name", "compute_time(ms)", "stream_id"]
 _AICPU_HEADER = ["serial_number", "node_type_name", "total_time(ms)", "dispatch_time(ms)", "run_start", "run_end"]
 _AICPU_TOTAL = "AI CPU Total Time(ms):"
@@ -97,8 +100,8 @@ def _json_object(path: Path, head: bytes) -> dict[str, Any] | None:
     if t[:1] != b"{" or len(t) >= 1 << 16:
         return None
     try:
-        doc = orjson.loads(path.read_bytes())
-    except (orjson.JSONDecodeError, OSError):
+        doc = jsondoc.load(path)
+    except (ImportFormatError, OSError):
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -113,6 +116,8 @@ def file_kind(path: Path) -> str | None:
     if b"\x00" in head:
         return "training_trace" if mindspore_step_trace.IMPORTER.detect(path) else None
     lines = _lines(head)
+    if not lines:
+        return None  # only characters that are blank as text (form feeds, separators)
     first = lines[0]
     if (_HWTS_TITLE.match(first) and len(lines) > 1 and lines[1].split() == _HWTS_HEADER) or first.split() == (
         _HWTS_HEADER
@@ -161,7 +166,7 @@ def parse_hwts(text: str) -> tuple[list[dict[str, Any]], int]:
         if not s or _HWTS_TITLE.match(s) or s.split() == _HWTS_HEADER:
             continue
         m = _HWTS_ROW.match(s)
-        if m is None:
+        if m is None or max(len(g) for g in m.groups()) > _MAX_DIGITS:
             bad += 1
             continue
         records.append(
@@ -319,7 +324,7 @@ def parse_aicpu_text(text: str) -> tuple[list[AicpuOp], float | None, int]:
             total = number(s[len(_AICPU_TOTAL) :])
             continue
         f = s.split()
-        if len(f) != 6 or not f[0].isdigit() or not f[4].isdigit() or not f[5].isdigit():
+        if len(f) != 6 or not all(f[i].isdigit() and len(f[i]) <= _MAX_DIGITS for i in (0, 4, 5)):
             bad += 1
             continue
         tot, disp = number(f[2]), number(f[3])
@@ -368,8 +373,12 @@ def _load_device_queue(path: Path, ctx: ImportContext) -> dict[str, Any]:
         if not _QUEUE_ROW.match(" ".join(f)):
             bad += 1
             continue
-        typ, sub, batch, value = int(f[0]), int(f[1]), int(f[2]), float(f[3])
-        end = int(f[4]) if len(f) == 5 else None
+        try:
+            typ, sub, batch, value = int(f[0]), int(f[1]), int(f[2]), float(f[3])
+            end = int(f[4]) if len(f) == 5 else None
+        except ValueError:  # a number past int()'s digit limit
+            bad += 1
+            continue
         if typ == 1:
             rows.append(("device_queue_size", value, "batches", batch, end))
             rows.append(("device_queue_capacity", float(sub), "batches", batch, end))
@@ -407,11 +416,13 @@ def _load_device_queue(path: Path, ctx: ImportContext) -> dict[str, Any]:
 
 
 def _load_pipeline(path: Path, ctx: ImportContext) -> dict[str, Any]:
-    doc = orjson.loads(path.read_bytes())
+    doc = jsondoc.load(path)
+    if not isinstance(doc, dict):
+        raise ImportFormatError(f"{path}: expected a JSON object")
     sec = "minddata_pipeline_profiling"
     interval = doc.get("sampling_interval")
     out: list[Metric] = []
-    for op in doc.get("op_info") or []:
+    for op in jsondoc.as_list(doc.get("op_info")):
         if not isinstance(op, dict):
             continue
         kernel = f"{op.get('op_type')}#{op.get('op_id')}"
@@ -421,25 +432,27 @@ def _load_pipeline(path: Path, ctx: ImportContext) -> dict[str, Any]:
         if isinstance(interval, (int, float)):
             out.append((None, kernel, sec, "sampling_interval", "ms", float(interval), None))
         if op.get("children") is not None:
-            out.append((None, kernel, sec, "children", None, None, orjson.dumps(op["children"]).decode()))
-        queue = (op.get("metrics") or {}).get("output_queue") or {}
+            out.append((None, kernel, sec, "children", None, None, jsondoc.text(op["children"])))
+        queue = jsondoc.as_dict(jsondoc.as_dict(op.get("metrics")).get("output_queue"))
         if isinstance(queue.get("length"), (int, float)):
             out.append((None, kernel, sec, "output_queue_length", "batches", float(queue["length"]), None))
         for key, unit in (("size", "batches"), ("throughput", None)):
-            for i, v in enumerate(queue.get(key) or []):
+            for i, v in enumerate(jsondoc.as_list(queue.get(key))):
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     out.append((i, kernel, sec, f"output_queue_{key}", unit, float(v), None))
     if not out:
         raise ImportFormatError(f"{path}: no op in the pipeline profile")
     write_metrics(ctx, out)
-    return {"ops": len(doc.get("op_info") or [])}
+    return {"ops": len(jsondoc.as_list(doc.get("op_info")))}
 
 
 _SUMMARY_UNITS = {"total_time": "us"}
 
 
 def _load_small_json(path: Path, kind: str, ctx: ImportContext) -> dict[str, Any]:
-    doc = orjson.loads(path.read_bytes())
+    doc = jsondoc.load(path)
+    if not isinstance(doc, dict):
+        raise ImportFormatError(f"{path}: expected a JSON object")
     ctx.writer.meta.setdefault("mindspore", {})[path.name] = doc
     out: list[Metric] = []
     kernel = "timeline" if kind == "timeline_summary" else "step"
@@ -447,7 +460,7 @@ def _load_small_json(path: Path, kind: str, ctx: ImportContext) -> dict[str, Any
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out.append((None, kernel, kind, k, _SUMMARY_UNITS.get(k), float(v), None))
         elif v is not None:
-            out.append((None, kernel, kind, k, None, None, v if isinstance(v, str) else orjson.dumps(v).decode()))
+            out.append((None, kernel, kind, k, None, None, v if isinstance(v, str) else jsondoc.text(v)))
     write_metrics(ctx, out)
     return {"keys": len(doc)}
 

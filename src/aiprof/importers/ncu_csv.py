@@ -225,7 +225,15 @@ def _load(path: Path, ctx: ImportContext) -> None:
     units: dict[str, str] = {}
     body = [(i, ln) for i, ln in _csv_lines(lines[header_line + 1 :])]
     reader_lines = [ln for _, ln in body]
-    rows = list(csv.reader(reader_lines))
+    try:
+        rows = list(csv.reader(reader_lines))
+    except csv.Error:  # a field past the csv module's 128 KiB limit: line by line
+        rows = []
+        for ln in reader_lines:
+            try:
+                rows.extend(csv.reader([ln]))
+            except csv.Error:
+                bad += 1
     id_cols = [c for c in header if c not in _DETAIL_COLS and c not in _RULE_COLS and c not in ("ID", "Kernel Name")]
     metric_cols: list[str] = []
     if not details:
@@ -235,8 +243,10 @@ def _load(path: Path, ctx: ImportContext) -> None:
     for n_row, fields in enumerate(rows):
         if fields == header:
             continue  # a second process prints the header again
-        while fields and fields[-1] == "" and len(fields) > len(header):
-            fields = fields[:-1]  # the trailing comma of metric rows
+        end = len(fields)
+        while end > len(header) and fields[end - 1] == "":
+            end -= 1  # the trailing comma of metric rows
+        fields = fields[:end]
         if len(fields) < len(header):
             # Metric rows stop before the rule columns; shorter than that is damage.
             need = max(idx[c] for c in _DETAIL_COLS) + 1 if details else len(header)

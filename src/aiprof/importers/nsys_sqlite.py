@@ -128,6 +128,17 @@ _UNIT_RE = re.compile(r"^(.*?)\s*\[(.*)\]\s*$")
 _NO_STREAM = 0xFFFFFFFF
 
 
+def _int64s(values: Sequence[Any], missing: int) -> np.ndarray:
+    """Integer ns of a time column; a null, or a value a damaged page turned into bytes
+    or text, is ``missing``."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array(
+            [v if isinstance(v, int) and -(2**63) <= v < 2**63 else missing for v in values], dtype=np.int64
+        )
+
+
 def _decode(b: bytes) -> str:
     # Exports carry raw bytes from the target (environment blocks, binary-ish names).
     return b.decode("utf-8", "replace")
@@ -282,7 +293,7 @@ def _detect(path: Path) -> Detection:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             con.close()
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
         # A damaged export still names its tables in the raw pages: claim it so the
         # user hears what is wrong with it rather than that nothing recognises it.
         with path.open("rb") as f:
@@ -550,12 +561,9 @@ class NsysImporter:
 
     def _times(self, start: Sequence[Any], end: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         """(ts from the origin, dur) in ns; a missing end (-1 or null) gives dur 0."""
-        s = np.array(start, dtype=np.int64)
+        s = _int64s(start, 0)
         off = self._shift - self._origin
-        try:
-            e_raw = np.array(end, dtype=np.int64)
-        except TypeError:
-            e_raw = np.array([x if x is not None else -1 for x in end], dtype=np.int64)
+        e_raw = _int64s(end, -1)
         dur = np.where(e_raw >= s, e_raw - s, 0)
         return s + off, dur
 
@@ -1103,7 +1111,7 @@ def _load(path: Path, ctx: ImportContext) -> None:
         try:
             try:
                 ex = NsysExport(con)
-            except sqlite3.DatabaseError as e:
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
                 raise ImportFormatError(
                     f"{path}: damaged SQLite database, its table list is unreadable ({e}); nothing can be "
                     "imported from it, export the report again with nsys export --type sqlite"
@@ -1113,7 +1121,15 @@ def _load(path: Path, ctx: ImportContext) -> None:
                     f"{path}: an SQLite database, but not an Nsight Systems export "
                     "(no StringIds / export metadata tables)"
                 )
-            NsysImporter(ex, ctx, path).run()
+            try:
+                NsysImporter(ex, ctx, path).run()
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+                # A page of the file is damaged (SQLite says "malformed"; a name's bytes
+                # are not text): what that table held cannot be trusted.
+                raise ImportFormatError(
+                    f"{path}: damaged SQLite database ({type(e).__name__}: {str(e)[:200]}); "
+                    "export the report again with nsys export --type sqlite"
+                ) from None
         finally:
             con.close()
     finally:

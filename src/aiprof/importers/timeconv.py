@@ -10,12 +10,15 @@ are split at the decimal point. No path rounds through a binary fraction of a µ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 _EXACT_LIMIT = float(1 << 43)
+#: µs values at or past this do not fit int64 ns.
+_NS_LIMIT_US = float(2**63) / 1000 - 1024
 
 
 def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -31,9 +34,10 @@ def us_to_ns(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         arr = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         return _slow(values)
-    valid = ~np.isnan(arr)
+    # None became NaN: those rows are invalid, and so are infinities and times whose ns
+    # do not fit int64 (a damaged or absurd value: 2**63 ns is 292 years).
+    valid = np.isfinite(arr) & (np.abs(arr) < _NS_LIMIT_US)
     if not valid.all():
-        # None became NaN: keep going, those rows are marked invalid.
         arr = np.where(valid, arr, 0.0)
     big = np.abs(arr) >= _EXACT_LIMIT
     if big.any():
@@ -120,3 +124,11 @@ def _str_ns(s: str) -> int:
         if len(frac) > 3 and frac[3] >= "5":
             ns += 1  # round half up on the sub-ns digit
     return -ns if neg else ns
+
+
+def ms_to_ns(v: Any) -> int:
+    """A duration in ms (a number) as integer ns; 0 for what is not a finite number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return 0
+    ns = v * 1_000_000
+    return round(ns) if math.isfinite(ns) and abs(ns) < 2**63 else 0

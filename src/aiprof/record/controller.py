@@ -35,7 +35,10 @@ RAW_DATA_SUFFIX = ".marshal"
 MARKS = "marks" + RAW_DATA_SUFFIX
 #: Environment variable overriding the checkpoint interval (seconds; 0 disables).
 CHECKPOINT_ENV = "AIPROF_RECORD_CHECKPOINT_S"
-DEFAULT_CHECKPOINT_S = 5.0
+DEFAULT_CHECKPOINT_S = 1.0
+#: Checkpoints are spaced so that writing one takes at most this share of the time (a
+#: long run with a big in-job sample list is checkpointed less often than every second).
+CHECKPOINT_SHARE = 0.02
 KILLED_REASON = "the job ended before the profiler stopped (killed?); data up to the last checkpoint"
 RAW_SUFFIX = ".raw"
 
@@ -131,6 +134,7 @@ class Controller:
         """Seconds between checkpoints of the raw data (0: only at the end)."""
         self._checkpointer: PollingThread | None = None
         self._dump_lock = threading.Lock()
+        self._next_checkpoint = 0.0
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -149,9 +153,13 @@ class Controller:
             c.own_threads = self.own_threads
             self._call(c, "start")
             self._call(c, "set_recording", self.action.recording)
+        # A manifest from the first moment: a job killed before its first checkpoint
+        # still leaves a raw folder that aiprof record (or aiprof recover) finalises
+        # with what was collected outside the job (stacks, telemetry).
+        self.dump(partial=True, reason=KILLED_REASON, checkpoint=True)
         if self.checkpoint_s > 0:
-            # What was collected so far reaches the raw folder every few seconds, so a
-            # job killed without warning (SIGKILL, the OOM killer) still leaves it.
+            # What was collected so far reaches the raw folder every second, so a job
+            # killed without warning (SIGKILL, the OOM killer) loses at most that.
             self._checkpointer = PollingThread(
                 "aiprof-checkpoint",
                 self.checkpoint_s,
@@ -165,8 +173,14 @@ class Controller:
 
     def checkpoint(self) -> None:
         """Write the data so far as a partial profile's raw folder (from a thread)."""
-        if self.running:
-            self.dump(partial=True, reason=KILLED_REASON, checkpoint=True)
+        if not self.running:
+            return
+        now = time.monotonic()
+        if now < self._next_checkpoint:
+            return
+        self.dump(partial=True, reason=KILLED_REASON, checkpoint=True)
+        took = time.monotonic() - now
+        self._next_checkpoint = now + max(0.0, took / CHECKPOINT_SHARE - self.checkpoint_s)
 
     def _call(self, c: Collector, method: str, *args: Any) -> None:
         if c.failed is not None:
@@ -258,6 +272,10 @@ class Controller:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
+        if checkpoint:
+            # The span a checkpoint covers: its profile reports this, not 0 s.
+            self.clock["mono_last"] = time.monotonic_ns()
+            self.clock["unix_last"] = time.time_ns()
         marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
         write_atomic(self.raw_dir / MARKS, encode_raw(marks))
         manifest = {
@@ -268,7 +286,7 @@ class Controller:
             "pid": self._pid,
             "host": _hostname(),
             "argv": list(sys.argv),
-            "clock": self.clock,
+            "clock": dict(self.clock),
             "partial": partial,
             "partial_reason": reason,
             "options": self.options,
@@ -292,8 +310,12 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` all at once: a job killed in the middle of a
     checkpoint leaves the previous complete file, never half of the next one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half file
+        raise
 
 
 def encode_raw(data: Any) -> bytes:

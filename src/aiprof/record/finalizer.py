@@ -82,16 +82,29 @@ def find_raw(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(".") and p.name.endswith(RAW_SUFFIX))
 
 
+def read_manifest(raw_dir: Path) -> dict[str, Any]:
+    """The manifest of ``raw_dir``; the one being replaced when the process died between
+    writing and renaming it (a segfault in a checkpoint)."""
+    from ..errors import AiprofError
+
+    for name in (MANIFEST, MANIFEST + ".tmp"):
+        try:
+            manifest: dict[str, Any] = json.loads((raw_dir / name).read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as e:
+            log.info("%s/%s unreadable: %s", raw_dir, name, e)
+            continue
+        return manifest
+    raise AiprofError(f"{raw_dir}: no readable manifest (the recording process died before it started recording)")
+
+
 def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool = False) -> RecordSummary:
     """Write the profile of ``raw_dir``; ``partial_reason`` marks it partial (e.g. exit 1)."""
     from ..importers.base import ImportContext
     from ..store.writer import ProfileWriter
 
-    manifest_path = raw_dir / MANIFEST
-    if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
-    else:
-        raise FileNotFoundError(f"{raw_dir}: no manifest (the recording process was killed before it could stop)")
+    manifest = read_manifest(raw_dir)
     profile = Path(manifest["profile"])
     rank = manifest["rank"] if manifest["rank"] is not None else 0
     clock = manifest["clock"]
@@ -99,7 +112,7 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
     partial = bool(manifest.get("partial")) or partial_reason is not None
     reason = manifest.get("partial_reason") or partial_reason
     summary = RecordSummary(path=profile, rank=rank, partial=partial, partial_reason=reason)
-    summary.duration_s = (int(clock.get("mono1", mono0)) - mono0) / 1e9
+    summary.duration_s = (int(clock.get("mono1", clock.get("mono_last", mono0))) - mono0) / 1e9
     pid = int(manifest["pid"])
 
     with ProfileWriter(profile) as w:
@@ -110,14 +123,13 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
             entry = collectors.get(name)
             if entry is None or not entry.get("file"):
                 return None
-            data: dict[str, Any] = load_raw(raw_dir / entry["file"])
-            return data
+            return _load_or_warn(w, raw_dir / entry["file"])
 
         for name, entry in collectors.items():
             if entry.get("failed"):
                 summary.failed[name] = entry["failed"]
                 w.warn(f"collector {name} stopped early: {entry['failed']}")
-        marks = load_raw(raw_dir / MARKS)
+        marks = _load_or_warn(w, raw_dir / MARKS) or {}
         whole = bool((manifest.get("options") or {}).get("whole_process"))
         _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole)
         thread_names: dict[int, str] = {}
@@ -174,6 +186,16 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
     if not keep_raw:
         shutil.rmtree(raw_dir, ignore_errors=True)
     return summary
+
+
+def _load_or_warn(w: Any, path: Path) -> dict[str, Any] | None:
+    """One raw data file; a missing or damaged one costs its collector, with a warning."""
+    try:
+        data = load_raw(path)
+    except (OSError, EOFError, ValueError, TypeError) as e:
+        w.warn(f"raw file {path.name} unreadable ({type(e).__name__}: {e}); its data is not in the profile")
+        return None
+    return data if isinstance(data, dict) else None
 
 
 #: Name of the span that replaces step 0 when recording began with the process.
@@ -341,7 +363,8 @@ def unix_to_origin(clock: dict[str, int]) -> Any:
     """Unix ns -> ns from the recording's origin, fitted on the (monotonic, Unix) pairs
     read at start and stop (so an NTP slew during the run does not shift the end)."""
     m0, u0 = int(clock["mono0"]), int(clock["unix0"])
-    m1, u1 = int(clock.get("mono1", m0)), int(clock.get("unix1", u0))
+    m1 = int(clock.get("mono1", clock.get("mono_last", m0)))
+    u1 = int(clock.get("unix1", clock.get("unix_last", u0)))
     slope = (m1 - m0) / (u1 - u0) if u1 != u0 else 1.0
 
     def to_ts(unix_ns: int) -> int:

@@ -12,6 +12,7 @@ profiles here, not in the job.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -44,6 +45,8 @@ class RecordResult:
     finalize_s: float = 0.0
     summaries: list[RecordSummary] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    failed: bool = False
+    """A raw folder could not become a profile (see problems)."""
 
 
 def wrap_python(cmd: list[str]) -> list[str]:
@@ -79,7 +82,18 @@ def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | Non
 
 
 def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
-    """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome."""
+    """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome.
+
+    The output is checked and locked first (:class:`~.output_guard.OutputLock`): an
+    unwritable one, or one another recording holds, is an error before the job runs.
+    """
+    from .output_guard import OutputLock
+
+    with OutputLock(output):
+        return _run(cmd, output, options)
+
+
+def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     env = record_env(output, options)
     for stale in find_raw(output):
         shutil.rmtree(stale, ignore_errors=True)
@@ -149,7 +163,17 @@ def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             if stacks is not None:
                 stacks.merge(raw)
             result.summaries.append(finalize(raw, partial_reason=reason))
+        except OSError as e:
+            result.failed = True
+            if e.errno == errno.ENOSPC:
+                result.problems.append(
+                    f"the disk is full: the profile of {raw.name} could not be written (its temporary files are "
+                    f"removed; the raw data is kept: free some space, then run aiprof recover {output})"
+                )
+            else:
+                result.problems.append(f"{raw.name}: the profile could not be written: {e}")
         except Exception as e:
+            result.failed = True
             result.problems.append(f"{raw.name}: {type(e).__name__}: {e}")
     result.finalize_s = time.perf_counter() - t1
     return result

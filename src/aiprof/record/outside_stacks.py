@@ -127,7 +127,10 @@ class StackPoller:
             key = tuple(walk)
             leaf = self._known.get(key)
             if leaf is None:
-                leaf = self._intern(walk)
+                try:
+                    leaf = self._intern(walk)
+                except (IndexError, ValueError, UnicodeDecodeError):
+                    leaf = -1  # code read half-freed: this sample is torn, sampling goes on
                 if leaf < 0:
                     self.torn += 1
                     continue

@@ -255,6 +255,10 @@ def line_of(info: CodeInfo, index: int) -> int:
 
 
 def _varint(b: bytes, pos: int) -> tuple[int, int]:
+    if pos >= len(b):
+        # The table ends inside an entry: read from outside while the code object was
+        # being freed or replaced (this IndexError once stopped the sampler).
+        return 0, pos
     byte = b[pos]
     pos += 1
     val = byte & 63

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -65,6 +66,9 @@ class ProfileWriter:
         self._spill: pq.ParquetWriter | None = None
         self.rows: dict[str, int] = {}
         """Rows written so far, per table."""
+        self.unfit: Counter[str] = Counter()
+        """``table.column`` -> values that did not fit the column's type (too large, of
+        the wrong type): stored as null, and for events kept in ``args``."""
         self.meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "aiprof_version": __version__,
@@ -101,6 +105,7 @@ class ProfileWriter:
         if n <= 0:
             return 0
         arrays: list[pa.Array] = []
+        unfit: dict[str, dict[int, Any]] = {}
         for field in schema:
             v = columns.get(field.name)
             if v is None:
@@ -108,10 +113,13 @@ class ProfileWriter:
                 continue
             if len(v) != n:
                 raise ValueError(f"{table}.{field.name}: {len(v)} values, expected {n}")
-            arr = v if isinstance(v, pa.Array) else pa.array(v, type=field.type, from_pandas=True)
-            if arr.type != field.type:
-                arr = arr.cast(field.type)
+            arr, odd = _column(v, field.type)
+            if odd:
+                unfit[field.name] = odd
+                self.unfit[f"{table}.{field.name}"] += len(odd)
             arrays.append(arr)
+        if unfit and table == "events":
+            arrays[schema.get_field_index("args")] = _keep_in_args(arrays[schema.get_field_index("args")], unfit)
         batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
         if table == "events":
             _check_vocabulary(batch)
@@ -251,6 +259,64 @@ class ProfileWriter:
                 self.commit()
         else:
             self.abort()
+
+
+def _column(v: Sequence[Any] | np.ndarray | pa.Array, typ: pa.DataType) -> tuple[pa.Array, dict[int, Any]]:
+    """``v`` as an Arrow array of ``typ``, and {row: value} of the values that do not fit
+    it (an integer past int64, a list where a number belongs): those rows are null."""
+    try:
+        arr = v if isinstance(v, pa.Array) else pa.array(v, type=typ, from_pandas=True)
+        if arr.type != typ:
+            arr = arr.cast(typ)
+        return arr, {}
+    except (OverflowError, TypeError, ValueError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass
+    values = v.to_pylist() if isinstance(v, pa.Array) else list(v)
+    odd: dict[int, Any] = {}
+    for i, x in enumerate(values):
+        try:
+            pa.scalar(x, type=typ, from_pandas=True)
+        except (OverflowError, TypeError, ValueError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            odd[i] = x
+            values[i] = None
+    return pa.array(values, type=typ, from_pandas=True), odd
+
+
+def _keep_in_args(args: pa.Array, unfit: dict[str, dict[int, Any]]) -> pa.Array:
+    """The events' args texts with each value that did not fit its column added under
+    that column's name (``"ts (raw)"`` when args has that key already)."""
+    texts = args.to_pylist()
+    for i in sorted({i for odd in unfit.values() for i in odd}):
+        try:
+            obj = json.loads(texts[i]) if texts[i] else {}
+        except (ValueError, RecursionError):
+            obj = {"args (raw)": texts[i]}
+        if not isinstance(obj, dict):
+            obj = {"args (raw)": obj}
+        for col, odd in unfit.items():
+            if i in odd:
+                obj[col if col not in obj else f"{col} (raw)"] = _jsonable(odd[i])
+        try:
+            texts[i] = json.dumps(obj, allow_nan=False, default=repr)
+        except (ValueError, RecursionError):
+            texts[i] = json.dumps({k: _jsonable(v) for k, v in obj.items()})
+    return pa.array(texts, type=pa.string())
+
+
+def _jsonable(x: Any) -> Any:
+    """A value JSON text can hold: integers past 64 bits as their digits (DuckDB's JSON
+    functions read those as text anyway), what cannot be written as a short text."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, int):
+        return x if -(2**63) <= x < 2**63 else str(x)
+    if isinstance(x, float):
+        return x if x == x and abs(x) != float("inf") else str(x)
+    try:
+        text = json.dumps(x, allow_nan=False, default=repr)
+    except (ValueError, RecursionError):
+        return f"<unreadable {type(x).__name__}>"
+    return json.loads(text) if len(text) <= 4096 else text[:4096] + "..."
 
 
 def _check_vocabulary(batch: pa.RecordBatch) -> None:
