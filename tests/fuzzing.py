@@ -73,13 +73,17 @@ def discover(data_root: Path) -> list[Seed]:
             seeds.append(Seed(str(p.relative_to(data_root)), p, p, imp, _shrink(p)))
             continue
         files = [f for f in sorted(p.rglob("*")) if f.is_file() and f.stat().st_size and f.name not in SKIP_NAMES]
-        # A folder whose files are all recognised alone is covered by them.
-        alone = [f for f in files if _recognised(f)]
-        if len(alone) == len(files):
+        # Files recognised alone are seeds of their own (with their own importer); the
+        # folder's importer is fuzzed through the files only it reads.
+        only_folder = [f for f in files if not _recognised(f)]
+        if not only_folder:
             continue
         claimed.add(p)
         for f in files:
-            seeds.append(Seed(f"{p.relative_to(data_root)}/{f.relative_to(p)}", p, f, imp, _shrink(f)))
+            if f in only_folder:
+                seeds.append(Seed(f"{p.relative_to(data_root)}/{f.relative_to(p)}", p, f, imp, _shrink(f)))
+            else:
+                seeds.append(Seed(str(f.relative_to(data_root)), f, f, choose(f).name, _shrink(f)))
     return seeds
 
 

@@ -34,6 +34,8 @@ NAME = "mindspore-hwts"
 RECORD_SIZE = 64
 RECORD_TYPES = ("Start of task", "End of task", "Start of block", "End of block", "Block PMU")
 NS_PER_TICK = 10
+#: Cycles at or past this are damage: their ns would not fit an int64 timestamp.
+MAX_CYCLE = (1 << 62) // NS_PER_TICK
 #: Op types that set memory rather than compute (MindSpore's timeline shows them apart).
 MEMSET_TYPES = ("MemSet", "AtomicAddrClean")
 _COUNT_STREAM = struct.Struct("<QI")
@@ -150,8 +152,14 @@ def decode_hwts(data: bytes) -> tuple[HwtsColumns, int]:
     bad += int((raw.any(axis=1) & (typ > 4)).sum())
     a, typ = a[keep], typ[keep]
     pmu = typ == 4
-    cycle = np.where(pmu, a["pmu_cycle"], a["cycle"]).astype(np.int64)
-    cycle = np.where(pmu & ((a["b0"] & 8) != 0), -1, cycle)
+    raw_cycle = np.where(pmu, a["pmu_cycle"], a["cycle"])
+    no_cycle = pmu & ((a["b0"] & 8) != 0)
+    # A damaged record's cycle can be any 64-bit value; one that would not fit a
+    # timestamp in int64 ns is unreadable (a real one is a few days of 100 MHz ticks).
+    sane = no_cycle | (raw_cycle < MAX_CYCLE)
+    bad += int((~sane).sum())
+    a, typ, pmu, raw_cycle, no_cycle = a[sane], typ[sane], pmu[sane], raw_cycle[sane], no_cycle[sane]
+    cycle = np.where(no_cycle, -1, raw_cycle.astype(np.int64))
     return (
         HwtsColumns(
             typ.astype(np.int64),
