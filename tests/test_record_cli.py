@@ -76,9 +76,10 @@ def test_example_checksum_is_the_same_with_and_without_aiprof(tmp_path: Path) ->
         names = {
             r[0] for r in p.con.execute("select distinct name from events where kind = 'user_annotation'").fetchall()
         }
-    # Six mark_step() calls, not doubled by the optimizer hook; the first closes the
-    # span from process start (imports, setup), which is kept under its own name.
-    assert steps == (5,), "explicit mark_step() calls, not doubled by the optimizer hook"
+    # Six mark_step() calls, six steps, not doubled by the optimizer hook; the first
+    # starts at the first DataLoader batch, the time before it (imports, setup) is
+    # kept under its own name.
+    assert steps == (6,), "explicit mark_step() calls, not doubled by the optimizer hook"
     assert names == {"forward", "backward", "optimizer", "aiprof: before the first step"}
 
 
@@ -98,7 +99,7 @@ def test_ops_mode_and_optimizer_steps_on_an_unmodified_script(tmp_path: Path) ->
         steps = p.con.execute("select count(*) from events where kind = 'step'").fetchone()
         ops = p.con.execute("select count(*) from events where kind = 'cpu_op' and name = 'aten::addmm'").fetchone()
         samples = p.con.execute("select count(*) from samples").fetchone()
-    assert steps == (3,) and ops is not None and ops[0] >= 4 and samples == (0,)
+    assert steps == (4,) and ops is not None and ops[0] >= 4 and samples == (0,)
 
 
 @pytest.mark.parametrize(

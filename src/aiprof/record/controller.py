@@ -88,13 +88,18 @@ def raw_location(profile: Path, rank: int | None) -> Path:
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    __slots__ = ("annotations", "steps")
+    __slots__ = ("anchors", "annotations", "loop", "steps")
 
     def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[int, int, str, int]]) -> None:
         self.steps = steps
         """(start, end, step number, tid) in monotonic ns."""
         self.annotations = annotations
         """(start, dur, name, tid)."""
+        self.anchors: list[tuple[str, int, int, int]] = []
+        """(kind, start, end, tid) of the calls a training loop makes once per
+        iteration (record.anchors): the finalizer finds unmarked steps from them."""
+        self.loop: dict[str, Any] | None = None
+        """The loop that ran the first training iteration (record.anchors.loop_of)."""
 
 
 class Controller:
@@ -213,6 +218,14 @@ class Controller:
             del self.marks.steps[-n:]
             self.step_num -= n
 
+    def anchor(self, kind: str, start: int, end: int, tid: int) -> None:
+        """Keep one per-iteration call (record.anchors) while recording."""
+        if self.running:
+            self.marks.anchors.append((kind, start, end, tid))
+
+    def set_loop(self, info: dict[str, Any]) -> None:
+        self.marks.loop = info
+
     def annotate(self, start: int, dur: int, name: str, tid: int) -> None:
         """Keep one user annotation (monotonic ns)."""
         self.marks.annotations.append((start, dur, name, tid))
@@ -255,7 +268,14 @@ class Controller:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
-        marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
+        marks = {
+            "steps": list(self.marks.steps),
+            "annotations": list(self.marks.annotations),
+            "anchors": list(self.marks.anchors),
+            "loop": self.marks.loop,
+            # Steps that all came from the optimizer hook: the finalizer may re-find them.
+            "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
+        }
         write_atomic(self.raw_dir / MARKS, encode_raw(marks))
         manifest = {
             "version": 1,
