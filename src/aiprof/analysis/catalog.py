@@ -25,6 +25,7 @@ MODULES: list[str] = [
     "memcpy",
     "communication",
     "dataloader",
+    "phases",
 ]
 
 for _m in MODULES:
