@@ -114,3 +114,78 @@ def test_rules_of_single_frames(tmp_path: Path) -> None:
     assert [line_phase(str(src), n) for n in (1, 2, 3, 4)] == ["sync", "logging", "sync", "other_python"]
     assert line_phase(str(tmp_path / "missing.py"), 1) == "other_python"
     assert is_user_code(str(src)) and not is_user_code(f"{torch_dir}/_tensor.py")
+
+
+def test_data_loading_advice_fires_with_its_line_and_stays_silent_just_below(
+    recorded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.advise import evaluate, python_time
+
+    with open_profile(recorded) as p:
+        v = {x.rule: x for x in evaluate(p, only=["python.data_loading", "python.optimizer", "python.logging"])}
+        a = v["python.data_loading"].advice
+        assert v["python.data_loading"].status == "fired" and a is not None
+        share = a.evidence["data_loading_pct"] / 100
+        assert a.gain == pytest.approx(share, abs=1e-3) and a.evidence["function"] == "spin"
+        assert "job.py" in a.summary
+        # The optimizer and logging phases of this job are under their thresholds.
+        assert v["python.optimizer"].status == "silent" and v["python.logging"].status == "silent"
+        monkeypatch.setattr(python_time, "DATA_LOADING_SHARE", share + 0.001)
+    with open_profile(recorded) as p:
+        assert evaluate(p, only=["python.data_loading"])[0].status == "silent"
+
+
+def test_phase_advice_needs_samples(tmp_path: Path) -> None:
+    from aiprof.advise import evaluate
+    from aiprof.importers import import_paths
+    from kineto_builders import span, write_trace
+
+    f = write_trace(tmp_path / "t.json", [span("ProfilerStep#1", "user_annotation", 0, 1000)])
+    out, _ = import_paths([f], tmp_path / "t.aiprof")
+    with open_profile(out) as p:
+        assert {v.status for v in evaluate(p, only=["python.data_loading", "python.sync"])} == {"no_data"}
+
+
+SYNC_AND_PRINT = """
+import io
+import torch
+torch.set_num_threads(1)
+m = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+big = torch.randn(400_000)
+sink = io.StringIO()
+for i in range(30):
+    m(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    values = big.tolist()
+    for k in range(3000):
+        print(i, k, file=sink)
+"""
+
+
+def test_sync_and_logging_advice_fire_on_their_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from aiprof.advise import evaluate, python_time
+
+    script = tmp_path / "job.py"
+    script.write_text(SYNC_AND_PRINT)
+    out = tmp_path / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--rate", "200", "--", PY, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    with open_profile(out) as p:
+        v = {x.rule: x for x in evaluate(p, only=["python.sync", "python.logging"])}
+    shares = {}
+    for rid, line in (("python.sync", 12), ("python.logging", 14)):
+        a = v[rid].advice
+        assert v[rid].status == "fired" and a is not None, (rid, v[rid].status)
+        assert a.evidence["line"] == line and a.evidence["file"].endswith("job.py")
+        shares[rid] = a.gain
+    monkeypatch.setattr(python_time, "SYNC_SHARE", shares["python.sync"] + 0.001)
+    monkeypatch.setattr(python_time, "LOGGING_SHARE", shares["python.logging"] + 0.001)
+    with open_profile(out) as p:
+        assert {x.status for x in evaluate(p, only=["python.sync", "python.logging"])} == {"silent"}

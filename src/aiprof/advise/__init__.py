@@ -29,6 +29,7 @@ AREAS: list[str] = [
     "communication",
     "kernels",
     "cluster",
+    "python_time",
 ]
 
 
