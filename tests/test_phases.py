@@ -189,3 +189,20 @@ def test_sync_and_logging_advice_fire_on_their_lines(tmp_path: Path, monkeypatch
     monkeypatch.setattr(python_time, "LOGGING_SHARE", shares["python.logging"] + 0.001)
     with open_profile(out) as p:
         assert {x.status for x in evaluate(p, only=["python.sync", "python.logging"])} == {"silent"}
+
+
+def test_the_python_view_takes_rank_step_and_thread(recorded: Path) -> None:
+    from aiprof.analysis.python import STARTUP
+
+    with open_profile(recorded) as p:
+        rows = run(p, "python").rows
+        assert {r["rank"] for r in rows} == {0}
+        startup = [r for r in rows if r["function"] == STARTUP]
+        assert len(startup) == 1 and startup[0]["self_samples"] > 0, "imports and setup are one line"
+        in_steps = sum(r["self_samples"] for r in rows) - startup[0]["self_samples"]
+        some = run(p, "python", Query.parse(["step=5..9"])).rows
+        assert not any(r["function"] == STARTUP for r in some)
+        assert 0 < sum(r["self_samples"] for r in some) < in_steps
+        assert run(p, "python", Query.parse(["thread=no-such-thread"])).rows == []
+        main = run(p, "python", Query.parse(["thread=MainThread", "rank=0"])).rows
+        assert sum(r["self_samples"] for r in main) > 0
