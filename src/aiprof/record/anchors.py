@@ -118,9 +118,17 @@ def optimizer_step() -> None:
         find_loop(sys._getframe(1))
 
 
+def _wrap_collectives(dist: Any) -> None:
+    if getattr(dist, "is_available", lambda: False)():
+        from . import collectives
+
+        collectives.install(dist)
+
+
 _WRAPS: list[tuple[str, Callable[[Any], None], str]] = [
     ("torch.autograd", _wrap_backward, "backward()"),
     ("torch.utils.data.dataloader", _wrap_next, "the DataLoader"),
+    ("torch.distributed", _wrap_collectives, "torch.distributed's collectives"),
 ]
 """(module, wrapper, what it watches), applied by :func:`install` once each."""
 

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import AiprofError
-from . import anchors
+from . import anchors, collectives
 from ._log import log
 from .collectors.base import Collector
 from .collectors.python_outside import ENV_STACKS
@@ -213,6 +213,7 @@ class Profiler:
             _active = None
             raise
         anchors.connect(ctl.anchor, ctl.set_loop)
+        collectives.connect(ctl.collective)
         if "torch.optim" in sys.modules:
             _watch_optimizer()
         else:
@@ -239,6 +240,7 @@ class Profiler:
             return None
         self._controller = None
         anchors.connect(None)
+        collectives.connect(None)
         try:
             raw = ctl.stop(partial=partial, reason=reason)
         finally:

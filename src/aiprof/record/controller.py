@@ -88,7 +88,7 @@ def raw_location(profile: Path, rank: int | None) -> Path:
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    __slots__ = ("anchors", "annotations", "loop", "steps")
+    __slots__ = ("anchors", "annotations", "collectives", "loop", "steps")
 
     def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[int, int, str, int]]) -> None:
         self.steps = steps
@@ -98,6 +98,9 @@ class Marks:
         self.anchors: list[tuple[str, int, int, int]] = []
         """(kind, start, end, tid) of the calls a training loop makes once per
         iteration (record.anchors): the finalizer finds unmarked steps from them."""
+        self.collectives: list[tuple[Any, ...]] = []
+        """torch.distributed calls (record.collectives): start, end, op, bytes, group,
+        group size, sequence number in the group, tid."""
         self.loop: dict[str, Any] | None = None
         """The loop that ran the first training iteration (record.anchors.loop_of)."""
 
@@ -223,6 +226,11 @@ class Controller:
         if self.running:
             self.marks.anchors.append((kind, start, end, tid))
 
+    def collective(self, rec: tuple[Any, ...]) -> None:
+        """Keep one torch.distributed call (record.collectives) while recording."""
+        if self.running:
+            self.marks.collectives.append(rec)
+
     def set_loop(self, info: dict[str, Any]) -> None:
         self.marks.loop = info
 
@@ -273,6 +281,7 @@ class Controller:
             "annotations": list(self.marks.annotations),
             "anchors": list(self.marks.anchors),
             "loop": self.marks.loop,
+            "collectives": list(self.marks.collectives),
             # Steps that all came from the optimizer hook: the finalizer may re-find them.
             "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
         }

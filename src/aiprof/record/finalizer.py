@@ -232,6 +232,7 @@ def _write_marks(
         rows["tid"].append(tid)
         rows["step"].append(None)
     _append_host_events(w, rows, rank, pid, "aiprof")
+    _write_collectives(w, marks.get("collectives", []), rank, pid, mono0, summary)
     summary.steps = len(steps)
     if steps:
         durs = sorted(e - s for s, e, _, _ in steps)
@@ -240,6 +241,21 @@ def _write_marks(
         summary.events[k] += 1
     summary.steps_how = HOW_TEXT.get(str(found.how.get("rule")), "")
     return found.how
+
+
+def _write_collectives(w: Any, calls: list[Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
+    """torch.distributed calls (record.collectives) as host ``collective`` events."""
+    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "bytes", "args")}
+    for t0, t1, op, nbytes, group, size, seq, tid in calls:
+        rows["kind"].append("collective")
+        rows["name"].append(op)
+        rows["ts"].append(t0 - mono0)
+        rows["dur"].append(t1 - t0)
+        rows["tid"].append(tid)
+        rows["bytes"].append(nbytes)
+        rows["args"].append(json.dumps({"group": group, "group_size": size, "seq": seq}))
+    _append_host_events(w, rows, rank, pid, "torch.distributed")
+    summary.events["collective"] += len(calls)
 
 
 def _append_host_events(w: Any, rows: dict[str, list[Any]], rank: int, pid: int, cat: str) -> None:
