@@ -215,3 +215,13 @@ def test_sigkill_keeps_the_last_checkpoint(tmp_path: Path) -> None:
             "WHERE f.function LIKE '%work%' OR f.function LIKE '%genexpr%'"
         ).to_pylist()[0]["n"]
     assert samples > 0 and work > 0
+
+
+def test_a_failing_scripts_traceback_starts_at_its_own_frame(tmp_path: Path) -> None:
+    body = "def f():\n    raise ValueError('boom')\n\nf()\n"
+    rec = aiprof("record", "-o", str(tmp_path / "tb"), "--", PY, script(tmp_path, body))
+    assert rec.returncode == 1
+    files = [ln.strip() for ln in rec.stderr.splitlines() if ln.strip().startswith('File "')]
+    assert files and files[0].startswith(f'File "{tmp_path / "job.py"}", line 4'), rec.stderr
+    assert not any("bootstrap" in f or "runpy" in f for f in files)
+    assert "ValueError: boom" in rec.stderr
