@@ -225,3 +225,23 @@ def test_a_failing_scripts_traceback_starts_at_its_own_frame(tmp_path: Path) -> 
     assert files and files[0].startswith(f'File "{tmp_path / "job.py"}", line 4'), rec.stderr
     assert not any("bootstrap" in f or "runpy" in f for f in files)
     assert "ValueError: boom" in rec.stderr
+
+
+def test_a_repeating_schedule_keeps_every_window_without_torchs_warning(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    body = (
+        "import torch\ntorch.set_num_threads(1)\n"
+        "m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(12):\n    opt.zero_grad(); m(torch.ones(4, 8)).sum().backward(); opt.step()\n"
+    )
+    out = tmp_path / "rep"
+    rec = aiprof(
+        "record", "-o", str(out), "--ops", "--no-python", "--schedule", "1,1,1,3", "--", PY, script(tmp_path, body)
+    )
+    assert rec.returncode == 0, rec.stderr
+    assert "acc_events" not in rec.stderr and "clears events" not in rec.stderr
+    from aiprof.store import open_profile
+
+    with open_profile(out / "rank0.aiprof") as p:
+        steps = p.con.execute("select distinct step from events where name = 'aten::addmm' order by 1").fetchall()
+    assert len(steps) >= 2, "the operators of more than one active window are kept"
