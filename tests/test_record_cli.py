@@ -76,9 +76,10 @@ def test_example_checksum_is_the_same_with_and_without_aiprof(tmp_path: Path) ->
         names = {
             r[0] for r in p.con.execute("select distinct name from events where kind = 'user_annotation'").fetchall()
         }
-    # Six mark_step() calls, not doubled by the optimizer hook; the first closes the
-    # span from process start (imports, setup), which is kept under its own name.
-    assert steps == (5,), "explicit mark_step() calls, not doubled by the optimizer hook"
+    # Six mark_step() calls, six steps, not doubled by the optimizer hook; the first
+    # starts at the first DataLoader batch, the time before it (imports, setup) is
+    # kept under its own name.
+    assert steps == (6,), "explicit mark_step() calls, not doubled by the optimizer hook"
     assert names == {"forward", "backward", "optimizer", "aiprof: before the first step"}
 
 
@@ -98,7 +99,7 @@ def test_ops_mode_and_optimizer_steps_on_an_unmodified_script(tmp_path: Path) ->
         steps = p.con.execute("select count(*) from events where kind = 'step'").fetchone()
         ops = p.con.execute("select count(*) from events where kind = 'cpu_op' and name = 'aten::addmm'").fetchone()
         samples = p.con.execute("select count(*) from samples").fetchone()
-    assert steps == (3,) and ops is not None and ops[0] >= 4 and samples == (0,)
+    assert steps == (4,) and ops is not None and ops[0] >= 4 and samples == (0,)
 
 
 @pytest.mark.parametrize(
@@ -214,3 +215,33 @@ def test_sigkill_keeps_the_last_checkpoint(tmp_path: Path) -> None:
             "WHERE f.function LIKE '%work%' OR f.function LIKE '%genexpr%'"
         ).to_pylist()[0]["n"]
     assert samples > 0 and work > 0
+
+
+def test_a_failing_scripts_traceback_starts_at_its_own_frame(tmp_path: Path) -> None:
+    body = "def f():\n    raise ValueError('boom')\n\nf()\n"
+    rec = aiprof("record", "-o", str(tmp_path / "tb"), "--", PY, script(tmp_path, body))
+    assert rec.returncode == 1
+    files = [ln.strip() for ln in rec.stderr.splitlines() if ln.strip().startswith('File "')]
+    assert files and files[0].startswith(f'File "{tmp_path / "job.py"}", line 4'), rec.stderr
+    assert not any("bootstrap" in f or "runpy" in f for f in files)
+    assert "ValueError: boom" in rec.stderr
+
+
+def test_a_repeating_schedule_keeps_every_window_without_torchs_warning(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    body = (
+        "import torch\ntorch.set_num_threads(1)\n"
+        "m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(12):\n    opt.zero_grad(); m(torch.ones(4, 8)).sum().backward(); opt.step()\n"
+    )
+    out = tmp_path / "rep"
+    rec = aiprof(
+        "record", "-o", str(out), "--ops", "--no-python", "--schedule", "1,1,1,3", "--", PY, script(tmp_path, body)
+    )
+    assert rec.returncode == 0, rec.stderr
+    assert "acc_events" not in rec.stderr and "clears events" not in rec.stderr
+    from aiprof.store import open_profile
+
+    with open_profile(out / "rank0.aiprof") as p:
+        steps = p.con.execute("select distinct step from events where name = 'aten::addmm' order by 1").fetchall()
+    assert len(steps) >= 2, "the operators of more than one active window are kept"

@@ -38,6 +38,7 @@ AREAS: list[str] = [
     "kernels",
     "cluster",
     "cluster_job",
+    "python_time",
 ]
 
 

@@ -39,6 +39,9 @@ class Analyser:
     default_sort: tuple[str, ...] = ()
     units: dict[str, str] = field(default_factory=dict)
     """Column -> unit, for renderers and the API's column list."""
+    scope: tuple[str, ...] = ()
+    """Columns the view filters on before it aggregates (``step``, ``thread``): the
+    query's filters on them reach the analyser as ``params["scope"]``."""
 
 
 _REGISTRY: dict[str, Analyser] = {}
@@ -50,12 +53,17 @@ def full_table(profile: Profile, view: str, params: dict[str, Any] | None = None
 
 
 def analyser(
-    name: str, title: str, *, default_sort: tuple[str, ...] = (), units: dict[str, str] | None = None
+    name: str,
+    title: str,
+    *,
+    default_sort: tuple[str, ...] = (),
+    units: dict[str, str] | None = None,
+    scope: tuple[str, ...] = (),
 ) -> Callable[[AnalyserFn], AnalyserFn]:
     """Register ``fn`` as the view ``name``. Its docstring documents the columns."""
 
     def deco(fn: AnalyserFn) -> AnalyserFn:
-        _REGISTRY[name] = Analyser(name, fn, title, (fn.__doc__ or "").strip(), default_sort, units or {})
+        _REGISTRY[name] = Analyser(name, fn, title, (fn.__doc__ or "").strip(), default_sort, units or {}, scope)
         return fn
 
     return deco
@@ -107,7 +115,11 @@ def run(profile: Profile, view: str, query: Query | None = None, params: dict[st
     q = query or Query()
     if not q.sort and a.default_sort:
         q = Query(q.filters, [(s.lstrip("-"), s.startswith("-")) for s in a.default_sort], q.limit, q.offset)
-    table = a.fn(profile, params or {})
+    params = dict(params or {})
+    if a.scope:
+        params["scope"] = [f for f in q.filters if f.column in a.scope]
+        q = Query([f for f in q.filters if f.column not in a.scope], q.sort, q.limit, q.offset)
+    table = a.fn(profile, params)
     if isinstance(table, SqlView):
         page, total = q.apply_sql(profile.con, table.sql)
     else:

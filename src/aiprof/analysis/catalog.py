@@ -31,6 +31,7 @@ MODULES: list[str] = [
     "outlier_steps",
     "stages",
     "op_types",
+    "phases",
 ]
 
 for _m in MODULES:

@@ -78,7 +78,8 @@ def message_bytes(name: str, args: str | None) -> int | None:
 
 
 def collectives(profile: Profile) -> dict[str, np.ndarray]:
-    """Device collectives: rank, device, name, ts, dur (ns), bytes (-1 unknown)."""
+    """Collectives: rank, device (-1: host-side), name, ts, dur (ns), bytes (-1 unknown).
+    Device ones where a rank has them, else its host-side calls (a CPU / gloo job)."""
     c = fetch(
         profile,
         """
@@ -126,7 +127,7 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
                 nbytes[i] = lst[j][2]
                 break
             j -= 1
-    return {
+    out = {
         "rank": c["rank"],
         "device": c["device"],
         "name": c["name"],
@@ -134,6 +135,33 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
         "dur": c["dur"],
         "bytes": nbytes,
     }
+    return _with_host_collectives(profile, out)
+
+
+def _with_host_collectives(profile: Profile, dev: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add, for each rank without device events (a CPU job: gloo), its host-side
+    ones: the ``collective`` events aiprof record writes for torch.distributed calls,
+    else torch.profiler's ``gloo:*`` / ``nccl:*`` ranges (by their op: ``gloo:all_reduce``
+    is all_reduce)."""
+    h = fetch(
+        profile,
+        """
+        WITH c AS (SELECT rank, -1 AS device, name, ts, dur, coalesce(bytes, -1) AS bytes, 0 AS pri FROM events
+                   WHERE kind = 'collective' AND device_type = 'cpu'
+                   UNION ALL
+                   SELECT rank, -1, regexp_replace(name, '^(nccl|gloo|hccl):', ''), ts, dur, -1, 1 FROM events
+                   WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
+                     AND regexp_matches(name, '^(nccl|gloo|hccl):')),
+        best AS (SELECT rank, min(pri) AS pri FROM c GROUP BY rank),
+        dev AS (SELECT DISTINCT rank FROM events WHERE device_type <> 'cpu')
+        SELECT c.rank, c.device, c.name, c.ts, c.dur, c.bytes FROM c JOIN best USING (rank)
+        WHERE c.pri = best.pri AND c.rank NOT IN (SELECT rank FROM dev) ORDER BY c.rank, c.ts
+        """,
+    )
+    keep = ~np.isin(h["rank"], np.unique(dev["rank"]))
+    if not keep.any():
+        return dev
+    return {k: np.concatenate([dev[k], h[k][keep]]) for k in dev}
 
 
 _COMM_SCHEMA = pa.schema(

@@ -4,7 +4,9 @@ Two views share the computation:
 
 ``overview`` (long form, one row per figure)
     section      'breakdown' (tb-profiler's split of step time), 'device' (Holistic
-                 Trace Analysis's idle / compute / non_compute) or 'utilization'
+                 Trace Analysis's idle / compute / non_compute), 'utilization', or
+                 'phases' (the step time by phase from the Python samples:
+                 forward, backward, optimizer... analysis/phases.py)
     rank, device device is null for host-side figures
     step         null = over all steps
     category     breakdown: kernel, memcpy, memset, communication, runtime,
@@ -17,9 +19,11 @@ Two views share the computation:
 ``steps`` (one row per rank and step)
     rank, step, start_us, duration_us, the breakdown categories as <category>_us,
     device_busy_us, idle_us, compute_us, non_compute_us (device figures inside the
-    step's window, all devices of the rank together), outlier (analysis/outliers.py); with
-    power or energy counters also energy_j, energy_error_j, avg_w and j_per_sample (see
-    energy.py).
+    step's window, all devices of the rank together), outlier (analysis/outliers.py),
+    <phase>_us for each phase of analysis/phases.py (forward_us, backward_us,
+    optimizer_us, data_loading_us, sync_us, collective_us, logging_us,
+    other_python_us); with power or energy counters also energy_j, energy_error_j,
+    avg_w and j_per_sample (see energy.py).
 
 Breakdown: each instant of a step is counted once, in the first category active at
 that instant in this priority: kernel > memcpy > memset > communication > runtime >
@@ -219,7 +223,19 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
             }
         )
     rows.extend(dev_rows)
+    rows.extend(phase_section(profile))
     return pa.Table.from_pylist(rows, schema=_OVERVIEW_SCHEMA)
+
+
+def phase_section(profile: Profile) -> list[dict[str, Any]]:
+    """The 'phases' section: step time by phase from the Python samples (analysis.phases)."""
+    from .phases import phase_rows
+
+    return [
+        {"section": "phases", "rank": r["rank"], "device": None, "step": r["step"], "category": r["phase"]}
+        | {"time_us": r["time_us"], "percent": r["percent"]}
+        for r in phase_rows(profile)
+    ]
 
 
 @analyser("steps", "Steps", default_sort=("rank", "step"), units={"duration_us": "µs", "start_us": "µs"})
@@ -250,6 +266,7 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
 
     cols.update(step_columns(profile, w["rank"], w["step"], w["dur"]))
     cols.update(step_trace.columns(profile, w["rank"], w["step"]))  # where the step trace has its points
+    cols.update(phase_columns(profile, w["rank"], w["step"]))
     return pa.table(cols)
 
 
@@ -260,3 +277,14 @@ def _outliers(w: dict[str, np.ndarray]) -> np.ndarray:
         sel = np.flatnonzero((w["rank"] == r) & (w["step"] >= 0))
         out[sel] = outlier_mask(w["dur"][sel].astype(np.float64))
     return out
+
+
+def phase_columns(profile: Profile, rank: np.ndarray, step: np.ndarray) -> dict[str, Any]:
+    """<phase>_us per (rank, step) window, from the Python samples (analysis.phases)."""
+    from .phases import PHASES, classify, window_times
+
+    c = classify(profile)
+    _, ns = window_times(profile)
+    at = {(int(r), int(s)): i for i, (r, s) in enumerate(zip(c.w_rank.tolist(), c.w_step.tolist(), strict=True))}
+    idx = np.array([at.get((int(r), int(s)), -1) for r, s in zip(rank, step, strict=True)], dtype=np.int64)
+    return {f"{p}_us": us(np.where(idx >= 0, ns[p][np.clip(idx, 0, None)] if len(ns[p]) else 0, 0)) for p in PHASES}

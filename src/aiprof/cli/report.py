@@ -117,17 +117,18 @@ def _overview_table(prof: Any) -> None:
         console.print("[yellow]this profile is partial: the recording or file was cut short[/yellow]")
     ov = run(prof, "overview", Query()).table.to_pylist()
     st = run(prof, "steps", Query()).table
-    console.print(f"steps: {st.num_rows if any(r['step'] is not None for r in st.to_pylist()) else 'none marked'}")
+    console.print(escape(steps_line(metas, st.to_pylist())))
     _energy_lines(console, prof)
     for rank in sorted({r["rank"] for r in ov}):
-        t = Table(title=f"rank {rank}: step time breakdown (all steps)", header_style="bold")
-        t.add_column("category")
-        t.add_column("time (µs)", justify="right")
-        t.add_column("%", justify="right")
-        for r in ov:
-            if r["rank"] == rank and r["section"] == "breakdown" and r["step"] is None:
-                t.add_row(r["category"], format_cell(r["time_us"]), format_cell(r["percent"]))
-        console.print(t)
+        mine = [r for r in ov if r["rank"] == rank and r["step"] is None]
+        bd = [r for r in mine if r["section"] == "breakdown"]
+        ph = [r for r in mine if r["section"] == "phases"]
+        # Without operator events the breakdown is all "other": the phases say more.
+        if not ph or any(r["time_us"] for r in bd if r["category"] != "other"):
+            _split_table(console, f"rank {rank}: step time breakdown (all steps)", bd)
+        if ph:
+            title = f"rank {rank}: step time by phase (all steps, from Python samples)"
+            _split_table(console, title, [r for r in ph if r["time_us"]])
         dev = [r for r in ov if r["rank"] == rank and r["section"] in ("device", "utilization")]
         if dev:
             t2 = Table(title=f"rank {rank}: device time", header_style="bold")
@@ -157,6 +158,38 @@ def _overview_table(prof: Any) -> None:
     console.print(
         "[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|python|events[/dim]"
     )
+
+
+def _split_table(console: Any, title: str, rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    t.add_column("category")
+    t.add_column("time (µs)", justify="right")
+    t.add_column("%", justify="right")
+    for r in rows:
+        t.add_row(r["category"], format_cell(r["time_us"]), format_cell(r["percent"]))
+    console.print(t)
+
+
+def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
+    """ "steps: N per rank" (or each rank's count when they differ), and how they were found."""
+    per: dict[int, int] = {}
+    for r in steps:
+        if r["step"] is not None:
+            per[r["rank"]] = per.get(r["rank"], 0) + 1
+    if not per:
+        text = "steps: none found (mark them with aiprof.record.mark_step())"
+    elif len(set(per.values())) == 1:
+        n = next(iter(per.values()))
+        text = f"steps: {n}" + (f" per rank ({len(per)} ranks)" if len(per) > 1 else "")
+    else:
+        text = "steps: " + ", ".join(f"rank {r}: {n}" for r, n in sorted(per.items()))
+    rules = {str((m.get("record") or {}).get("steps", {}).get("rule")) for m in metas if m.get("record")}
+    from ..record.finalizer import HOW_TEXT
+
+    words = [HOW_TEXT[r] for r in sorted(rules) if r in HOW_TEXT]
+    return text + (f" ({'; '.join(words)})" if per and words else "")
 
 
 def emit_top(console: Any, table: pa.Table, title: str, cols: list[str]) -> None:

@@ -45,6 +45,25 @@ def _us(col: str) -> str:
     )
 
 
+#: With several ranks, flow ids of rank R > 0 are moved up by R << 40, so two ranks'
+#: arrows never join (rank 0's ids, and a single-rank profile's, are written as they came).
+def _rank_id(num: str, rank: str, multi: bool) -> str:
+    if not multi:
+        return f"{num}::VARCHAR"
+    return f"(CASE WHEN coalesce({rank}, 0) = 0 THEN {num} ELSE ({rank}::BIGINT << 40) + {num} END)::VARCHAR"
+
+
+def _flow_id(multi: bool) -> str:
+    raw = "json_extract(args, '$.id')::VARCHAR"
+    if not multi:
+        return raw
+    n = "TRY_CAST(json_extract_string(args, '$.id') AS BIGINT)"
+    return (
+        f"CASE WHEN coalesce(rank, 0) = 0 THEN {raw} WHEN {n} IS NOT NULL THEN {_rank_id(n, 'rank', True)} "
+        "ELSE to_json(rank::VARCHAR || ':' || json_extract_string(args, '$.id'))::VARCHAR END"
+    )
+
+
 def _js(col: str) -> str:
     """SQL: a value as JSON text (null stays null)."""
     return f"coalesce(to_json({col})::VARCHAR, 'null')"
@@ -144,6 +163,8 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
     emit(rows)
 
     has_flows = next(iter(con.execute(f"SELECT count(*) FROM events WHERE {_FLOW}").fetchall()), None)
+    n_ranks = next(iter(con.execute("SELECT count(DISTINCT rank) FROM events").fetchall()), (0,))
+    many_ranks = int(n_ranks[0] or 0) > 1
     synth = not (has_flows and int(has_flows[0]) > 0)
     ev_args = (
         "CASE WHEN args IS NOT NULL AND starts_with(ltrim(args), '{') THEN args "
@@ -163,7 +184,7 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
     parts = [
         # Flows and async markers, back to their phase.
         f"""SELECT ts, 1 AS k, '{{"ph":' || to_json({flow_ph})::VARCHAR || {common}
-               || coalesce(',"id":' || json_extract(args, '$.id')::VARCHAR, '')
+               || coalesce(',"id":' || {_flow_id(many_ranks)}, '')
                || coalesce(',"bp":' || json_extract(args, '$.bp')::VARCHAR, '')
                || coalesce(',"args":' || json_extract(args, '$.args')::VARCHAR, '') || '}}' AS j
             FROM events WHERE {_FLOW}""",
@@ -197,10 +218,10 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
             f"""WITH d AS (SELECT * FROM events WHERE correlation IS NOT NULL AND device_type <> 'cpu'
                            AND kind IN ('kernel', 'memcpy', 'memset', 'collective')),
                      h AS (SELECT * FROM events WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
-                SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || h.correlation
+                SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || {_rank_id("h.correlation", "h.rank", many_ranks)}
                        || ',"pid":' || {pid_of("h.pid", "h.")}
                        || ',"tid":' || h.tid || ',"ts":' || {_us("h.ts")} || '}},' ||
-                       '{{"ph":"f","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || h.correlation || ',"bp":"e"'
+                       '{{"ph":"f","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || {_rank_id("h.correlation", "h.rank", many_ranks)} || ',"bp":"e"'
                        || ',"pid":' || {pid_of("d.pid", "d.")}
                        || ',"tid":' || d.tid || ',"ts":' || {_us("d.ts")} || '}}' AS j
                 FROM d JOIN h ON h.correlation = d.correlation AND h.rank = d.rank"""

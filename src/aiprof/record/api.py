@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import AiprofError
+from . import anchors, collectives
 from ._log import log
 from .collectors.base import Collector
 from .collectors.python_outside import ENV_STACKS
@@ -232,6 +233,8 @@ class Profiler:
         except BaseException:
             _active = None
             raise
+        anchors.connect(ctl.anchor, ctl.set_loop)
+        collectives.connect(ctl.collective)
         if "torch.optim" in sys.modules:
             _watch_optimizer()
         else:
@@ -244,6 +247,7 @@ class Profiler:
         ctl = self._controller
         if ctl is not None:
             ctl.step()
+            anchors.find_loop(sys._getframe(1))
 
     def stop(self, *, partial: bool = False, reason: str | None = None) -> Path | None:
         """Stop recording and write the profile (with ``defer``: only the raw data).
@@ -256,6 +260,8 @@ class Profiler:
         if ctl is None:
             return None
         self._controller = None
+        anchors.connect(None)
+        collectives.connect(None)
         try:
             raw = ctl.stop(partial=partial, reason=reason)
         finally:
@@ -331,6 +337,7 @@ def _watch_optimizer() -> None:
     global _hooked
     if _hooked or "torch.optim" not in sys.modules:
         return
+    anchors.install()
     try:
         from torch.optim.optimizer import register_optimizer_step_post_hook
     except ImportError:
@@ -345,6 +352,7 @@ def _watch_optimizer() -> None:
         if _first_optimizer is None:
             _first_optimizer = id(opt)
         if id(opt) == _first_optimizer:
+            anchors.optimizer_step()
             prof._optimizer_step()
 
     register_optimizer_step_post_hook(hook)

@@ -140,12 +140,34 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         reason = "interrupted (SIGINT)"
         raise
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+        failed: Exception | None = e
     except BaseException as e:
         reason = f"{type(e).__name__}: {e}"
         raise
+    else:
+        failed = None
     finally:
         if recording:
             _safe_stop(prof, reason)
+    if failed is not None:
+        # As Python would report it, from the script's own frame: not from this
+        # bootstrap's or runpy's.
+        tb = script_traceback(failed.__traceback__)
+        sys.excepthook(type(failed), failed.with_traceback(tb), tb)
+        sys.exit(1)
+
+
+def script_traceback(tb: Any) -> Any:
+    """``tb`` without its leading frames of aiprof's bootstrap and runpy."""
+    here = os.path.abspath(__file__)
+    while tb is not None and tb.tb_next is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if os.path.abspath(file) != here and os.path.basename(file) not in ("runpy.py", "<frozen runpy>"):
+            break
+        tb = tb.tb_next
+    return tb
 
 
 def _run_target(args: list[str]) -> None:

@@ -91,13 +91,21 @@ def raw_location(profile: Path, rank: int | None) -> Path:
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    __slots__ = ("annotations", "steps")
+    __slots__ = ("anchors", "annotations", "collectives", "loop", "steps")
 
     def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[Any, ...]]) -> None:
         self.steps = steps
         """(start, end, step number, tid) in monotonic ns."""
         self.annotations = annotations
         """(start, dur, name, tid)."""
+        self.anchors: list[tuple[str, int, int, int]] = []
+        """(kind, start, end, tid) of the calls a training loop makes once per
+        iteration (record.anchors): the finalizer finds unmarked steps from them."""
+        self.collectives: list[tuple[Any, ...]] = []
+        """torch.distributed calls (record.collectives): start, end, op, bytes, group,
+        group size, sequence number in the group, tid."""
+        self.loop: dict[str, Any] | None = None
+        """The loop that ran the first training iteration (record.anchors.loop_of)."""
 
 
 class Controller:
@@ -227,6 +235,19 @@ class Controller:
             del self.marks.steps[-n:]
             self.step_num -= n
 
+    def anchor(self, kind: str, start: int, end: int, tid: int) -> None:
+        """Keep one per-iteration call (record.anchors) while recording."""
+        if self.running:
+            self.marks.anchors.append((kind, start, end, tid))
+
+    def collective(self, rec: tuple[Any, ...]) -> None:
+        """Keep one torch.distributed call (record.collectives) while recording."""
+        if self.running:
+            self.marks.collectives.append(rec)
+
+    def set_loop(self, info: dict[str, Any]) -> None:
+        self.marks.loop = info
+
     def annotate(self, start: int, dur: int, name: str, tid: int, samples: int | None = None) -> None:
         """Keep one user annotation (monotonic ns), with its sample count when given."""
         if samples is None:
@@ -276,7 +297,15 @@ class Controller:
             # The span a checkpoint covers: its profile reports this, not 0 s.
             self.clock["mono_last"] = time.monotonic_ns()
             self.clock["unix_last"] = time.time_ns()
-        marks = {"steps": list(self.marks.steps), "annotations": list(self.marks.annotations)}
+        marks = {
+            "steps": list(self.marks.steps),
+            "annotations": list(self.marks.annotations),
+            "anchors": list(self.marks.anchors),
+            "loop": self.marks.loop,
+            "collectives": list(self.marks.collectives),
+            # Steps that all came from the optimizer hook: the finalizer may re-find them.
+            "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
+        }
         write_atomic(self.raw_dir / MARKS, encode_raw(marks))
         manifest = {
             "version": 1,

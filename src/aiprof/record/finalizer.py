@@ -33,6 +33,8 @@ class RecordSummary:
     duration_s: float = 0.0
     steps: int = 0
     step_ms_median: float | None = None
+    steps_how: str = ""
+    """How the steps were found (record.step_finder's rule)."""
     samples: int = 0
     events: Counter[str] = field(default_factory=Counter)
     counters: int = 0
@@ -52,7 +54,8 @@ class RecordSummary:
         bits = [f"{self.duration_s:.2f} s"]
         if self.steps:
             med = f", median {self.step_ms_median:.1f} ms" if self.step_ms_median is not None else ""
-            bits.append(f"{self.steps} steps{med}")
+            how = f" ({self.steps_how})" if self.steps_how else ""
+            bits.append(f"{self.steps} steps{how}{med}")
         bits.append(f"{self.samples:,} Python samples")
         if self.events:
             bits.append(f"{sum(self.events.values()):,} events")
@@ -131,9 +134,9 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
                 w.warn(f"collector {name} stopped early: {entry['failed']}")
         marks = _load_or_warn(w, raw_dir / MARKS) or {}
         whole = bool((manifest.get("options") or {}).get("whole_process"))
-        _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole)
-        thread_names: dict[int, str] = {}
         py = load("python")
+        how = _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole, py=py)
+        thread_names: dict[int, str] = {}
         if py is not None:
             _write_python(w, py, rank, pid, mono0, summary)
             thread_names.update({int(k): v for k, v in py.get("thread_names", {}).items()})
@@ -181,6 +184,7 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
             "options": manifest.get("options"),
             "collectors": {k: {"failed": v.get("failed")} for k, v in collectors.items()},
             "device_trace": (ops or {}).get("device_trace"),
+            "steps": how,
         }
         meta["sources"].append({"importer": "aiprof.record", "path": str(profile), "collectors": sorted(collectors)})
     if not keep_raw:
@@ -198,6 +202,13 @@ def _load_or_warn(w: Any, path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: The words the summary uses for each rule of record.step_finder.
+HOW_TEXT = {
+    "marked": "marked by prof.step()",
+    "optimizer": "one per optimizer.step()",
+    "backward": "one per backward(), no optimizer",
+}
+
 #: Name of the span that replaces step 0 when recording began with the process.
 BEFORE_FIRST_STEP = "aiprof: before the first step"
 
@@ -211,13 +222,22 @@ def _write_marks(
     summary: RecordSummary,
     *,
     whole_process: bool = False,
-) -> None:
-    steps = list(marks.get("steps", []))
+    py: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    from .step_finder import find_steps, first_in_loop_from_samples
+
+    found = find_steps(
+        marks,
+        mono0,
+        whole_process=whole_process,
+        first_in_loop=first_in_loop_from_samples(py or {}, marks.get("loop")),
+    )
+    steps = found.steps
     ann = list(marks.get("annotations", []))
-    if whole_process and len(steps) > 1:
-        # Recording began with the process, so "step 0" would hold interpreter start,
-        # imports and setup; keep that time as a named span, not as a training step.
-        start, end, _num, tid = steps.pop(0)
+    if found.startup is not None:
+        # Recording began with the process: the time before the first iteration holds
+        # interpreter start, imports and setup; a named span, not a training step.
+        start, end, tid = found.startup
         ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
     rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step", "args")}
     for start, end, num, tid in steps:
@@ -237,12 +257,30 @@ def _write_marks(
         rows["step"].append(None)
         rows["args"].append(json.dumps({"samples": samples[0]}) if samples else None)
     _append_host_events(w, rows, rank, pid, "aiprof")
+    _write_collectives(w, marks.get("collectives", []), rank, pid, mono0, summary)
     summary.steps = len(steps)
     if steps:
         durs = sorted(e - s for s, e, _, _ in steps)
         summary.step_ms_median = durs[len(durs) // 2] / 1e6
     for k in rows["kind"]:
         summary.events[k] += 1
+    summary.steps_how = HOW_TEXT.get(str(found.how.get("rule")), "")
+    return found.how
+
+
+def _write_collectives(w: Any, calls: list[Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
+    """torch.distributed calls (record.collectives) as host ``collective`` events."""
+    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "bytes", "args")}
+    for t0, t1, op, nbytes, group, size, seq, tid in calls:
+        rows["kind"].append("collective")
+        rows["name"].append(op)
+        rows["ts"].append(t0 - mono0)
+        rows["dur"].append(t1 - t0)
+        rows["tid"].append(tid)
+        rows["bytes"].append(nbytes)
+        rows["args"].append(json.dumps({"group": group, "group_size": size, "seq": seq}))
+    _append_host_events(w, rows, rank, pid, "torch.distributed")
+    summary.events["collective"] += len(calls)
 
 
 def _append_host_events(w: Any, rows: dict[str, list[Any]], rank: int, pid: int, cat: str) -> None:

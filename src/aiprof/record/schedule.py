@@ -50,6 +50,8 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
             return ProfilerAction.WARMUP
         return ProfilerAction.RECORD if pos < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
 
+    # More than one active window: torch.profiler keeps the events of each only with acc_events.
+    action.repeats = repeat != 1  # type: ignore[attr-defined]
     action.__qualname__ = (
         f"schedule(wait={wait}, warmup={warmup}, active={active}, repeat={repeat}, skip_first={skip_first})"
     )

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..analysis import Query, Result, run, views
 from ..errors import AiprofError
-from ..store import PROFILE_SUFFIX, Profile, find_profiles, open_profile
+from ..store import PROFILE_SUFFIX, Profile, open_profile
+from ..store.library import discover, is_run, rank_profiles
 from ..store.reader import _read_meta
 from ..store.writer import META_FILE
 from .jsonio import dumps
@@ -60,9 +61,15 @@ class Entry:
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
     series_cache: dict[str, Any] = field(default_factory=dict)
     """Window-independent series answers (memory peaks), see SeriesQuery."""
+    name: str = ""
+    """Readable and unique: the path below the served folder (store.library)."""
 
     def summary(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": self.id, "name": self.path.name, "status": "broken" if self.error else "ok"}
+        d: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name or self.path.name,
+            "status": "broken" if self.error else "ok",
+        }
         if self.error:
             d["error"] = self.error
         return d
@@ -102,30 +109,28 @@ class Library:
     def scan(self) -> list[Entry]:
         """(Re)list the profiles; profiles already open stay open."""
         with self._lock:
-            found: list[tuple[Path, Path]] = []
+            found: list[tuple[Path, Path, str]] = []
             for root in self.roots:
                 if (root / META_FILE).exists() or root.name.endswith(PROFILE_SUFFIX):
-                    found.append((root, root))
+                    found.append((root, root, root.name))
                     continue
-                good = set(find_profiles(root)) if root.is_dir() else set()
+                found += [(f.path, root, f.name) for f in discover(root)]
+                # A folder named like a profile but broken is listed, with its error.
                 children = sorted(root.iterdir()) if root.is_dir() else []
-                for c in children:
-                    if c.name.startswith("."):
-                        continue
-                    if c in good or c.name.endswith(PROFILE_SUFFIX):
-                        found.append((c, root))
+                listed = {f[0] for f in found}
+                found += [(c, root, c.name) for c in children if c.name.endswith(PROFILE_SUFFIX) and c not in listed]
             by_path = {e.path: e for e in self._entries.values()}
             entries: dict[str, Entry] = {}
-            for path, root in found:
+            for path, root, name in found:
                 old = by_path.get(path)
                 if old is not None:
                     entries[old.id] = old
                     continue
-                base = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.name) or "profile"
+                base = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name) or "profile"
                 pid, n = base, 2
                 while pid in entries or pid in self._entries:
                     pid, n = f"{base}-{n}", n + 1
-                entries[pid] = Entry(pid, path, root, error=self._check(path, root))
+                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name)
             self._entries = entries
             return list(entries.values())
 
@@ -133,6 +138,8 @@ class Library:
     def _check(path: Path, root: Path) -> str | None:
         if not _inside(path, root):
             return "the profile links outside the served folder"
+        if is_run(path):
+            return None if all(Library._check(r, root) is None for r in rank_profiles(path)) else "a rank is broken"
         if not (path / META_FILE).is_file():
             return f"no {META_FILE}"
         reason = _outside_reason(path, root)

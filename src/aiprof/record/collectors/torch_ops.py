@@ -14,6 +14,7 @@ markers back from the trace to map torch's clock onto the recording's origin.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +110,9 @@ class TorchOpsCollector(Collector):
                 return tp.ProfilerAction[ours(step).name]
 
         o = self.options
+        extra: dict[str, Any] = {}
+        if getattr(self.schedule, "repeats", False) and "acc_events" in inspect.signature(tp.profile).parameters:
+            extra["acc_events"] = True  # a repeating schedule: every window's events
         self._prof = tp.profile(
             activities=acts,
             schedule=sched,
@@ -116,6 +120,7 @@ class TorchOpsCollector(Collector):
             record_shapes=o["record_shapes"],
             with_stack=o["with_stack"],
             profile_memory=o["profile_memory"],
+            **extra,
         )
         self._prof.start()
         self._sync()

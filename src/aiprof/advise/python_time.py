@@ -1,0 +1,123 @@
+"""Advice from the Python samples alone (default ``aiprof record``, no torch.profiler):
+which phase of the step (analysis/phases.py) costs most, and the line that costs most in it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Context, NotEnoughData, Outcome, make, rule
+
+#: tb-profiler's DataLoader threshold, applied to the sampled data-loading phase.
+DATA_LOADING_SHARE = 0.05
+#: tb-profiler flags host syncs per step; from samples: .item()/.cpu()/.tolist() time.
+SYNC_SHARE = 0.03
+#: msprof-analyze's "host-bound" floor for time outside compute: logging/printing.
+LOGGING_SHARE = 0.03
+#: Optimizer time above this share of the step (PyTorch's foreach/fused optimizers).
+OPTIMIZER_SHARE = 0.15
+
+_FIXES = {
+    "data_loading": (
+        "Take the per-sample work out of the training process's critical path: DataLoader workers "
+        "(num_workers>0, persistent_workers=True) where cores are free, and vectorise per-item Python "
+        "transforms over the batch (a collate_fn or a batched transform).",
+        "loader = DataLoader(ds, batch_size=B, num_workers=2, persistent_workers=True, collate_fn=batched_augment)",
+    ),
+    "sync": (
+        "Read values back from the device less often: accumulate on the device and call .item() / .cpu() "
+        "every N steps, not every step.",
+        "running += loss.detach()\nif step % 50 == 0:\n    print(running.item() / 50); running.zero_()",
+    ),
+    "logging": (
+        "Log less often (every N steps) and format lazily; printing every step stalls the loop.",
+        "if step % 50 == 0:\n    log.info('step %d loss %.4f', step, loss.item())",
+    ),
+    "optimizer": (
+        "Use the foreach or fused implementation of the optimizer (one kernel over all parameters).",
+        "opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)  # fused=True on CUDA",
+    ),
+}
+
+
+def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any] | None] | NotEnoughData:
+    """(phase share of the step time over all ranks, its time in µs, samples, the
+    costliest line) or why not."""
+    rows = ctx.rows("phases")
+    if not rows:
+        return NotEnoughData("no Python samples inside steps")
+    all_steps = [r for r in rows if r["step"] is None]
+    total = sum(float(r["time_us"] or 0.0) for r in all_steps)
+    if total <= 0:
+        return NotEnoughData("no Python samples inside steps")
+    mine = sum(float(r["time_us"] or 0.0) for r in all_steps if r["phase"] == phase)
+    samples = sum(int(r["samples"] or 0) for r in all_steps if r["phase"] == phase)
+    hot = [r for r in ctx.rows("phase_hotspots") or [] if r["phase"] == phase]
+    top = max(hot, key=lambda r: r["samples"]) if hot else None
+    return mine / total, mine, float(samples), top
+
+
+def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str) -> Outcome:
+    got = _phase(ctx, phase)
+    if isinstance(got, NotEnoughData):
+        return got
+    s, mine_us, samples, top = got
+    if s <= threshold:
+        return None
+    where = f" The line that costs most: {top['function']} ({top['file']}:{top['line']})." if top else ""
+    evidence: dict[str, Any] = {f"{phase}_pct": 100 * s, "samples": int(samples)}
+    if top:
+        evidence |= {"function": top["function"], "file": top["file"], "line": top["line"]}
+        evidence["line_pct_of_phase"] = top["phase_pct"]
+    fix, snippet = _FIXES[phase]
+    return make(
+        rule_id,
+        f"{what} takes {100 * s:.1f}% of the step time (threshold {100 * threshold:.0f}%, from Python samples).{where}",
+        evidence,
+        mine_us,  # the phase's own time: what removing it from the loop would save at most
+        fix,
+        pytorch=snippet,
+    )
+
+
+@rule(
+    "python.data_loading",
+    "The training loop waits for its data (Python samples)",
+    anchor="tb-profiler",
+    cause="python_data_loading",
+    thresholds={"data_loading_share": DATA_LOADING_SHARE},
+)
+def data_loading(ctx: Context) -> Outcome:
+    return _advise(ctx, "python.data_loading", "data_loading", DATA_LOADING_SHARE, "Data loading")
+
+
+@rule(
+    "python.sync",
+    "Host-device syncs in the loop: .item() / .cpu() / .tolist() (Python samples)",
+    anchor="tb-profiler",
+    cause="python_sync",
+    thresholds={"sync_share": SYNC_SHARE},
+)
+def sync(ctx: Context) -> Outcome:
+    return _advise(ctx, "python.sync", "sync", SYNC_SHARE, "Reading values back (.item(), .cpu(), .tolist())")
+
+
+@rule(
+    "python.logging",
+    "Logging and printing in the loop (Python samples)",
+    anchor="msprof-analyze",
+    cause="python_logging",
+    thresholds={"logging_share": LOGGING_SHARE},
+)
+def logging_time(ctx: Context) -> Outcome:
+    return _advise(ctx, "python.logging", "logging", LOGGING_SHARE, "Logging and printing")
+
+
+@rule(
+    "python.optimizer",
+    "The optimizer step is a large share of the step (Python samples)",
+    anchor="PyTorch performance tuning guide",
+    cause="python_optimizer",
+    thresholds={"optimizer_share": OPTIMIZER_SHARE},
+)
+def optimizer(ctx: Context) -> Outcome:
+    return _advise(ctx, "python.optimizer", "optimizer", OPTIMIZER_SHARE, "The optimizer step")

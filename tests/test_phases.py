@@ -1,0 +1,208 @@
+"""The step breakdown from Python samples (analysis/phases.py) on real recordings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiprof.analysis import Query, run
+from aiprof.analysis.phases import frame_phase, is_user_code, line_phase
+from aiprof.store import open_profile
+
+PY = sys.executable
+
+JOB = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+
+def spin(ms):
+    t = time.perf_counter()
+    while time.perf_counter() - t < ms / 1000:
+        pass
+
+class Slow(Dataset):
+    def __len__(self):
+        return 30
+    def __getitem__(self, i):
+        spin(15)
+        return torch.ones(4), torch.zeros(1)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x):
+        spin(10)
+        return self.lin(x)
+
+class Spin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+    @staticmethod
+    def backward(ctx, g):
+        spin(10)
+        return g
+
+m = Net()
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for x, y in DataLoader(Slow(), batch_size=1):
+    loss = ((Spin.apply(m(x)) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    spin(5)
+"""
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    tmp = tmp_path_factory.mktemp("phases")
+    script = tmp / "job.py"
+    script.write_text(JOB)
+    out = tmp / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--rate", "200", "--", PY, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    return out / "rank0.aiprof"
+
+
+def test_each_phase_of_a_recorded_loop_gets_its_samples(recorded: Path) -> None:
+    with open_profile(recorded) as p:
+        rows = run(p, "phases", Query.parse(["step=null"])).rows
+        share = {r["phase"]: r["percent"] for r in rows}
+        assert sum(share.values()) == pytest.approx(100.0, abs=0.5)
+        # 15 ms loading, 10 ms forward, 10 ms backward, 5 ms of the loop's own code per
+        # step: each phase is there, loading the largest.
+        for phase in ("data_loading", "forward", "backward", "other_python"):
+            assert share[phase] > 5.0, (phase, share)
+        assert max(share, key=lambda k: share[k]) == "data_loading"
+        hot = run(p, "phase_hotspots", Query.parse(["phase=data_loading"], "-samples", 1)).rows[0]
+        assert hot["function"] == "spin" and hot["file"].endswith("job.py")
+        ov = run(p, "overview", Query.parse(["section=phases", "step=null"])).rows
+        assert {r["category"]: r["percent"] for r in ov} == share
+        steps = run(p, "steps").rows
+        assert len(steps) == 30
+        for s in steps:
+            parts = sum(s[f"{k}_us"] for k in share)
+            assert parts == pytest.approx(s["duration_us"], rel=0.01) or parts == 0
+
+
+def test_rules_of_single_frames(tmp_path: Path) -> None:
+    torch_dir = "/venv/lib/python3.11/site-packages/torch"
+    assert frame_phase("Module._call_impl", f"{torch_dir}/nn/modules/module.py") == "forward"
+    assert frame_phase("_engine_run_backward", f"{torch_dir}/autograd/graph.py") == "backward"
+    assert frame_phase("Tensor.backward", f"{torch_dir}/_tensor.py") == "backward"
+    assert frame_phase("SGD.step", f"{torch_dir}/optim/sgd.py") == "optimizer"
+    assert frame_phase("_BaseDataLoaderIter.__next__", f"{torch_dir}/utils/data/dataloader.py") == "data_loading"
+    assert frame_phase("all_reduce", f"{torch_dir}/distributed/distributed_c10d.py") == "collective"
+    assert frame_phase("synchronize", f"{torch_dir}/cuda/__init__.py") == "sync"
+    assert frame_phase("Logger.info", "/usr/lib/python3.11/logging/__init__.py") == "logging"
+    assert frame_phase("decorate_context", f"{torch_dir}/utils/_contextlib.py") == "other_python"
+    src = tmp_path / "train.py"
+    src.write_text("total += loss.item()\nprint(f'step {i}')\nx = y.cpu()\nz = w + 1\n")
+    assert [line_phase(str(src), n) for n in (1, 2, 3, 4)] == ["sync", "logging", "sync", "other_python"]
+    assert line_phase(str(tmp_path / "missing.py"), 1) == "other_python"
+    assert is_user_code(str(src)) and not is_user_code(f"{torch_dir}/_tensor.py")
+
+
+def test_data_loading_advice_fires_with_its_line_and_stays_silent_just_below(
+    recorded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.advise import evaluate, python_time
+
+    with open_profile(recorded) as p:
+        v = {x.rule: x for x in evaluate(p, only=["python.data_loading", "python.optimizer", "python.logging"])}
+        a = v["python.data_loading"].advice
+        assert v["python.data_loading"].status == "fired" and a is not None
+        share = a.evidence["data_loading_pct"] / 100
+        assert a.gain == pytest.approx(share, abs=1e-3) and a.evidence["function"] == "spin"
+        assert "job.py" in a.summary
+        # The optimizer and logging phases of this job are under their thresholds.
+        assert v["python.optimizer"].status == "silent" and v["python.logging"].status == "silent"
+        monkeypatch.setattr(python_time, "DATA_LOADING_SHARE", share + 0.001)
+    with open_profile(recorded) as p:
+        assert evaluate(p, only=["python.data_loading"])[0].status == "silent"
+
+
+def test_phase_advice_needs_samples(tmp_path: Path) -> None:
+    from aiprof.advise import evaluate
+    from aiprof.importers import import_paths
+    from kineto_builders import span, write_trace
+
+    f = write_trace(tmp_path / "t.json", [span("ProfilerStep#1", "user_annotation", 0, 1000)])
+    out, _ = import_paths([f], tmp_path / "t.aiprof")
+    with open_profile(out) as p:
+        assert {v.status for v in evaluate(p, only=["python.data_loading", "python.sync"])} == {"no_data"}
+
+
+SYNC_AND_PRINT = """
+import io
+import torch
+torch.set_num_threads(1)
+m = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+big = torch.randn(400_000)
+sink = io.StringIO()
+for i in range(30):
+    m(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    values = big.tolist()
+    for k in range(3000):
+        print(i, k, file=sink)
+"""
+
+
+def test_sync_and_logging_advice_fire_on_their_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from aiprof.advise import evaluate, python_time
+
+    script = tmp_path / "job.py"
+    script.write_text(SYNC_AND_PRINT)
+    out = tmp_path / "rec"
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--rate", "200", "--", PY, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0, rec.stderr
+    with open_profile(out) as p:
+        v = {x.rule: x for x in evaluate(p, only=["python.sync", "python.logging"])}
+    shares = {}
+    for rid, line in (("python.sync", 12), ("python.logging", 14)):
+        a = v[rid].advice
+        assert v[rid].status == "fired" and a is not None, (rid, v[rid].status)
+        assert a.evidence["line"] == line and a.evidence["file"].endswith("job.py")
+        shares[rid] = a.gain
+    monkeypatch.setattr(python_time, "SYNC_SHARE", shares["python.sync"] + 0.001)
+    monkeypatch.setattr(python_time, "LOGGING_SHARE", shares["python.logging"] + 0.001)
+    with open_profile(out) as p:
+        assert {x.status for x in evaluate(p, only=["python.sync", "python.logging"])} == {"silent"}
+
+
+def test_the_python_view_takes_rank_step_and_thread(recorded: Path) -> None:
+    from aiprof.analysis.python import STARTUP
+
+    with open_profile(recorded) as p:
+        rows = run(p, "python").rows
+        assert {r["rank"] for r in rows} == {0}
+        startup = [r for r in rows if r["function"] == STARTUP]
+        assert len(startup) == 1 and startup[0]["self_samples"] > 0, "imports and setup are one line"
+        in_steps = sum(r["self_samples"] for r in rows) - startup[0]["self_samples"]
+        some = run(p, "python", Query.parse(["step=5..9"])).rows
+        assert not any(r["function"] == STARTUP for r in some)
+        assert 0 < sum(r["self_samples"] for r in some) < in_steps
+        assert run(p, "python", Query.parse(["thread=no-such-thread"])).rows == []
+        main = run(p, "python", Query.parse(["thread=MainThread", "rank=0"])).rows
+        assert sum(r["self_samples"] for r in main) > 0
