@@ -134,3 +134,15 @@ def test_rule_on_a_figure_only_b_has() -> None:
     assert parse_rule("kernel:nccl*>+20%").check(row)[0] is False
     row = {"figure": "x_us", "change_pct": None, "verdict": "too few steps", "a_total": 0.0, "b_total": 9.0}
     assert parse_rule("x_us>+5%").check(row)[0] is True
+
+
+def test_table_shows_a_tiny_p_value_not_zero(tmp_path: Path) -> None:
+    """The terminal table printed a p-value of 1e-10 as "0" (three decimals)."""
+    a = build_run(tmp_path / "a", _steps(1, 30, 1000.0))
+    b = build_run(tmp_path / "b", _steps(2, 30, 1000.0, 1.15))
+    r = cli("diff", a, b)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if "step_time_us" in x and "slower" in x)
+    cells = [c.strip() for c in line.split("│") if c.strip()]
+    p = float(cells[6])
+    assert 0 < p < 1e-6
