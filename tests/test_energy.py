@@ -145,3 +145,21 @@ def test_recorded_sample_counts(tmp_path: Path) -> None:
         steps = sorted(k for k in counted if k[1] >= 0)
         assert [counted[k] for k in steps] == [16.0, 32.0, 48.0]
         assert counted[(steps[0][0], -1)] == 96.0
+
+
+def test_overview_of_an_smi_log_names_its_device(tmp_path: Path) -> None:
+    """dmon names no GPU model: the overview printed "devices: None"."""
+    log = tmp_path / "dmon.log"
+    log.write_text(
+        "#Date        Time         gpu    pwr\n"
+        "#YYYYMMDD    HH:MM:SS     Idx      W\n"
+        " 20260816    09:22:34       0    100\n"
+        " 20260816    09:22:35       0    120\n"
+        " 20260816    09:22:34       1     90\n"
+        " 20260816    09:22:35       1     95\n"
+    )
+    r = cli("report", log)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("ranks:"))
+    assert line.endswith("devices: cuda 0, cuda 1"), line
+    assert "energy" in r.stdout.split("more:")[-1]
