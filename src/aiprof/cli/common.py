@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..importers import import_paths
+from ..importers import import_paths, trace_inputs
 from ..store import Profile, find_profiles, open_profile
 
 
@@ -33,10 +33,11 @@ def open_input(*paths: str) -> Iterator[Profile]:
             if find_profiles(path):
                 folders.append(p)
                 continue
-            out, ctx = import_paths([path], Path(tmp) / f"input{i}.aiprof")
-            for w in ctx.warnings:
-                click.echo(f"aiprof: warning: {w}", err=True)
-            folders.append(str(out))
+            for j, f in enumerate(trace_inputs(path)):
+                out, ctx = import_paths([f], Path(tmp) / f"input{i}-{j}.aiprof")
+                for w in ctx.warnings:
+                    click.echo(f"aiprof: warning: {w}", err=True)
+                folders.append(str(out))
         prof = open_profile(*folders)
         try:
             yield prof
