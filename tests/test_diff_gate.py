@@ -86,6 +86,23 @@ def test_one_step_compares_totals(tmp_path: Path) -> None:
     assert "totals" in doc["note"] and "totals only" in doc["gate"][0]["detail"]
 
 
+def test_one_step_runs_against_a_baseline_folder_compare_per_run(tmp_path: Path) -> None:
+    """Three one-step baseline runs of 1000 µs against one of 1000 µs read "total -66.7%"
+    (the pooled total against one run's): a regression of up to 3x passed the gate."""
+    folder = tmp_path / "baselines"
+    for i in range(3):
+        build_run(folder / f"run{i}", [1000.0])
+    same = build_run(tmp_path / "same", [1000.0])
+    r = cli("diff", folder, same, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    st = next(v for v in json.loads(r.stdout)["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "too few steps" and abs(st["change_pct"]) < 1e-9
+    slow = build_run(tmp_path / "slow", [2000.0])
+    r = cli("diff", folder, slow, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    assert "total +100.0%" in json.loads(r.stdout)["gate"][0]["detail"]
+
+
 def test_baseline_folder_pools_runs(tmp_path: Path) -> None:
     folder = tmp_path / "baselines"
     for i in range(3):
