@@ -163,3 +163,19 @@ def test_table_shows_a_tiny_p_value_not_zero(tmp_path: Path) -> None:
     cells = [c.strip() for c in line.split("│") if c.strip()]
     p = float(cells[6])
     assert 0 < p < 1e-6
+
+
+def test_no_kernels_in_either_run_says_so(tmp_path: Path) -> None:
+    """A CPU-only diff printed an empty 'kernels: B - A' box."""
+    from kineto_builders import span, write_trace
+
+    ops = [span("aten::mm", "cpu_op", 10.0 * i, 5.0) for i in range(5)]
+    a = write_trace(tmp_path / "a.json", ops)
+    b = write_trace(tmp_path / "b.json", ops)
+    r = cli("diff", a, b)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "kernels: none in either run"
+    r = cli("diff", a, b, "--view", "operators")
+    assert "aten::mm" in r.stdout
+    r = cli("diff", a, b, "--view", "operators", "--filter", "name~conv")
+    assert r.stdout.splitlines()[-1] == "operators: none match the filter"
