@@ -58,6 +58,13 @@ def command(
             _overview_table(prof)
             return
         res = run(prof, view, q, params)
+        if view == "energy" and res.total == 0 and not filters:
+            # An empty box alone reads as a fault; say what was missing.
+            click.echo(
+                "aiprof: no power or energy counters in this profile (sources: NVML on a GPU, RAPL with a readable "
+                "/sys/class/powercap, an SMI log; docs/energy.md)",
+                err=True,
+            )
         title = views()[view].title
         emit_table(
             res.table,
