@@ -163,6 +163,8 @@ def test_table_shows_a_tiny_p_value_not_zero(tmp_path: Path) -> None:
     cells = [c.strip() for c in line.split("│") if c.strip()]
     p = float(cells[6])
     assert 0 < p < 1e-6
+    # The change is signed with one decimal, like the interval beside it.
+    assert cells[4].startswith("+") and len(cells[4].split(".")[1]) == 1 and 10 < float(cells[4]) < 20
 
 
 def test_no_kernels_in_either_run_says_so(tmp_path: Path) -> None:

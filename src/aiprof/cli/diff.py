@@ -195,7 +195,8 @@ def _write(
             "a_median": r["a_median"],
             "b_median": r["b_median"],
             "unit": r["unit"],
-            "change_pct": r["change_pct"],
+            # Signed and to 0.1%, as the interval beside it and the markdown report.
+            "change_pct": "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}",
             "ci_95_pct": "-" if r["ci_low_pct"] is None else f"[{r['ci_low_pct']:+.1f}, {r['ci_high_pct']:+.1f}]",
             "p_value": r["p_value"],
             "verdict": r["verdict"],
