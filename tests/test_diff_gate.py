@@ -86,6 +86,23 @@ def test_one_step_compares_totals(tmp_path: Path) -> None:
     assert "totals" in doc["note"] and "totals only" in doc["gate"][0]["detail"]
 
 
+def test_one_step_runs_against_a_baseline_folder_compare_per_run(tmp_path: Path) -> None:
+    """Three one-step baseline runs of 1000 µs against one of 1000 µs read "total -66.7%"
+    (the pooled total against one run's): a regression of up to 3x passed the gate."""
+    folder = tmp_path / "baselines"
+    for i in range(3):
+        build_run(folder / f"run{i}", [1000.0])
+    same = build_run(tmp_path / "same", [1000.0])
+    r = cli("diff", folder, same, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    st = next(v for v in json.loads(r.stdout)["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "too few steps" and abs(st["change_pct"]) < 1e-9
+    slow = build_run(tmp_path / "slow", [2000.0])
+    r = cli("diff", folder, slow, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    assert "total +100.0%" in json.loads(r.stdout)["gate"][0]["detail"]
+
+
 def test_baseline_folder_pools_runs(tmp_path: Path) -> None:
     folder = tmp_path / "baselines"
     for i in range(3):
@@ -134,3 +151,33 @@ def test_rule_on_a_figure_only_b_has() -> None:
     assert parse_rule("kernel:nccl*>+20%").check(row)[0] is False
     row = {"figure": "x_us", "change_pct": None, "verdict": "too few steps", "a_total": 0.0, "b_total": 9.0}
     assert parse_rule("x_us>+5%").check(row)[0] is True
+
+
+def test_table_shows_a_tiny_p_value_not_zero(tmp_path: Path) -> None:
+    """The terminal table printed a p-value of 1e-10 as "0" (three decimals)."""
+    a = build_run(tmp_path / "a", _steps(1, 30, 1000.0))
+    b = build_run(tmp_path / "b", _steps(2, 30, 1000.0, 1.15))
+    r = cli("diff", a, b)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if "step_time_us" in x and "slower" in x)
+    cells = [c.strip() for c in line.split("│") if c.strip()]
+    p = float(cells[6])
+    assert 0 < p < 1e-6
+    # The change is signed with one decimal, like the interval beside it.
+    assert cells[4].startswith("+") and len(cells[4].split(".")[1]) == 1 and 10 < float(cells[4]) < 20
+
+
+def test_no_kernels_in_either_run_says_so(tmp_path: Path) -> None:
+    """A CPU-only diff printed an empty 'kernels: B - A' box."""
+    from kineto_builders import span, write_trace
+
+    ops = [span("aten::mm", "cpu_op", 10.0 * i, 5.0) for i in range(5)]
+    a = write_trace(tmp_path / "a.json", ops)
+    b = write_trace(tmp_path / "b.json", ops)
+    r = cli("diff", a, b)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "kernels: none in either run"
+    r = cli("diff", a, b, "--view", "operators")
+    assert "aten::mm" in r.stdout
+    r = cli("diff", a, b, "--view", "operators", "--filter", "name~conv")
+    assert r.stdout.splitlines()[-1] == "operators: none match the filter"

@@ -167,3 +167,32 @@ def test_record_cli_keeps_batch_size(tmp_path: Path) -> None:
         assert batch_size(p) == 32
     r = cli("record", "-o", tmp_path / "bad", "--batch-size", "0", "--", sys.executable, "-c", "pass")
     assert r.returncode == 2
+
+
+def test_overview_of_an_smi_log_names_its_device(tmp_path: Path) -> None:
+    """dmon names no GPU model: the overview printed "devices: None"."""
+    log = tmp_path / "dmon.log"
+    log.write_text(
+        "#Date        Time         gpu    pwr\n"
+        "#YYYYMMDD    HH:MM:SS     Idx      W\n"
+        " 20260816    09:22:34       0    100\n"
+        " 20260816    09:22:35       0    120\n"
+        " 20260816    09:22:34       1     90\n"
+        " 20260816    09:22:35       1     95\n"
+    )
+    r = cli("report", log)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("ranks:"))
+    assert line.endswith("devices: cuda 0, cuda 1"), line
+    assert "energy" in r.stdout.split("more:")[-1]
+
+
+def test_energy_view_without_counters_says_why(tmp_path: Path) -> None:
+    """A profile without power counters (no RAPL access, no GPU) showed an empty box."""
+    from kineto_builders import two_step_trace, write_trace
+
+    r = cli("report", write_trace(tmp_path / "t.json", two_step_trace()), "--view", "energy")
+    assert r.returncode == 0, r.stderr
+    assert "no power or energy counters in this profile" in r.stderr
+    r = cli("report", tmp_path / "t.json", "--view", "energy", "--format", "json")
+    assert r.returncode == 0 and '"total":0' in r.stdout

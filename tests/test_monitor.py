@@ -188,6 +188,9 @@ def test_cli_dmon_lines_on_this_cpu() -> None:
     log = parse_dmon(lines)
     assert len(log.rows) == 3 and all(0 <= (row.values["sm_util"] or 0) <= 100 for row in log.rows)
     assert all((row.values["fb_used"] or 0) > 0 for row in log.rows)  # host memory stands in for fb
+    # The '# gpu' header is dmon's: the note says no accelerator is behind it.
+    assert "no accelerator found: showing the host CPU" in r.stderr
+    assert "sm = cpu_util" in r.stderr and "fb = mem_used" in r.stderr
 
 
 def test_cli_record_writes_counters(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from ..errors import AiprofError
 from ..store import Profile
 from .base import full_table
 from .outliers import outlier_mask
-from .stats import FASTER, SLOWER, compare_samples
+from .stats import FASTER, SLOWER, TOO_FEW, compare_samples
 
 #: The figure a plain ``--fail-if-slower`` tests: the step's wall time.
 STEP_TIME = "step_time_us"
@@ -175,7 +175,7 @@ _SCHEMA = pa.schema(
 
 def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
     """One row per figure both sides have: figure, unit, a_n / b_n (steps), a_median /
-    b_median, change_pct (of the median; of the total with too few steps), ci_low_pct /
+    b_median, change_pct (of the median; of the total per run with too few steps), ci_low_pct /
     ci_high_pct (95% bootstrap interval of the median change), p_value (Mann-Whitney),
     verdict (slower / faster / no significant change / too few steps; higher / lower
     for energy and power), a_total / b_total (sums over the kept steps).
@@ -188,6 +188,11 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
             continue
         c = compare_samples(va, vb).as_row()
+        if c["verdict"] == TOO_FEW and a.runs and b.runs and c["a_total"]:
+            # Totals of a baseline of 3 runs against 1 run differ 3x with nothing changed:
+            # the change is of the total per run.
+            per_a, per_b = c["a_total"] / a.runs, c["b_total"] / b.runs
+            c["change_pct"] = 100.0 * (per_b - per_a) / per_a
         unit = a.units.get(name, "")
         if unit != "µs":
             c["verdict"] = _LESS_MORE.get(c["verdict"], c["verdict"])

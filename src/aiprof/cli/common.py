@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import AiprofError
-from ..importers import import_paths
+from ..importers import import_paths, trace_inputs
 from ..store import Profile, find_profiles, open_profile
 
 
@@ -34,11 +34,12 @@ def open_input(*paths: str) -> Iterator[Profile]:
             if find_profiles(path):
                 folders.append(p)
                 continue
-            _refuse_raw(path)
-            out, ctx = import_paths([path], Path(tmp) / f"input{i}.aiprof")
-            for w in ctx.warnings:
-                click.echo(f"aiprof: warning: {w}", err=True)
-            folders.append(str(out))
+from ..errors import AiprofError
+            for j, f in enumerate(trace_inputs(path)):
+                out, ctx = import_paths([f], Path(tmp) / f"input{i}-{j}.aiprof")
+                for w in ctx.warnings:
+                    click.echo(f"aiprof: warning: {w}", err=True)
+                folders.append(str(out))
         prof = open_profile(*folders)
         try:
             yield prof

@@ -155,12 +155,14 @@ def command(
             "total": total,
             "top": top,
         }
-    _write(doc, fmt, output, table, total, view)
+    _write(doc, fmt, output, table, total, view, filtered=bool(filters))
     if doc["failed"]:
         sys.exit(1)
 
 
-def _write(doc: dict[str, Any], fmt: str, output: Path | None, table: Any, total: int, view: str) -> None:
+def _write(
+    doc: dict[str, Any], fmt: str, output: Path | None, table: Any, total: int, view: str, *, filtered: bool = False
+) -> None:
     if fmt in ("json", "markdown", "junit"):
         if fmt == "markdown":
             text = markdown(doc)
@@ -193,7 +195,8 @@ def _write(doc: dict[str, Any], fmt: str, output: Path | None, table: Any, total
             "a_median": r["a_median"],
             "b_median": r["b_median"],
             "unit": r["unit"],
-            "change_pct": r["change_pct"],
+            # Signed and to 0.1%, as the interval beside it and the markdown report.
+            "change_pct": "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}",
             "ci_95_pct": "-" if r["ci_low_pct"] is None else f"[{r['ci_low_pct']:+.1f}, {r['ci_high_pct']:+.1f}]",
             "p_value": r["p_value"],
             "verdict": r["verdict"],
@@ -204,4 +207,8 @@ def _write(doc: dict[str, Any], fmt: str, output: Path | None, table: Any, total
         emit_table(pa.Table.from_pylist(shown), "table", title="per-step figures: B vs A (medians)")
     for g in doc["gate"]:
         click.echo(f"{'FAIL' if g['failed'] else 'pass'}  {g['rule']}: {g['detail']}")
+    if table.num_rows == 0 and total == 0:
+        # An empty box reads as a rendering fault (a CPU run has no kernels).
+        click.echo(f"{view}: none match the filter" if filtered else f"{view}: none in either run")
+        return
     emit_table(table, "table", title=f"{view}: B - A", total=total)

@@ -70,8 +70,9 @@ def command(
     device per sample, in dmon's layout by default.
     """
     from ..devices import BACKENDS, available_backends
+    from ..devices.base import METRICS
     from ..monitor.loop import Monitor, parse_selectors
-    from ..monitor.render import LineRenderer, parse_groups, parse_options
+    from ..monitor.render import EQUIVALENT, LineRenderer, parse_groups, parse_options
 
     metrics = parse_groups(groups)
     date, time_ = parse_options(options)
@@ -107,6 +108,14 @@ def command(
     if not devices:
         mon.close()
         raise AiprofError(f"no device matches -i {ids}" if ids else "the backends found no device")
+    if not backend_names and all(d.device_type == "cpu" for d in devices) and not any(s.device_type for s in selectors):
+        # Not asked for: say so, or the '# gpu' header reads as if this machine had one.
+        stand_ins = ", ".join(f"{METRICS[m].dmon or m} = {c}" for m, c in EQUIVALENT.items() if m in metrics)
+        click.echo(
+            "aiprof: no accelerator found: showing the host CPU"
+            + (f" (in dmon's columns {stand_ins})" if stand_ins else ""),
+            err=True,
+        )
     mixed = len({d.device_type for d in devices}) > 1
     label_width = max(len(f"{d.device_type}:{d.index}" if mixed else str(d.index)) for d in devices)
     names_by_key = {(d.device_type, d.index): d.name for d in devices}

@@ -58,6 +58,13 @@ def command(
             _overview_table(prof)
             return
         res = run(prof, view, q, params)
+        if view == "energy" and res.total == 0 and not filters:
+            # An empty box alone reads as a fault; say what was missing.
+            click.echo(
+                "aiprof: no power or energy counters in this profile (sources: NVML on a GPU, RAPL with a readable "
+                "/sys/class/powercap, an SMI log; docs/energy.md)",
+                err=True,
+            )
         title = views()[view].title
         emit_table(
             res.table,
@@ -92,6 +99,13 @@ def _energy_lines(console: Any, prof: Any) -> None:
         console.print(line, highlight=False)
 
 
+def _device_label(d: dict[str, Any]) -> str:
+    """A device's name, else its type and index (an SMI log names no model): never "None"."""
+    if d.get("name"):
+        return str(d["name"])
+    return " ".join(str(d[k]) for k in ("type", "index") if d.get(k) is not None) or "unnamed device"
+
+
 def _overview_table(prof: Any) -> None:
     """The overview as a person reads it: profile facts, then the all-steps split."""
     from rich.console import Console
@@ -109,7 +123,7 @@ def _overview_table(prof: Any) -> None:
             "sources: " + escape(", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
         )
     console.print(
-        escape(f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({str(d.get("name")) for d in devices})) or "-"))
+        escape(f"ranks: {ranks or '-'}   devices: " + (", ".join(sorted({_device_label(d) for d in devices})) or "-"))
     )
     for w in prof.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
@@ -156,7 +170,7 @@ def _overview_table(prof: Any) -> None:
                 ["function", "self_pct", "self_ms", "total_pct"],
             )
     console.print(
-        "[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|python|events[/dim]"
+        "[dim]more: aiprof report PROFILE --view steps|operators|kernels|idle|memory|counters|energy|python|events[/dim]"
     )
 
 

@@ -77,6 +77,29 @@ def choose(path: Path, forced: str | None = None) -> Importer:
     raise ImportFormatError(f"{path}: no importer recognises it ({why})")
 
 
+def trace_inputs(path: Path) -> list[Path]:
+    """What to import for ``path`` when it is given to be opened: itself when an importer
+    takes it whole, else, for a folder, each file in it that an importer takes (a
+    ``torch.profiler.tensorboard_trace_handler`` folder of per-rank traces); when nothing
+    in it is recognised, the folder's own error."""
+    try:
+        choose(path)
+        return [path]
+    except ImportFormatError:
+        if not path.is_dir():
+            raise
+        found: list[Path] = []
+        for f in sorted(c for c in path.iterdir() if c.is_file() and not c.name.startswith(".")):
+            try:
+                choose(f)
+            except ImportFormatError:
+                continue
+            found.append(f)
+        if not found:
+            raise
+        return found
+
+
 def import_paths(
     paths: list[Path],
     out: Path,
@@ -129,4 +152,4 @@ def _import(
     return writer.path, ctx
 
 
-__all__ = ["REGISTRY", "Detection", "ImportContext", "Importer", "choose", "import_paths", "importers"]
+__all__ = ["REGISTRY", "Detection", "ImportContext", "Importer", "choose", "import_paths", "importers", "trace_inputs"]

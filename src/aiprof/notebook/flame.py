@@ -9,6 +9,7 @@ one line above the graph. Hovering a bar gives its numbers.
 
 from __future__ import annotations
 
+import colorsys
 import html
 import zlib
 from dataclasses import dataclass, field
@@ -88,8 +89,11 @@ def flame_trees(profile: Profile) -> list[tuple[str, Node]]:
 
 
 def _color(file: str) -> str:
+    # Hex, not hsl(): JupyterLab's sanitizer (untrusted notebooks: one run headless, or
+    # opened from someone else) keeps only hex, rgb(a) and named colors in a style.
     hue = zlib.crc32(file.encode()) % 360
-    return f"hsl({hue},55%,78%)"
+    r, g, b = colorsys.hls_to_rgb(hue / 360, 0.78, 0.55)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 def _fold(root: Node) -> tuple[list[str], Node]:

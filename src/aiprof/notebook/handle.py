@@ -166,14 +166,15 @@ def open_handle(paths: list[Path]) -> ProfileHandle:
         if find_profiles(p):
             folders.append(p)
             continue
-        from ..importers import import_paths
+        from ..importers import import_paths, trace_inputs
 
         if keep is None:
             keep = tempfile.TemporaryDirectory(prefix="aiprof-nb-")
-        stem = p.name.split(".")[0] or "trace"
-        out, ctx = import_paths([p], Path(keep.name) / f"{stem}-{i}.aiprof")
-        notes.extend(f"warning: {w}" for w in ctx.warnings)
-        folders.append(out)
+        for j, f in enumerate(trace_inputs(p)):
+            stem = f.name.split(".")[0] or "trace"
+            out, ctx = import_paths([f], Path(keep.name) / f"{stem}-{i}-{j}.aiprof")
+            notes.extend(f"warning: {w}" for w in ctx.warnings)
+            folders.append(out)
     label = ", ".join(p.name for p in paths)
     h = ProfileHandle(folders, keep=keep, label=label, notes=notes)
     h.profile  # noqa: B018 - open now, so a bad profile is an error here, not at display

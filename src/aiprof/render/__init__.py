@@ -109,6 +109,9 @@ def format_cell(v: Any) -> str:
             return "-"
         if abs(v) >= 100:
             return f"{v:,.1f}"
+        if v and abs(v) < 0.001:
+            # Three decimals would print a p-value of 4e-05 or a tiny share as "0".
+            return f"{v:.3g}"
         return f"{v:.3f}".rstrip("0").rstrip(".") if v else "0"
     if isinstance(v, int):
         return f"{v:,}"
