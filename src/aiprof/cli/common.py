@@ -34,7 +34,7 @@ def open_input(*paths: str) -> Iterator[Profile]:
             if find_profiles(path):
                 folders.append(p)
                 continue
-from ..errors import AiprofError
+            _refuse_raw(path)
             for j, f in enumerate(trace_inputs(path)):
                 out, ctx = import_paths([f], Path(tmp) / f"input{i}-{j}.aiprof")
                 for w in ctx.warnings:
