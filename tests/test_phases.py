@@ -187,7 +187,7 @@ def test_sync_and_logging_advice_fire_on_their_lines(tmp_path: Path, monkeypatch
         # The rule's threshold is on the phase's share of the sampled step time (the
         # evidence); the gain is that time over all the job's time (the attribution).
         shares[rid] = a.evidence[f"{rid.split('.')[1]}_pct"] / 100
-        assert 0 < a.gain <= shares[rid] + 1e-9
+        assert 0 < a.gain <= shares[rid] + 1e-4  # the evidence is rounded
     monkeypatch.setattr(python_time, "SYNC_SHARE", shares["python.sync"] + 0.001)
     monkeypatch.setattr(python_time, "LOGGING_SHARE", shares["python.logging"] + 0.001)
     with open_profile(out) as p:
