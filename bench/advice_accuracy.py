@@ -52,8 +52,8 @@ class Workload:
 
 
 WORKLOADS = [
-    Workload("dataloader starved", "dataloader_starved.py", ("dataloader",)),
-    Workload("host sync per step", "host_sync.py", ("sync",)),
+    Workload("dataloader starved", "dataloader_starved.py", ("dataloader", "python_data_loading")),
+    Workload("host sync per step", "host_sync.py", ("sync", "python_sync")),
     Workload("GC inside the step", "gc_in_step.py", ("gc",)),
     Workload("Python preprocessing", "python_preprocess.py", ("preprocessing",)),
     Workload("slow rank (gloo DDP)", "slow_rank.py", ("communication",), ranks=2),

@@ -172,6 +172,19 @@ def test_gc_pauses(tmp_path: Path) -> None:
     assert verdicts(tmp_path, "none")["sync.gc_pauses"].status == "no_data"
 
 
+def _many_gc(n: int) -> Any:
+    # n short collections (500 µs each, under the pause threshold) inside step 1.
+    return lambda i, t0: [span("gc.collect", "gc", t0 + 6500 + 600 * k, 500) for k in range(n)] if i == 1 else []
+
+
+def test_gc_many_short_pauses_add_up(tmp_path: Path) -> None:
+    a = fired(verdicts(tmp_path, "fire", extra=_many_gc(12)), "sync.gc_pauses")
+    assert a.evidence["max_pause_us"] == 500.0 and a.evidence["pauses"] == 12
+    assert a.evidence["gc_us"] == 6000.0 and a.evidence["gc_pct_of_steps"] > 5.0
+    v = verdicts(tmp_path, "below", extra=_many_gc(2))
+    silent(v, "sync.gc_pauses")
+
+
 def _nccl(us: float, start: float = 6300.0) -> Any:
     """A ``us`` µs AllReduce on stream 14 from t0 + start in every step (launched 100 µs before)."""
 

@@ -16,6 +16,9 @@ ITEM_SHARE = 0.01
 SYNC_COPY_SHARE = 0.01
 #: msprof-analyze / MindInsight: GC pauses longer than this (µs).
 GC_PAUSE_US = 1000.0
+#: Many short collections add up: in-step GC time above this share of the step time is
+#: advice too (tb-profiler's 5% floor for one cause of step time, as for the DataLoader).
+GC_SHARE = 0.05
 
 
 def _in_steps(ctx: Context) -> tuple[list[dict[str, Any]], float] | NotEnoughData:
@@ -194,7 +197,7 @@ def sync_memset(ctx: Context) -> Outcome:
     "Garbage-collector pauses",
     anchor="msprof-analyze / MindInsight",
     cause="gc",
-    thresholds={"gc_pause_us": GC_PAUSE_US},
+    thresholds={"gc_pause_us": GC_PAUSE_US, "gc_share": GC_SHARE},
 )
 def gc_pauses(ctx: Context) -> Outcome:
     rows = ctx.rows("sync")
@@ -206,9 +209,11 @@ def gc_pauses(ctx: Context) -> Outcome:
     # Only pauses inside the steps cost step time (those at import and setup do not).
     gc = [r for r in every if r["step"] is not None or ctx.steps() == 0]
     worst = max((float(r["max_us"]) for r in gc), default=0.0)
-    if worst <= GC_PAUSE_US:
-        return None
     t = sum(float(r["blocked_us"]) for r in gc)
+    step = ctx.step_us()
+    share = t / step if step else 0.0
+    if worst <= GC_PAUSE_US and share <= GC_SHARE:
+        return None
     outside = sum(float(r["blocked_us"]) for r in every) - t
     return make(
         "sync.gc_pauses",
@@ -218,6 +223,7 @@ def gc_pauses(ctx: Context) -> Outcome:
             "gc_us": t,
             "pauses": sum(int(r["calls"]) for r in gc),
             "gc_outside_steps_us": outside,
+            "gc_pct_of_steps": 100 * share,
         },
         t,
         "Freeze long-lived objects after setup and collect at step boundaries, not in the middle of a step.",
