@@ -17,12 +17,6 @@ def job_us(ctx: Context) -> float:
     return float(sum(float(r["step_us"] or 0.0) * int(r["steps"] or 0) for r in ctx.rows("stragglers") or []))
 
 
-def _group_size(ranks: object) -> int:
-    if isinstance(ranks, (list, tuple)):
-        return max(1, len(ranks))
-    return max(1, len([x for x in str(ranks).replace("[", "").replace("]", "").split(",") if x.strip()]))
-
-
 @rule(
     "cluster.persistent_straggler",
     "Persistent straggler: a rank computes slower than the others step after step",
@@ -103,7 +97,7 @@ def slow_group_link(ctx: Context) -> Outcome:
             "lost_us": lost_us,
         },
         # Each rank of a slow group waits out the lost transfer time.
-        sum(float(r["lost_us"] or 0.0) * _group_size(r["pg_ranks"]) for r in slow),
+        sum(float(r["lost_us"] or 0.0) * max(1, int(r["pg_size"] or 1)) for r in slow),
         "Check the link between these ranks: NVLink/PCIe/NIC errors and counters, the topology "
         "NCCL chose (NCCL_DEBUG=INFO), cabling, a degraded port.",
         pytorch="# NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank pair uses",
