@@ -9,7 +9,6 @@ and checked again when the profile is opened.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -222,13 +221,16 @@ def warm_up(lib: Library) -> None:
             entry = lib.get(e.id)
             assert entry.timeline is not None and entry.profile is not None
             entry.timeline.build()
-            with entry.lock:
-                own = dataclasses.replace(entry.profile, con=entry.profile.con.cursor())
+            # A profile of its own (its own connection and memo): a cursor of the served
+            # one does not see the objects registered on it (the empty tables of a
+            # profile without counters), and a shared memo then kept intermediates
+            # computed without them, so later advice lost rules ("no device streams").
+            own = open_profile(entry.path)
             try:
                 for view in WARM_VIEWS:
                     if view in views():
                         query_view(entry, view, Query(limit=0), {}, profile=own)
             finally:
-                own.con.close()
+                own.close()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)

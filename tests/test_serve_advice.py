@@ -1,0 +1,31 @@
+"""The served advice equals the CLI's after the server's warm-up (which computes the
+common views on a profile of its own)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiprof.advise import advise_json
+from aiprof.importers import import_paths
+from aiprof.store import open_profile
+from aiprof.web.library import Library, warm_up
+from aiprof.web.routes import advice_for
+
+
+def test_advice_after_warm_up_equals_the_cli(shared_data: Path, tmp_path: Path) -> None:
+    # A trace without counters: the warm-up's views used to run on a cursor that could
+    # not see the served profile's empty tables, and their shared memo cost the served
+    # advice its top item (kernels.host_wait: "no device streams").
+    out, _ = import_paths([shared_data / "kineto" / "A100-nccl-parser" / "nccl_data.json.gz"], tmp_path / "a.aiprof")
+    with open_profile(out) as prof:
+        cli = [(a["rule"], a["gain_pct"]) for a in advise_json(prof)["advice"]]
+    lib = Library([tmp_path])
+    try:
+        warm_up(lib)
+        e = lib.get(lib.scan()[0].id)
+        assert e.profile is not None
+        served = [(a["rule"], a["gain_pct"]) for a in advice_for(e.profile)["advice"]]
+    finally:
+        lib.close()
+    assert cli and cli[0][0] == "kernels.host_wait"
+    assert served == cli
