@@ -381,3 +381,26 @@ def test_every_rank_of_a_launcher_is_sampled_from_outside(tmp_path: Path) -> Non
             rss = p.con.execute("SELECT count(*), min(value) FROM counters WHERE metric = 'rss'").fetchone()
         assert rss is not None and rss[0] >= 3 and rss[1] > 5 * 2**20
     assert len(pids) == 2
+
+
+def test_a_code_address_reused_by_another_code_object_is_read_again(layout: dict[str, int]) -> None:
+    """A module's code is freed once it ran and its memory reused for the next code
+    object: a reader that remembered code by address alone named the freed one (seen:
+    the job's function shown as aiprof's own device_trace module)."""
+    reader = pystate.StackReader(pystate.MemReader(os.getpid()), layout)
+    first = compile("def f_0():\n    return 0\n", "gen_0.py", "exec").co_consts[0]
+    addr = id(first)
+    before = reader.code(addr)
+    assert before is not None and (before.name, before.file) == ("f_0", "gen_0.py")
+    del first
+    kept = []  # keep the misses alive so the allocator hands out new addresses
+    for i in range(1, 2000):
+        code = compile(f"def f_{i}():\n    return {i}\n", f"gen_{i}.py", "exec").co_consts[0]
+        if id(code) == addr:
+            break
+        kept.append(code)
+    else:
+        pytest.fail("no code object was allocated at the freed address")
+    again = reader.code(addr)
+    assert again is not None and (again.name, again.file) == (f"f_{i}", f"gen_{i}.py")
+    assert reader.reused == 1

@@ -69,6 +69,7 @@ class StackPoller:
         self.failed: str | None = None
         self._known: dict[tuple[int, ...], int] = {}
         self._nodes: dict[tuple[int, int, int], int] = {}
+        self._reused = 0
         self._frame_ids: dict[tuple[int, str, str, int], int] = {}
         self.frames: list[tuple[int, int, str, str, int]] = []
 
@@ -124,6 +125,12 @@ class StackPoller:
             if walk is None:
                 self.torn += 1
                 continue
+            if reader.reused != self._reused:
+                # A code address now holds another code object: stacks remembered by
+                # address would name the freed one.
+                self._reused = reader.reused
+                self._known.clear()
+                self._nodes.clear()
             key = tuple(walk)
             leaf = self._known.get(key)
             if leaf is None:

@@ -53,6 +53,9 @@ class CodeInfo(NamedTuple):
     linetable: bytes
     resumable: bool = False
     """A generator's or coroutine's body: never the first frame of a thread."""
+    sig: tuple[int, ...] = ()
+    """The code object's name, file and line table pointers and first line: a code
+    object freed and another allocated at its address differ here."""
 
 
 #: co_flags of the code of generators, coroutines and async generators.
@@ -103,6 +106,10 @@ class StackReader:
             max(L["co_filename"], L["co_qualname"], L["co_linetable"], L["co_firstlineno"], L["co_flags"]) + 8
         )
         self._codes: dict[int, CodeInfo] = {}
+        self.reused = 0
+        """How many remembered code addresses were found holding another code object
+        (a module's code is freed once it ran, and its memory reused): callers that
+        keep anything keyed by code address drop it when this changes."""
 
     def threads(self) -> list[tuple[int, int, int, int]]:
         """(ident, native id, address of the current frame, address of the thread
@@ -155,7 +162,9 @@ class StackReader:
             if b is None:
                 return None
             code = _u64(b, off_code)
-            info = codes.get(code) or self.code(code)
+            info = codes.get(code)
+            if info is None or not self._same(code, info):
+                info = self.code(code)
             if info is None:
                 return None
             push(code)
@@ -169,14 +178,33 @@ class StackReader:
         return out
 
     def code(self, addr: int) -> CodeInfo | None:
-        """The code object at ``addr`` (remembered), or None if it is not one."""
-        info = self._codes.get(addr)
-        if info is not None:
-            return info
+        """The code object at ``addr`` (remembered while it stays the same one), or
+        None if it is not one."""
+        known = self._codes.get(addr)
+        if known is not None and self._same(addr, known):
+            return known
         info = self._read_code(addr)
-        if info is not None:
+        if info is None:
+            self._codes.pop(addr, None)
+        else:
+            if known is not None and known.sig != info.sig:
+                self.reused += 1
             self._codes[addr] = info
         return info
+
+    def _same(self, addr: int, info: CodeInfo) -> bool:
+        """Whether the code object at ``addr`` is still the one ``info`` was read from."""
+        b = self.mem.read(addr, self._co_size)
+        return b is not None and _u64(b, 8) == self.lay["code_type"] and self._sig(b) == info.sig
+
+    def _sig(self, b: bytes) -> tuple[int, ...]:
+        L = self.lay
+        return (
+            _u64(b, L["co_qualname"]),
+            _u64(b, L["co_filename"]),
+            _u64(b, L["co_linetable"]),
+            int(_I32.unpack_from(b, L["co_firstlineno"])[0]),
+        )
 
     def _read_code(self, addr: int) -> CodeInfo | None:
         L = self.lay
@@ -190,7 +218,7 @@ class StackReader:
             return None
         first = int(_I32.unpack_from(b, L["co_firstlineno"])[0])
         flags = int(_I32.unpack_from(b, L["co_flags"])[0])
-        return CodeInfo(name, file, first, table, bool(flags & CO_RESUMABLE))
+        return CodeInfo(name, file, first, table, bool(flags & CO_RESUMABLE), self._sig(b))
 
     def string(self, addr: int) -> str | None:
         """A str object's text (compact unicode, as every str in code objects is)."""
