@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiprof.importers import choose, import_paths
-from aiprof.importers.ascend_trace import npu_task_kind
+from aiprof.importers.ascend.trace import npu_task_kind
 from aiprof.importers.base import ImportContext
 from aiprof.store.reader import open_profile
 
@@ -384,7 +384,7 @@ def test_mindspore_legacy_real(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_aicpu_raw_renders_expected_text(shared_data: Path) -> None:
-    from aiprof.importers.mindspore_aicpu import parse_aicpu, render_text
+    from aiprof.importers.mindspore.aicpu import parse_aicpu, render_text
 
     d = shared_data / "ascend/mindspore-1.x-raw"
     ops, bad = parse_aicpu((d / "DATA_PREPROCESS.dev.AICPU.0.slice_0").read_bytes())
@@ -403,7 +403,7 @@ def test_aicpu_raw_import(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_aicpu_built_records(tmp_path: Path) -> None:
-    from aiprof.importers.mindspore_aicpu import parse_aicpu, render_text
+    from aiprof.importers.mindspore.aicpu import parse_aicpu, render_text
 
     thread = "Thread[ 1] process device[0]:aicpu[ 0] task end, tickDrvTopHalf=1,tickDrvBottomHalf=2, tickBeforeRun=3,tickAfterRun=4, "
     data = (

@@ -177,7 +177,7 @@ def test_cluster_analyse(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_training_trace(shared_data: Path, tmp_path: Path) -> None:
-    from aiprof.importers.mindspore_step_trace import parse_step_trace
+    from aiprof.importers.mindspore.step_trace import parse_step_trace
 
     data = (shared_data / TRACE).read_bytes()
     steps, lost = parse_step_trace(data)

@@ -18,8 +18,8 @@ import pytest
 from aiprof.advise import advise
 from aiprof.analysis import run, views
 from aiprof.importers import choose, import_paths
-from aiprof.importers.mindspore_framework import parse_graph_desc, short_name
-from aiprof.importers.mindspore_hwts import decode_hwts
+from aiprof.importers.mindspore.framework import parse_graph_desc, short_name
+from aiprof.importers.mindspore.hwts import decode_hwts
 from aiprof.store.reader import open_profile
 
 JOB = "ascend/mindspore-raw-job"

@@ -12,7 +12,7 @@ import pytest
 
 from aiprof.analysis import run
 from aiprof.importers import choose, import_paths
-from aiprof.importers.ascend_msprof import merge_slices
+from aiprof.importers.ascend.msprof import merge_slices
 from aiprof.store.reader import open_profile
 
 PROF = "ascend/msprof-PROF_000001"

@@ -13,7 +13,7 @@ import pytest
 
 from aiprof.analysis import Query, run
 from aiprof.importers import choose, import_paths
-from aiprof.importers.ncu_csv import BALANCED_PCT, LATENCY_BOUND_PCT, NO_BOUND_PCT, bound, parse_value
+from aiprof.importers.nvidia.ncu import BALANCED_PCT, LATENCY_BOUND_PCT, NO_BOUND_PCT, bound, parse_value
 from aiprof.store import open_profile
 
 NCU = "ncu/ncu_details_csv_cublaslt_sm100_superbench.log"

@@ -17,7 +17,7 @@ import pytest
 
 from aiprof.errors import ImportFormatError
 from aiprof.importers import choose, import_paths
-from aiprof.importers.nsys_sqlite import STEP_NAME_RE, export_report
+from aiprof.importers.nvidia.nsys import STEP_NAME_RE, export_report
 from aiprof.store import open_profile
 
 V2022 = "nsys/nsys_2022.4_vecadd_streams_T4_report1.sqlite"

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ..errors import ImportFormatError
-from .ascend_trace import FlowBoundConverter, scan_trace
+from .ascend.trace import FlowBoundConverter, scan_trace
 from .base import Detection, ImportContext, Importer, no, yes
 from .kineto import Args, ChromeTraceConverter, Ev, load_chrome_trace
 

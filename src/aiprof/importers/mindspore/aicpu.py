@@ -27,9 +27,9 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc
-from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-aicpu"
 COLUMNS = ("serial_number", "node_type_name", "total_time(ms)", "dispatch_time(ms)", "run_start", "run_end")
@@ -238,8 +238,8 @@ def _load(path: Path, ctx: ImportContext) -> None:
         files = _files(path)
         if not files:
             raise ImportFormatError(f"{path}: no AI CPU data file in it")
-        from .mindspore_text import file_kind as text_kind
-        from .mindspore_text import load_kind
+        from .text import file_kind as text_kind
+        from .text import load_kind
 
         others = [(p, text_kind(p)) for p in sorted(path.iterdir()) if p.is_file() and p not in files]
         left = [p.name for p, k in others if k is None]

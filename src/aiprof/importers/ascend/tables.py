@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportFormatError
+from ...errors import ImportFormatError
 
 _UNIT_RE = re.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
 

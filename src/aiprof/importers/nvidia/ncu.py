@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportFormatError
-from .base import Detection, ImportContext, Importer, no, yes
+from ...errors import ImportFormatError
+from ..base import Detection, ImportContext, Importer, no, yes
 
 NAME = "ncu"
 

@@ -16,7 +16,7 @@ Each file is recognised by its header or shape:
 - minddata_cpu_utilization_N.json -> section ``minddata_cpu_utilization/...``
   (launch_id = sample index);
 - the text outputs, JSON summaries, cluster CSV and raw step trace beside them ->
-  :mod:`.mindspore_text` (HWTS and AI CPU text go to kernel_metrics when the timeline
+  :mod:`.text` (HWTS and AI CPU text go to kernel_metrics when the timeline
   already holds their spans).
 """
 
@@ -28,14 +28,16 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc, mindspore_cluster, mindspore_step_trace
-from .ascend_csv import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
-from .ascend_trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
-from .base import Detection, ImportContext, Importer, no, write_metrics, yes
-from .kineto import Args, Ev, load_chrome_trace
-from .mindspore_text import DUPLICATING, load_kind
-from .mindspore_text import file_kind as text_kind
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..ascend.tables import col, csv_header, flatten, metric_rows, number, read_csv, split_unit
+from ..ascend.trace import AscendTraceConverter, TraceScan, bound_converter, looks_like_ascend_trace
+from ..base import Detection, ImportContext, Importer, no, write_metrics, yes
+from ..kineto import Args, Ev, load_chrome_trace
+from . import cluster as mindspore_cluster
+from . import step_trace as mindspore_step_trace
+from .text import DUPLICATING, load_kind
+from .text import file_kind as text_kind
 
 NAME = "mindspore-legacy"
 
@@ -137,7 +139,7 @@ def _fullname(e: Ev) -> str:
 
 
 def _load_timeline(path: Path, ctx: ImportContext, flops: dict[str, int] | None = None) -> None:
-    from .ascend_trace import ASCEND_FLOW_COLUMNS, scan_trace
+    from ..ascend.trace import ASCEND_FLOW_COLUMNS, scan_trace
 
     scan: TraceScan = scan_trace(path, ASCEND_FLOW_COLUMNS, ctx)
     conv = load_chrome_trace(path, ctx, converter=bound_converter(MindSporeTimelineConverter, scan, flops=flops))

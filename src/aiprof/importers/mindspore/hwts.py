@@ -9,10 +9,10 @@ Block PMU record carries the stream id at byte 16 and the counter at byte 24 (ab
 when the overflow flag is set). The counter ticks at 100 MHz (10 ns), the clock of the
 step trace and AI CPU files of the same job. A record of zero bytes is padding.
 
-Tasks are keyed as the framework files key them (:func:`.mindspore_framework.task_key`).
+Tasks are keyed as the framework files key them (:func:`.framework.task_key`).
 Alone, the log imports one ``kernel`` span per Start/End of task pair (tid = stream,
 name ``task KEY``) and says which file names them; in a job folder
-(:mod:`.mindspore_job`) the spans are named by their operator. Block records go to
+(:mod:`.job`) the spans are named by their operator. Block records go to
 kernel_metrics section ``hwts_block``.
 """
 
@@ -26,9 +26,19 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..errors import ImportFormatError
-from .base import Detection, ImportContext, Importer, MetricRow, append_npu_events, device_clock, no, write_metrics, yes
-from .mindspore_framework import TASK_ID_THRESHOLD, task_key
+from ...errors import ImportFormatError
+from ..base import (
+    Detection,
+    ImportContext,
+    Importer,
+    MetricRow,
+    append_npu_events,
+    device_clock,
+    no,
+    write_metrics,
+    yes,
+)
+from .framework import TASK_ID_THRESHOLD, task_key
 
 NAME = "mindspore-hwts"
 RECORD_SIZE = 64
@@ -132,7 +142,7 @@ class HwtsColumns:
     stream: np.ndarray
 
     def key_code(self) -> np.ndarray:
-        """One int per task key (:func:`.mindspore_framework.task_key`)."""
+        """One int per task key (:func:`.framework.task_key`)."""
         small = self.task < TASK_ID_THRESHOLD
         return np.where(small, (self.stream.astype(np.int64) << 16) | self.task, (1 << 40) | self.task.astype(np.int64))
 
@@ -175,7 +185,7 @@ def decode_hwts(data: bytes) -> tuple[HwtsColumns, int]:
 
 
 def pair_columns(c: HwtsColumns) -> tuple[np.ndarray, np.ndarray]:
-    """Start / End of task pairs per task key, by :func:`.mindspore_text.pair_hwts`'s rule: (start index, end index) per event, a lone record its own end; in start
+    """Start / End of task pairs per task key, by :func:`.text.pair_hwts`'s rule: (start index, end index) per event, a lone record its own end; in start
     (cycle, cnt) order."""
     idx = np.nonzero(c.typ <= 1)[0]
     key = c.key_code()[idx]

@@ -31,8 +31,8 @@ Each is recognised by its content (the file name is only a hint):
 - ``ascend_cluster_analyse_MODE_STAGES_RANKS_RANK.csv`` -> section
   ``cluster_analyse`` (kernel ``step``, launch_id = row, unit ``tick``).
 
-The raw step trace binary lives in :mod:`.mindspore_step_trace`; a folder import (see
-:mod:`.mindspore_legacy`) reads all of these through :func:`file_kind` and
+The raw step trace binary lives in :mod:`.step_trace`; a folder import (see
+:mod:`.legacy`) reads all of these through :func:`file_kind` and
 :func:`load_kind`.
 """
 
@@ -45,10 +45,10 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc, mindspore_step_trace
-from .ascend_csv import csv_header, number, read_csv, split_unit
-from .base import (
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..ascend.tables import csv_header, number, read_csv, split_unit
+from ..base import (
     Detection,
     ImportContext,
     Importer,
@@ -59,7 +59,8 @@ from .base import (
     write_metrics,
     yes,
 )
-from .mindspore_aicpu import AicpuOp, write_events
+from . import step_trace as mindspore_step_trace
+from .aicpu import AicpuOp, write_events
 
 NAME = "mindspore-text"
 NS_PER_TICK = 10
@@ -189,7 +190,7 @@ HwtsPair = tuple[dict[str, Any], dict[str, Any]]
 def pair_hwts(records: list[dict[str, Any]]) -> tuple[list[HwtsPair], int]:
     """Start / End of task records paired per (stream, task), in start order; a record
     without its match stands alone (start is end). Returns the pairs and the count alone.
-    (:func:`.mindspore_hwts.pair_columns` pairs the binary log by the same rule.)"""
+    (:func:`.hwts.pair_columns` pairs the binary log by the same rule.)"""
     open_: dict[tuple[int, str], dict[str, Any]] = {}
     pairs: list[HwtsPair] = []
     for r in records:

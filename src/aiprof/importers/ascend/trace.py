@@ -35,11 +35,11 @@ import msgspec
 import numpy as np
 import orjson
 
-from . import jsondoc
-from .base import Detection, ImportContext, Importer, no, yes
-from .jsonstream import TraceStream
-from .kineto import DEVICE_SIDE, Args, ChromeTraceConverter, Ev, decode_events, load_chrome_trace, try_decode
-from .timeconv import us_to_ns
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, no, yes
+from ..jsonstream import TraceStream
+from ..kineto import DEVICE_SIDE, Args, ChromeTraceConverter, Ev, decode_events, load_chrome_trace, try_decode
+from ..timeconv import us_to_ns
 
 NAME = "ascend-trace"
 

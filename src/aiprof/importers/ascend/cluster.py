@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImportFormatError
-from . import jsondoc
-from .ascend_csv import col, csv_header, integer, metric_rows, read_csv, split_unit
-from .base import Detection, ImportContext, Importer, no, yes
-from .timeconv import ms_to_ns, us_to_ns
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, no, yes
+from ..timeconv import ms_to_ns, us_to_ns
+from .tables import col, csv_header, integer, metric_rows, read_csv, split_unit
 
 NAME = "ascend-cluster"
 _GROUP_RE = re.compile(rb'^\s*\{\s*"\(\s*\d')

@@ -1,6 +1,6 @@
 """MindSpore's per-rank cluster outputs (the files MindInsight's cluster pages read), one
 by one; a profiler folder holding them for several ranks is one multi-rank job (see
-:mod:`.mindspore_legacy`, which reads each file of such a folder on the rank its name
+:mod:`.legacy`, which reads each file of such a folder on the rank its name
 gives).
 
 Layouts (as MindSpore writes them; ``N`` is the rank id):
@@ -21,7 +21,7 @@ Layouts (as MindSpore writes them; ``N`` is the rank id):
   (``N // (RANKS / STAGES)``, MindInsight's rule, counted from 0) -> section
   ``parallel`` (kernel ``rank``: metrics ``stage``, ``stage_num``, ``rank_size``,
   text = the mode). The older layout (``iteration_interval, fp_and_bp, tail`` in
-  ticks) is :mod:`.mindspore_text`'s;
+  ticks) is :mod:`.text`'s;
 - ``flops_summary_N.json`` (``FLOPs`` MFLOPs per step, ``FLOPS`` GFLOP/s,
   ``FLOPS_Utilization`` %) -> section ``flops_summary`` on rank N;
 - ``flops_N.txt`` (``full_kernel_name, MFLOPs(10^6 cube), GFLOPS(10^9 cube), FLOPS
@@ -42,9 +42,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError
-from .ascend_csv import csv_header, number, read_csv, split_unit
-from .base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
+from ...errors import ImportFormatError
+from ..ascend.tables import csv_header, number, read_csv, split_unit
+from ..base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
 
 NAME = "mindspore-cluster"
 _RANK_IN_NAME = re.compile(r"_(\d+)(?:_detail_time|_detail|_type)?\.(?:csv|json|txt)$")

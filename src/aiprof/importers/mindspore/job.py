@@ -3,14 +3,14 @@ profiler parsers read, joined into one profile.
 
 Files (in the folder or its ``data/`` subfolder; slices ``.slice_K`` in order):
 
-- ``hwts.log.data.45.dev.profiler_default_tag.N.slice_K`` (:mod:`.mindspore_hwts`):
+- ``hwts.log.data.45.dev.profiler_default_tag.N.slice_K`` (:mod:`.hwts`):
   NPU task spans, named by operator through the framework files;
 - ``Framework.host.[vm.]{task_desc_info,graph_desc_info,point}.N.slice_K``
-  (:mod:`.mindspore_framework`): op name, type, formats, shapes per task; the step
+  (:mod:`.framework`): op name, type, formats, shapes per task; the step
   trace's point ids;
-- ``training_trace.46.dev.profiler_default_tag.N.slice_K`` (:mod:`.mindspore_step_trace`):
+- ``training_trace.46.dev.profiler_default_tag.N.slice_K`` (:mod:`.step_trace`):
   the steps, their fp / bp points named by op, and the communication between points;
-- ``DATA_PREPROCESS.[dev.]AICPU.N.slice_K`` (:mod:`.mindspore_aicpu`): AI CPU ops;
+- ``DATA_PREPROCESS.[dev.]AICPU.N.slice_K`` (:mod:`.aicpu`): AI CPU ops;
 - ``host_start.log.N``: the clock. ``N`` is the device id. Its ``clock_realtime``
   (Unix ns) and ``clock_monotonic_raw`` are read; when it also gives ``cntvct`` (the
   system counter at the same moment, newer CANN versions) the device ticks are put
@@ -31,9 +31,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportFormatError
-from . import mindspore_aicpu, mindspore_framework, mindspore_hwts, mindspore_step_trace
-from .base import Detection, ImportContext, Importer, no, write_metrics, yes
+from ...errors import ImportFormatError
+from ..base import Detection, ImportContext, Importer, no, write_metrics, yes
+from . import aicpu as mindspore_aicpu
+from . import framework as mindspore_framework
+from . import hwts as mindspore_hwts
+from . import step_trace as mindspore_step_trace
 
 NAME = "mindspore-job"
 NS_PER_TICK = 10

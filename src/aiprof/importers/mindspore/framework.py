@@ -21,7 +21,7 @@ components of each ``Default/`` / ``Gradients/`` part (``ge``), as MindSpore sho
 Alone, each file imports what it holds as kernel_metrics (it has no times): section
 ``framework`` (kernel = full op name, launch_id = task id; block_dim, stream_id, op_type,
 and the inputs and outputs as JSON text) and ``step_trace_point`` (kernel = full op name,
-launch_id = the point id). The job folder (:mod:`.mindspore_job`) joins them to the
+launch_id = the point id). The job folder (:mod:`.job`) joins them to the
 HWTS log and the step trace.
 """
 
@@ -35,8 +35,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError
-from .base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
+from ...errors import ImportFormatError
+from ..base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
 
 NAME = "mindspore-framework"
 #: Task ids below this name an op only with their stream (MindSpore's framework parser).

@@ -29,11 +29,11 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc
-from .ascend_trace import load_ascend_trace, looks_like_ascend_trace
-from .base import Detection, ImportContext, Importer, no, yes
-from .kineto import Ev
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, no, yes
+from ..kineto import Ev
+from .trace import load_ascend_trace, looks_like_ascend_trace
 
 NAME = "ascend-msprof"
 STEP_TRACE_CATS = frozenset({"Iteration Time", "FP_BP Time", "Iteration Refresh", "Reduce", "Data_aug Bound"})

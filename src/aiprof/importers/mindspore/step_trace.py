@@ -28,9 +28,9 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc
-from .base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
 
 NAME = "mindspore-step-trace"
 RECORD = struct.Struct("<QHHQ")
@@ -267,7 +267,7 @@ def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
     fp_and_bp, tail`` and per-stream communication columns, in ticks; rows whose step is
     not a positive number are averages) -> one ``step`` span per step on the NPU, the
     breakdown in ``args`` as :func:`load_file` writes it. Returns how many steps."""
-    from .ascend_csv import read_csv
+    from ..ascend.tables import read_csv
 
     header, rows, _bad = read_csv(path)  # the caller warns about malformed rows
     idx = {h: i for i, h in enumerate(header)}

@@ -3,7 +3,7 @@
 Takes the folder (or the ``*_ascend_pt`` / ``*_ascend_ms`` folder above it), or any one
 of its files. Each file is recognised by its content, never by its name:
 
-- trace_view.json -> events, tracks (see :mod:`ascend_trace`);
+- trace_view.json -> events, tracks (see :mod:`.trace`);
 - kernel_details.csv -> kernel_metrics, one row per kernel and column: launch_id = row
   number from 0, section ``task`` / ``aic`` / ``aiv``, text columns (shapes, data
   types, the exact start time) in ``text``; kernel events too when no trace_view.json
@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..errors import ImportFormatError
-from . import jsondoc
-from .ascend_csv import SIZE_SCALE, col, csv_header, flatten, integer, metric_rows, number, read_csv, split_unit
-from .ascend_trace import _detect as _detect_trace
-from .ascend_trace import load_ascend_trace, npu_task_kind
-from .base import Detection, ImportContext, Importer, no, write_metrics, yes
-from .timeconv import us_to_ns
+from ...errors import ImportFormatError
+from .. import jsondoc
+from ..base import Detection, ImportContext, Importer, no, write_metrics, yes
+from ..timeconv import us_to_ns
+from .tables import SIZE_SCALE, col, csv_header, flatten, integer, metric_rows, number, read_csv, split_unit
+from .trace import _detect as _detect_trace
+from .trace import load_ascend_trace, npu_task_kind
 
 NAME = "ascend-pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
