@@ -17,8 +17,9 @@ import pytest
 
 from aiprof.errors import ImportFormatError
 from aiprof.importers import choose, import_paths
-from aiprof.importers.nvidia.nsys import STEP_NAME_RE, export_report
+from aiprof.importers.nvidia.nsys import export_report
 from aiprof.store import open_profile
+from aiprof.store.vocabulary import STEP_NAME_RE
 
 V2022 = "nsys/nsys_2022.4_vecadd_streams_T4_report1.sqlite"
 V2025 = "nsys/nsys_2025.6_laplace_openacc_report1.sqlite"

@@ -8,13 +8,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..store import Profile
+from ..store.vocabulary import COMM_RANGE_SQL_RE
 
 #: Device-side kinds that keep a device busy (Holistic Trace Analysis counts these).
 DEVICE_BUSY_KINDS = ("kernel", "collective", "memcpy", "memset", "sync")
 DEVICE_BUSY_SQL = "(" + ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS) + ")"
 #: Host-side names of communication calls (c10d, NCCL/Gloo/HCCL wrappers).
 COMM_NAME_SQL = (
-    "(regexp_matches(name, '^(nccl|gloo|hccl|mpi|ucc):') OR name LIKE 'c10d::%' "
+    f"(regexp_matches(name, '{COMM_RANGE_SQL_RE}') OR name LIKE 'c10d::%' "
     "OR name = 'record_param_comms' OR regexp_matches(lower(name), '^(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_to_all|alltoall|barrier)'))"
 )
 

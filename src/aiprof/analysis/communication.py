@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..store import Profile
+from ..store.vocabulary import COMM_RANGE_LIBS, COMM_RANGE_SQL_RE, collective_op
 from . import intervals as iv
 from .base import analyser
 from .common import fetch
@@ -42,14 +42,6 @@ DTYPE_BYTES: dict[str, int] = {
     "char": 1, "signed char": 1, "unsigned char": 1, "byte": 1, "bool": 1, "int8": 1, "uint8": 1,
     "float8_e4m3fn": 1, "float8_e5m2": 1,
 }  # fmt: skip
-
-_OP_RE = re.compile(r"(?:nccl|rccl|hccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
-
-
-def op_name(kernel: str) -> str:
-    """Short collective name from a kernel name (``ncclKernel_AllReduce_RING_LL...`` -> AllReduce)."""
-    m = _OP_RE.search(kernel)
-    return m.group(1) if m else kernel.split("(")[0]
 
 
 def message_bytes(name: str, args: str | None) -> int | None:
@@ -67,7 +59,11 @@ def message_bytes(name: str, args: str | None) -> int | None:
     if isinstance(n, int) and isinstance(dtype, str) and dtype.lower() in DTYPE_BYTES:
         return n * DTYPE_BYTES[dtype.lower()]
     dims, types = a.get("Input Dims"), a.get("Input type")
-    if name.startswith(("nccl:", "gloo:", "hccl:")) and isinstance(dims, list) and isinstance(types, list):
+    if (
+        name.startswith(tuple(f"{lib}:" for lib in COMM_RANGE_LIBS))
+        and isinstance(dims, list)
+        and isinstance(types, list)
+    ):
         total = 0
         for d, t in zip(dims, types, strict=False):
             if not isinstance(d, list) or not isinstance(t, str) or t.lower() not in DTYPE_BYTES:
@@ -93,10 +89,10 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
     )
     h = fetch(
         profile,
-        """
+        f"""
         SELECT rank, pid, tid, ts, ts + dur AS te, name, args FROM events
         WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
-          AND (name = 'record_param_comms' OR regexp_matches(name, '^(nccl|gloo|hccl):'))
+          AND (name = 'record_param_comms' OR regexp_matches(name, '{COMM_RANGE_SQL_RE}'))
         ORDER BY rank, pid, tid, ts
         """,
     )
@@ -145,13 +141,13 @@ def _with_host_collectives(profile: Profile, dev: dict[str, np.ndarray]) -> dict
     is all_reduce)."""
     h = fetch(
         profile,
-        """
+        f"""
         WITH c AS (SELECT rank, -1 AS device, name, ts, dur, coalesce(bytes, -1) AS bytes, 0 AS pri FROM events
                    WHERE kind = 'collective' AND device_type = 'cpu'
                    UNION ALL
-                   SELECT rank, -1, regexp_replace(name, '^(nccl|gloo|hccl):', ''), ts, dur, -1, 1 FROM events
+                   SELECT rank, -1, regexp_replace(name, '{COMM_RANGE_SQL_RE}', ''), ts, dur, -1, 1 FROM events
                    WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
-                     AND regexp_matches(name, '^(nccl|gloo|hccl):')),
+                     AND regexp_matches(name, '{COMM_RANGE_SQL_RE}')),
         best AS (SELECT rank, min(pri) AS pri FROM c GROUP BY rank),
         dev AS (SELECT DISTINCT rank FROM events WHERE device_type <> 'cpu')
         SELECT c.rank, c.device, c.name, c.ts, c.dur, c.bytes FROM c JOIN best USING (rank)
@@ -196,7 +192,7 @@ def communication(profile: Profile, params: dict[str, Any]) -> pa.Table:
         steps[sel] = step_of(w, int(r), c["ts"][sel])
     groups: dict[tuple[int, int, str], list[int]] = {}
     for i in range(len(c["rank"])):
-        groups.setdefault((int(c["rank"][i]), int(steps[i]), op_name(str(c["name"][i]))), []).append(i)
+        groups.setdefault((int(c["rank"][i]), int(steps[i]), collective_op(str(c["name"][i]))), []).append(i)
     rows: list[dict[str, Any]] = []
     for (r, s, op), idx in sorted(groups.items()):
         ix = np.array(idx)

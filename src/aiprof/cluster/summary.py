@@ -32,9 +32,10 @@ import pyarrow as pa
 
 from ..analysis import intervals as iv
 from ..analysis.common import DEVICE_BUSY_SQL, fetch
-from ..analysis.communication import DTYPE_BYTES, collectives, intersect, op_name
+from ..analysis.communication import DTYPE_BYTES, collectives, intersect
 from ..analysis.ranks import step_of, step_windows
 from ..store import Profile
+from ..store.vocabulary import collective_op
 
 STEPS_SCHEMA = pa.schema(
     [
@@ -194,7 +195,7 @@ def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.
         i = pos.get(r, 0)
         pos[r] = i + 1
         step = int(steps_by_rank[r][i])
-        op = canonical_op(str(x["cname"] or op_name(str(x["name"]))))
+        op = canonical_op(str(x["cname"] or collective_op(str(x["name"]))))
         pg = str(x["pg"]) if x["pg"] is not None else "default"
         o = ordinal.get((r, pg, op), 0)
         ordinal[(r, pg, op)] = o + 1

@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 
 from ..errors import ImportFormatError
+from ..store.vocabulary import DATALOADER_PREFIX, PROFILER_STEP_PREFIX, is_collective_kernel
 from .base import Detection, ImportContext, Importer, no, yes
 from .jsonstream import TraceStream, split_events
 from .timeconv import us_to_ns
@@ -119,7 +120,6 @@ DEVICE_SIDE = frozenset({"kernel", "memcpy", "memset", "collective", "sync"})
 DEVICE_CATS = frozenset({"gpu_user_annotation"})
 #: Flow categories whose id is the launch correlation (host call -> device work).
 LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_npu", "hosttodevice"})
-_COLLECTIVE_RE = re.compile(r"^(void )?(nccl|rccl|hccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
 _STREAM_RE = re.compile(r"stream\s*(\d+)", re.IGNORECASE)
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -139,13 +139,13 @@ def kind_for(cat: str | None, name: str) -> str:
             kind = "driver"
         else:
             return "other"
-    if kind == "kernel" and _COLLECTIVE_RE.match(name):
+    if kind == "kernel" and is_collective_kernel(name):
         return "collective"
     if kind in ("user_annotation", "cpu_op") and c != "gpu_user_annotation":
         # gpu_user_annotation is the device-side shadow of a host range, not a step.
-        if name.startswith("ProfilerStep#"):
+        if name.startswith(PROFILER_STEP_PREFIX):
             return "step"
-        if name.startswith("enumerate(DataLoader)"):
+        if name.startswith(DATALOADER_PREFIX):
             return "dataloader"
     return kind
 

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .vocabulary import step_number
+
 
 class StepIndex:
     """Step spans and launch correlations, gathered batch by batch, then applied."""
@@ -121,13 +123,3 @@ class StepIndex:
         idx = batch.schema.get_field_index("step")
         assert n == len(merged)
         return batch.set_column(idx, "step", merged)
-
-
-def step_number(name: str | None) -> int | None:
-    """The N of ``ProfilerStep#N`` (or any ``...#N`` step name), else None."""
-    if not name:
-        return None
-    _, sep, tail = name.rpartition("#")
-    if sep and tail.isdigit():
-        return int(tail)
-    return None

@@ -35,6 +35,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from ...store.vocabulary import is_collective_op
 from .. import jsondoc
 from ..base import Detection, ImportContext, Importer, no, yes
 from ..jsonstream import TraceStream
@@ -45,7 +46,6 @@ NAME = "ascend-trace"
 
 NPU_PROCESSES = frozenset({"Ascend Hardware", "HCCL", "Overlap Analysis", "AI Core Freq", "NPU_MEM", "Stars Soc Info"})
 _SYNC_RE = re.compile(r"(EVENT|NOTIFY|STREAM)_?(WAIT|RECORD|RESET)|^(Notify|Event)_(Wait|Record)", re.IGNORECASE)
-_COLL_RE = re.compile(r"^(hcom_|hccl|Hccl|REDUCE_ASYNC|allreduce|allgather|broadcast|reducescatter)", re.IGNORECASE)
 _ITER_RE = re.compile(r"^Iteration (\d+)$")
 #: Flow categories that tie host work to NPU tasks, and the column they fill.
 ASCEND_FLOW_COLUMNS: dict[str, str] = {"hosttodevice": "correlation", "async_npu": "external_id"}
@@ -84,7 +84,7 @@ def npu_task_kind(name: str, task_type: str | None) -> str:
         return "memcpy"
     if _SYNC_RE.search(tt) or _SYNC_RE.search(name):
         return "sync"
-    if tt in ("HCCL", "HCCL_AI_CPU") or _COLL_RE.match(tt) or _COLL_RE.match(name):
+    if tt in ("HCCL", "HCCL_AI_CPU") or is_collective_op(tt) or is_collective_op(name):
         return "collective"
     if "MEMSET" in up.replace("_", "").replace("-", ""):
         return "memset"

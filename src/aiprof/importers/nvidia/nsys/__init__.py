@@ -34,9 +34,8 @@ Modules: ``schema`` (the export's tables, columns and enums, and detection),
 ``metrics`` (GPU metrics), ``importer`` (the run, devices, tracks).
 """
 
-from .host import STEP_NAME_RE
 from .importer import IMPORTER, NAME
 from .report import export_report
 from .schema import NsysExport, open_export
 
-__all__ = ["IMPORTER", "NAME", "STEP_NAME_RE", "NsysExport", "export_report", "open_export"]
+__all__ = ["IMPORTER", "NAME", "NsysExport", "export_report", "open_export"]

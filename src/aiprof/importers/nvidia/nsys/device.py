@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ....store.vocabulary import is_collective_kernel
 from .reader import ExportReader, _with
 from .schema import _q
 
@@ -69,7 +70,7 @@ class DeviceActivity(ExportReader):
         for rows, keys in self._device_events(table, skip, select, [join]):
             cols = list(zip(*rows, strict=True))
             names = [x if x is not None else "" for x in cols[6]]
-            kinds = ["collective" if _is_nccl(nm) else "kernel" for nm in names]
+            kinds = ["collective" if is_collective_kernel(nm) else "kernel" for nm in names]
             extra: dict[str, Any] = {}
             for i, k in enumerate(keys[1:], start=7):
                 extra[k] = list(cols[i])
@@ -149,13 +150,6 @@ class DeviceActivity(ExportReader):
             names = [sync_types.get(s, f"Sync type {s}") if s is not None else "Synchronization" for s in cols[6]]
             kinds = ["sync"] * len(rows)
             self._write(table, self._common(rows, kinds, names), kinds)
-
-
-def _is_nccl(name: str) -> bool:
-    n = name.lstrip()
-    if n.startswith("void "):
-        n = n[5:]
-    return n[:4].lower() == "nccl"
 
 
 def _short_copy_kind(enum_name: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ....store.vocabulary import STEP_NAME_RE
 from .reader import ExportReader, _merge_args, _with
 from .schema import _q
 
@@ -18,11 +19,6 @@ NVTX_TYPES_DEFAULT = {
     60: "NvtxStartEndRange", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy",
 }  # fmt: skip
 
-#: An NVTX range named like one iteration of a training loop becomes kind ``step``.
-STEP_NAME_RE = re.compile(
-    r"^\s*(?:ProfilerStep#|(?:train(?:ing)?[ _-]?)?step[ _#:=-]*|iter(?:ation)?[ _#:=-]*|batch[ _#:=-]*)(\d+)\s*$",
-    re.IGNORECASE,
-)
 _API_VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 
