@@ -126,7 +126,15 @@ def test_data_loading_advice_fires_with_its_line_and_stays_silent_just_below(
         a = v["python.data_loading"].advice
         assert v["python.data_loading"].status == "fired" and a is not None
         share = a.evidence["data_loading_pct"] / 100
-        assert a.gain == pytest.approx(share, abs=1e-3) and a.evidence["function"] == "spin"
+        # The gain is the loading's share, less what a cause before it in the attribution
+        # took of the same time (GC pauses inside the loading, on a loaded machine), within
+        # 2 points: the attribution splits each step by its own samples, the share splits
+        # all the steps by all their samples.
+        causes = {r["cause"]: 0.0 for r in run(p, "attribution").rows}
+        for r in run(p, "attribution").rows:
+            causes[r["cause"]] += r["time_us"]
+        before = causes.get("gc", 0.0) / sum(causes.values())
+        assert share - before - 0.02 <= a.gain <= share + 1e-3 and a.evidence["function"] == "spin"
         assert "job.py" in a.summary
         # The optimizer and logging phases of this job are under their thresholds.
         assert v["python.optimizer"].status == "silent" and v["python.logging"].status == "silent"
