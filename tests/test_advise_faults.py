@@ -292,3 +292,21 @@ def test_outlier_step_is_flagged_excluded_and_advised(tmp_path: Path) -> None:
     # The step's time beyond a typical one is the gain: 90 000 of 180 000 µs.
     assert a.gain == pytest.approx(0.5)
     assert a.cause == "outlier_step"
+
+
+def test_gc_in_an_outlier_step_is_garbage_collection(tmp_path: Path) -> None:
+    # Step 5 is an outlier because a 60 ms full collection runs in it: the collection is
+    # the cause of that time (gc), the rest of the step's excess stays an outlier's.
+    evs = _outlier_trace()
+    t5 = next(e["ts"] for e in evs if e["name"] == "ProfilerStep#5")
+    evs = [e for e in evs if e["name"] != "test"]
+    evs.append(span("gc gen2", "gc", t5 + 20_000, 60_000))
+    with _profile(tmp_path, "outlier_gc", evs) as prof:
+        causes = {}
+        for r in run(prof, "attribution").rows:
+            causes[r["cause"]] = causes.get(r["cause"], 0.0) + r["time_us"]
+        items = {a.rule: a for a in advise(prof, include_info=True)}
+    assert causes["gc"] == pytest.approx(60_000.0)
+    assert causes["outlier_step"] == pytest.approx(40_000.0)
+    gc = items["sync.gc_pauses"]
+    assert gc.estimate_us == 60_000.0 and gc.gain == pytest.approx(60_000 / 180_000)

@@ -185,6 +185,18 @@ def test_gc_many_short_pauses_add_up(tmp_path: Path) -> None:
     silent(v, "sync.gc_pauses")
 
 
+def test_gc_gain_leaves_the_young_collections(tmp_path: Path) -> None:
+    # Step 1: a young collection (1500 µs) and a full one (1200 µs). Freezing the heap
+    # removes the full collection's walk; the young objects are still collected.
+    def extra(i: int, t0: float) -> list[dict[str, Any]]:
+        return [span("gc gen0", "gc", t0 + 6500, 1500), span("gc gen2", "gc", t0 + 8100, 1200)] if i == 1 else []
+
+    a = fired(verdicts(tmp_path, "fire", extra=extra), "sync.gc_pauses")
+    assert a.evidence["full_gc_us"] == 1200.0 and a.evidence["young_gc_us"] == 1500.0
+    assert a.estimate_us == 1200.0 and a.gain == pytest.approx(1200.0 / (STEPS * STEP))
+    assert "1.2 ms in full collections" in a.summary
+
+
 def _nccl(us: float, start: float = 6300.0) -> Any:
     """A ``us`` µs AllReduce on stream 14 from t0 + start in every step (launched 100 µs before)."""
 

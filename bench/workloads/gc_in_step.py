@@ -1,7 +1,8 @@
 """Planted bottleneck: garbage collection inside the step. A large long-lived heap (the
-dataset's metadata) and a step that makes many cyclic objects: the collector keeps
-walking the heap mid-step. ``--fix``: ``gc.freeze()`` after setup, and the collector
-run by hand every 10 steps between steps.
+dataset's metadata) and a step whose objects live until the step ends (a batch of
+cyclic records): the young collections see them alive and promote them, so full
+collections keep walking the whole heap mid-step. ``--fix``: ``gc.freeze()`` after
+setup (full collections skip the frozen heap; the young collections stay).
 
 Run: python bench/workloads/gc_in_step.py [--fix] [--steps N]
 """
@@ -15,9 +16,12 @@ import torch
 from torch import nn
 
 
-class Node:
-    def __init__(self) -> None:
-        self.other: Node | None = None
+class Record:
+    __slots__ = ("other", "value")
+
+    def __init__(self, value: float) -> None:
+        self.other: Record | None = None
+        self.value = value
 
 
 def main() -> None:
@@ -27,24 +31,25 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    metadata = [{"id": i, "tags": [i, str(i)]} for i in range(600_000)]  # long-lived heap
+    metadata = [{"id": i, "tags": [i, str(i)]} for i in range(300_000)]  # long-lived heap
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(32, 64), torch.randint(0, 4, (32,))
     if args.fix:
         gc.freeze()
-        gc.disable()
-    for step in range(args.steps):
-        if args.fix and step % 10 == 0:
-            gc.collect(1)  # young generations only, between steps: the frozen heap is skipped
-        for _ in range(20_000):  # cyclic garbage made by the step
-            a, b = Node(), Node()
+    for _ in range(args.steps):
+        batch = []
+        for k in range(10_000):  # the step's records, cyclic, alive until the step ends
+            a, b = Record(k), Record(-k)
             a.other, b.other = b, a
-        loss = nn.functional.cross_entropy(model(x), y)
+            batch.append(a)
+        w = sum(r.value for r in batch) / len(batch)
+        loss = nn.functional.cross_entropy(model(x), y) * (1.0 + 0.0 * w)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert len(metadata) == 600_000
+        del batch
+    assert len(metadata) == 300_000
 
 
 if __name__ == "__main__":

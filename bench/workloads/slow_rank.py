@@ -1,6 +1,6 @@
 """Planted bottleneck: a slow rank in a 2-process gloo DDP job (rank 1 gets three times
-the work per step; rank 0 waits for it in the gradient all-reduce). ``--fix``: the work
-balanced. Started with torchrun:
+the work per step; rank 0 waits for it in the gradient all-reduce). ``--fix``: the same
+work balanced (two micro-batches on each rank). Started with torchrun:
 
 Run: torchrun --nproc_per_node=2 bench/workloads/slow_rank.py [--fix] [--steps N]
 """
@@ -26,7 +26,8 @@ def main() -> None:
     torch.manual_seed(rank)
     model = DDP(nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 4)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    micro = 1 if args.fix or rank == 0 else 3  # rank 1's data shard is three times larger
+    # Rank 1's data shard is three times larger; balanced, each rank takes half of the four.
+    micro = 2 if args.fix else (1 if rank == 0 else 3)
     x, y = torch.randn(512, 256), torch.randint(0, 4, (512,))
     for _ in range(args.steps):
         opt.zero_grad()

@@ -147,6 +147,18 @@ class Context:
         denominator of every gain."""
         return float(sum(self.attributed().values()))
 
+    def cores(self) -> dict[int, int]:
+        """Rank -> CPU cores of its host (the recorder's ``cpu_util.core<N>`` counters), for
+        the ranks that recorded them; ranks sharing a host share its cores."""
+        per: dict[int, set[str]] = {}
+        for r in self.rows("counters") or []:
+            m = str(r["metric"] or "")
+            if m.startswith("cpu_util.core") and r["rank"] is not None:
+                per.setdefault(int(r["rank"]), set()).add(m)
+        hosts = max(len({h for m in self.metas for h in m.get("hosts", [])}), 1)
+        share = max(len(per) // hosts, 1)  # ranks per host
+        return {r: max(len(c) // share, 1) for r, c in per.items()}
+
     def outliers(self) -> set[tuple[int, int]]:
         """(rank, step) of the outlier steps (analysis/outliers.py)."""
         return {(int(r["rank"]), int(r["step"])) for r in self.rows("steps") or [] if r.get("outlier")}

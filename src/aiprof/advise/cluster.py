@@ -49,6 +49,65 @@ def slow_rank(ctx: Context) -> Outcome:
     )
 
 
+#: A rank waits for the others (in backward) at least this share of its step time: the
+#: slow-rank spread of msprof-analyze, read as the step share lost.
+WAIT_SHARE = SPREAD
+
+
+@rule(
+    "cluster.backward_wait",
+    "Slow rank: the others wait for it inside backward (DDP, Python samples)",
+    anchor="msprof-analyze",
+    cause="rank_wait",
+    thresholds={"wait_share": WAIT_SHARE},
+)
+def backward_wait(ctx: Context) -> Outcome:
+    rows = ctx.rows("rank_waits") or []
+    if len(rows) < 2:
+        return NotEnoughData("fewer than two ranks with sampled forward and backward phases")
+    waiting = max(rows, key=lambda r: float(r["wait_pct"] or 0.0))
+    share = float(waiting["wait_pct"] or 0.0) / 100.0
+    if share < WAIT_SHARE:
+        return None
+    slow = min(rows, key=lambda r: float(r["wait_us"] or 0.0))
+    lost = sum(float(r["wait_us"] or 0.0) for r in rows)
+    total = sum(float(r["step_us"] or 0.0) for r in rows)
+    # Balanced, every rank's step shrinks by the ranks' mean wait: over all ranks that is
+    # the sum of the waits.
+    hot = [
+        h
+        for h in ctx.rows("phase_hotspots") or []
+        if h["rank"] == slow["rank"] and h["phase"] in ("forward", "backward", "other_python", "data_loading")
+    ]
+    top = max(hot, key=lambda h: int(h["samples"])) if hot else None
+    where = (
+        f" Rank {slow['rank']} spends most in {top['function']} ({top['file']}:{top['line']}, {top['phase']})."
+        if top
+        else ""
+    )
+    waiters = [r for r in rows if r is not slow and float(r["wait_pct"] or 0.0) >= 100 * WAIT_SHARE]
+    return make(
+        "cluster.backward_wait",
+        f"Rank {slow['rank']} is the slow rank: rank{'s' if len(waiters) > 1 else ''} "
+        f"{', '.join(str(r['rank']) for r in waiters)} wait{'' if len(waiters) > 1 else 's'} for it in backward "
+        f"(the gradient all-reduce) {100 * share:.1f}% of the step; balanced, the job gains "
+        f"{100 * lost / total if total else 0.0:.1f}% of its step time.{where}",
+        {
+            "slowest_rank": slow["rank"],
+            "waiting_ranks": [r["rank"] for r in waiters],
+            "max_wait_pct": 100 * share,
+            "wait_us": lost,
+            "step_share_lost_pct": 100 * lost / total if total else 0.0,
+            "backward_per_forward": {str(r["rank"]): r["backward_per_forward"] for r in rows},
+        }
+        | ({"function": top["function"], "file": top["file"], "line": top["line"]} if top else {}),
+        lost,
+        "Balance the work across ranks: give the slow rank's data shard, sequence lengths or micro-batches "
+        "to the others; the waiting ranks idle in every gradient all-reduce until it arrives.",
+        pytorch="# equal shards: DistributedSampler(ds, shuffle=True, drop_last=True); same micro-batches per rank",
+    )
+
+
 @rule(
     "cluster.straggler",
     "Straggler at collectives",

@@ -15,6 +15,10 @@ SYNC_SHARE = 0.03
 LOGGING_SHARE = 0.03
 #: Optimizer time above this share of the step (PyTorch's foreach/fused optimizers).
 OPTIMIZER_SHARE = 0.15
+#: User Python in the step outside the framework's calls (per-sample preprocessing,
+#: Python loops over tensors): no peer tool has this rule; tb-profiler's 5% floor for one
+#: cause of step time, doubled, since the loop's own bookkeeping is Python of this kind too.
+PREPROCESS_SHARE = 0.10
 
 _FIXES = {
     "data_loading": (
@@ -32,11 +36,28 @@ _FIXES = {
         "Log less often (every N steps) and format lazily; printing every step stalls the loop.",
         "if step % 50 == 0:\n    log.info('step %d loss %.4f', step, loss.item())",
     ),
+    "other_python": (
+        "Move the per-sample Python work out of the training loop: into the Dataset's __getitem__ "
+        "(where DataLoader workers run it in parallel) or vectorised over the batch with tensor ops.",
+        "x = (batch - batch.mean(1, keepdim=True)) / (batch.std(1, keepdim=True) + 1e-6)  # not a loop over rows",
+    ),
     "optimizer": (
         "Use the foreach or fused implementation of the optimizer (one kernel over all parameters).",
         "opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)  # fused=True on CUDA",
     ),
 }
+
+
+def per_rank(ctx: Context, phase: str) -> dict[int, tuple[float, float]]:
+    """Rank -> (its step time, the phase's time in it), µs, over all its steps."""
+    out: dict[int, tuple[float, float]] = {}
+    for r in ctx.rows("phases") or []:
+        if r["step"] is not None:
+            continue
+        t, mine = out.get(int(r["rank"]), (0.0, 0.0))
+        v = float(r["time_us"] or 0.0)
+        out[int(r["rank"])] = (t + v, mine + (v if r["phase"] == phase else 0.0))
+    return out
 
 
 def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any] | None] | NotEnoughData:
@@ -45,15 +66,34 @@ def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any
     rows = ctx.rows("phases")
     if not rows:
         return NotEnoughData("no Python samples inside steps")
-    all_steps = [r for r in rows if r["step"] is None]
-    total = sum(float(r["time_us"] or 0.0) for r in all_steps)
+    ranks = per_rank(ctx, phase)
+    total = sum(t for t, _ in ranks.values())
     if total <= 0:
         return NotEnoughData("no Python samples inside steps")
-    mine = sum(float(r["time_us"] or 0.0) for r in all_steps if r["phase"] == phase)
-    samples = sum(int(r["samples"] or 0) for r in all_steps if r["phase"] == phase)
+    mine = sum(m for _, m in ranks.values())
+    samples = sum(int(r["samples"] or 0) for r in rows if r["step"] is None and r["phase"] == phase)
     hot = [r for r in ctx.rows("phase_hotspots") or [] if r["phase"] == phase]
     top = max(hot, key=lambda r: r["samples"]) if hot else None
     return mine / total, mine, float(samples), top
+
+
+def loader_overlap_us(ctx: Context, per: dict[int, tuple[float, float]]) -> tuple[float, int | None]:
+    """What loader workers can save of (step time, loading time) per rank (µs), and the
+    workers that assumes (the host's cores; None when the cores were not recorded).
+
+    With W workers on C cores the steps' CPU work (loading L and the rest R = T - L)
+    still has to run: a step takes at least R (the main process), (L + R) / C (all
+    cores busy) and L / W (the workers). With W = C the saving is T - max(R, T / C) =
+    min(L, T (1 - 1/C)): on one core, none. Worker start-up and the batches' transfer
+    between processes are not counted (persistent workers start once)."""
+    cores = ctx.cores()
+    if not cores:
+        return sum(m for _, m in per.values()), None
+    saved = 0.0
+    for rank, (t, load) in per.items():
+        c = cores.get(rank, min(cores.values()))
+        saved += max(min(load, t * (1.0 - 1.0 / c)), 0.0)
+    return saved, min(cores.values())
 
 
 def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str) -> Outcome:
@@ -69,11 +109,23 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
         evidence |= {"function": top["function"], "file": top["file"], "line": top["line"]}
         evidence["line_pct_of_phase"] = top["phase_pct"]
     fix, snippet = _FIXES[phase]
+    # The phase's own time: what removing it from the loop saves at most.
+    estimate = mine_us
+    if phase == "data_loading":
+        # Workers move the loading off the main process, not off the CPU.
+        estimate, cores = loader_overlap_us(ctx, per_rank(ctx, phase))
+        if cores is not None:
+            evidence |= {"cores": cores, "overlap_us": estimate}
+            snippet = snippet.replace("num_workers=2", f"num_workers={cores}")
+            where += (
+                f" With {cores} workers on {cores} cores the loading overlaps the rest of the step by "
+                f"{estimate / 1000:.1f} ms at most."
+            )
     return make(
         rule_id,
         f"{what} takes {100 * s:.1f}% of the step time (threshold {100 * threshold:.0f}%, from Python samples).{where}",
         evidence,
-        mine_us,  # the phase's own time: what removing it from the loop would save at most
+        estimate,
         fix,
         pytorch=snippet,
     )
@@ -121,3 +173,20 @@ def logging_time(ctx: Context) -> Outcome:
 )
 def optimizer(ctx: Context) -> Outcome:
     return _advise(ctx, "python.optimizer", "optimizer", OPTIMIZER_SHARE, "The optimizer step")
+
+
+@rule(
+    "python.preprocessing",
+    "User Python in the step outside the framework's calls (Python samples)",
+    anchor="tb-profiler",
+    cause="python_preprocessing",
+    thresholds={"preprocess_share": PREPROCESS_SHARE},
+)
+def preprocessing(ctx: Context) -> Outcome:
+    return _advise(
+        ctx,
+        "python.preprocessing",
+        "other_python",
+        PREPROCESS_SHARE,
+        "User Python outside forward, backward, the optimizer and the data loader",
+    )

@@ -10,7 +10,8 @@ gains of advice about different causes add up to at most 100% by construction.
 Causes, highest priority first:
 
 - ``between_steps``: host time between the end of one step and the start of the next;
-- ``outlier_step``: the whole of a step that is an outlier (analysis/outliers.py);
+- ``outlier_step``: the whole of a step that is an outlier (analysis/outliers.py), but
+  its garbage-collector pauses (they go to ``gc``);
 - ``compute``: device compute kernels (HTA's COMPUTATION kernels);
 - ``communication``: collectives on the device, and host communication calls
   (gloo / c10d ops) while no compute runs;
@@ -111,13 +112,45 @@ def _windows_of(kind: str) -> Callable[[Profile], Intervals]:
     return f
 
 
+def minus(s: np.ndarray, e: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals (s, e) less the intervals (cs, ce), ns."""
+    if not len(cs) or not len(s):
+        return s, e
+    ms, me = iv.merge(cs, ce)
+    out_s: list[int] = []
+    out_e: list[int] = []
+    for a, b in zip(s.tolist(), e.tolist(), strict=True):
+        i = int(np.searchsorted(me, a, side="right"))
+        cur = a
+        while i < len(ms) and ms[i] < b:
+            if ms[i] > cur:
+                out_s.append(cur)
+                out_e.append(int(ms[i]))
+            cur = max(cur, int(me[i]))
+            i += 1
+        if cur < b:
+            out_s.append(cur)
+            out_e.append(b)
+    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+
+
+def _outlier_steps(profile: Profile) -> Intervals:
+    """Outlier steps less their garbage-collector pauses: a step that is an outlier
+    because the collector walked the heap in it has a cause (``gc``), which takes that
+    time in its own place in the order."""
+    steps = _windows_of("outlier")(profile)
+    gc = _sql(f"{_HOST} AND kind = 'gc'")(profile)
+    empty = np.zeros(0, dtype=np.int64)
+    return {r: minus(s, e, *gc.get(r, (empty, empty))) for r, (s, e) in steps.items()}
+
+
 _DEVICE = "device_type <> 'cpu'"
 _HOST = "device_type = 'cpu'"
 
 #: The causes in priority order (module doc). Edit through :func:`register`.
 CAUSES: list[Cause] = [
     Cause("between_steps", "Between steps", _windows_of("gap")),
-    Cause("outlier_step", "Outlier steps", _windows_of("outlier")),
+    Cause("outlier_step", "Outlier steps", _outlier_steps),
     Cause("compute", "Device compute", _sql(f"{_DEVICE} AND {COMPUTE_SQL}")),
     Cause(
         "communication",

@@ -360,10 +360,119 @@ def phase_hotspots(profile: Profile, params: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_HOT_SCHEMA)
 
 
+# -- waits hidden in backward: ranks in lockstep (DDP) ----------------------------------
+
+_WAITS_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("steps", pa.int64()),
+        ("step_us", pa.float64()),
+        ("forward_us", pa.float64()),
+        ("backward_us", pa.float64()),
+        ("backward_per_forward", pa.float64()),
+        ("wait_us", pa.float64()),
+        ("wait_pct", pa.float64()),
+    ]
+)
+
+
+def _wait_ratio(ns: dict[str, np.ndarray], w: dict[str, np.ndarray]) -> float | None:
+    """The reference backward / forward ratio: the lowest of the ranks' (the rank that
+    waits least). None with fewer than two ranks with forward samples."""
+    ratios = []
+    for r in np.unique(w["rank"][: len(ns["forward"])]).tolist():
+        sel = w["rank"][: len(ns["forward"])] == r
+        f, b = int(ns["forward"][sel].sum()), int(ns["backward"][sel].sum())
+        if f > 0:
+            ratios.append(b / f)
+    return min(ratios) if len(ratios) >= 2 else None
+
+
+def window_waits(profile: Profile) -> np.ndarray:
+    """Per step window (ranks.step_windows order): the ns of its backward phase that is
+    a wait for the other ranks, or zeros.
+
+    DDP's gradient all-reduces run in C++ hooks inside ``loss.backward()``: a rank that
+    waits for a slower one spends that wait in backward, which the Python samples see as
+    backward time. Ranks running the same model take the same backward time per forward
+    time, so what a rank's backward takes beyond the lowest ratio among the ranks
+    (:func:`_wait_ratio`) times its forward is its wait (an estimate: a rank whose
+    backward is longer for its own reasons counts as waiting too). The rank's wait is
+    computed over all its steps (one step's phases rest on a few samples) and shared
+    among its steps by their own excess backward time."""
+    from .ranks import step_windows
+
+    w = step_windows(profile)
+    _, ns = window_times(profile)
+    n = len(ns["backward"])
+    out = np.zeros(n, dtype=np.int64)
+    k = _wait_ratio(ns, w)
+    if k is None:
+        return out
+    rank, step = w["rank"][:n], w["step"][:n]
+    extra = np.maximum(ns["backward"] - k * ns["forward"], 0.0) * (step >= 0)
+    for r in np.unique(rank).tolist():
+        sel = (rank == r) & (step >= 0)
+        wait = float(ns["backward"][sel].sum()) - k * float(ns["forward"][sel].sum())
+        pos = float(extra[sel].sum())
+        if wait > 0 and pos > 0:
+            out[sel] = np.round(extra[sel] * (wait / pos)).astype(np.int64)
+    return out
+
+
+@analyser(
+    "rank_waits",
+    "Waits hidden in backward (Python samples, ranks in lockstep)",
+    default_sort=("rank",),
+    units={"step_us": "µs", "forward_us": "µs", "backward_us": "µs", "wait_us": "µs", "wait_pct": "%"},
+)
+def rank_waits(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank with sampled steps (two ranks or more): steps, step_us (their
+    time), forward_us and backward_us (sampled phases), backward_per_forward, wait_us
+    (backward beyond the lowest ratio among the ranks times the rank's forward: its wait
+    for the others, see :func:`window_waits`), wait_pct (of step_us)."""
+    from .ranks import step_windows
+
+    w = step_windows(profile)
+    counts, ns = window_times(profile)
+    waits = window_waits(profile)
+    rows: list[dict[str, Any]] = []
+    n = len(waits)
+    ranks = [r for r in np.unique(w["rank"][:n]).tolist() if counts[w["rank"][:n] == r].sum()]
+    if len(ranks) < 2:
+        return pa.Table.from_pylist([], schema=_WAITS_SCHEMA)
+    for r in ranks:
+        sel = (w["rank"][:n] == r) & (w["step"][:n] >= 0)
+        step = float((w["end"][:n][sel] - w["start"][:n][sel]).sum())
+        f, b = float(ns["forward"][sel].sum()), float(ns["backward"][sel].sum())
+        wait = float(waits[sel].sum())
+        rows.append(
+            {
+                "rank": r,
+                "steps": int(sel.sum()),
+                "step_us": step / 1000.0,
+                "forward_us": f / 1000.0,
+                "backward_us": b / 1000.0,
+                "backward_per_forward": b / f if f > 0 else None,
+                "wait_us": wait / 1000.0,
+                "wait_pct": 100.0 * wait / step if step > 0 else None,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_WAITS_SCHEMA)
+
+
 # -- the phases as causes of step time (analysis/attribution.py) ------------------------
 
-#: The phases that advice acts on (advise/python_time.py), as attribution causes.
-ADVISED = ("data_loading", "sync", "logging", "optimizer")
+#: The phases that advice acts on (advise/python_time.py), as attribution causes: phase
+#: -> cause. ``other_python`` (user Python in the step outside the framework's calls) is
+#: the cause ``python_preprocessing``.
+ADVISED = {
+    "data_loading": "python_data_loading",
+    "sync": "python_sync",
+    "logging": "python_logging",
+    "optimizer": "python_optimizer",
+    "other_python": "python_preprocessing",
+}
 
 
 def _phase_intervals(phase: str) -> Any:
@@ -394,11 +503,35 @@ def _phase_intervals(phase: str) -> Any:
     return f
 
 
+def _wait_intervals(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The waits of :func:`window_waits`, at the end of each window's laid-out backward
+    phase (see :func:`_phase_intervals`)."""
+    from .ranks import step_windows
+
+    w = step_windows(profile)
+    _, ns = window_times(profile)
+    waits = window_waits(profile)
+    if not len(waits) or not waits.any():
+        return {}
+    k = PHASES.index("backward")
+    end = w["start"][: len(waits)].astype(np.int64) + sum(
+        (ns[p] for p in PHASES[: k + 1]), np.zeros(len(waits), np.int64)
+    )
+    rank = w["rank"][: len(waits)]
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r in np.unique(rank):
+        sel = (rank == r) & (waits > 0)
+        out[int(r)] = (end[sel] - waits[sel], end[sel])
+    return out
+
+
 def _register_causes() -> None:
     from .attribution import Cause, register
 
-    for p in ADVISED:
-        register(Cause(f"python_{p}", f"{p.replace('_', ' ').capitalize()} (Python samples)", _phase_intervals(p)))
+    register(Cause("rank_wait", "Waiting for other ranks in backward (Python samples)", _wait_intervals))
+    for p, cause in ADVISED.items():
+        title = "User Python in the step" if p == "other_python" else p.replace("_", " ").capitalize()
+        register(Cause(cause, f"{title} (Python samples)", _phase_intervals(p)))
 
 
 _register_causes()
