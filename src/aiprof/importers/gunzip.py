@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Any
+from typing import Any, cast
 
 ENV = "AIPROF_GUNZIP"
 
@@ -21,7 +21,7 @@ except ImportError:  # the optional extra "fast" is not installed
     _isal = None  # type: ignore[assignment,unused-ignore]
 
 #: The exceptions a corrupt gzip stream raises, whichever inflater is used.
-ERRORS: tuple[type[BaseException], ...] = (zlib.error,) if _isal is None else (zlib.error, _isal.error)
+ERRORS: tuple[type[BaseException], ...] = (zlib.error,) if _isal is None else (zlib.error, cast(Any, _isal).error)
 
 
 def engine() -> str:
