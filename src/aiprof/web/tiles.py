@@ -1,0 +1,202 @@
+"""The timeline's windows merged in memory: the drawable events as numpy columns.
+
+:class:`~aiprof.web.timeline.Timeline` builds its tables in DuckDB once; a window
+(what the UI fetches at every zoom and pan) is then answered here, from the same
+rows held as numpy arrays sorted by start: a binary search finds the window's rows
+and one sort merges them per (track, depth, pixel). Each query DuckDB would run for
+it costs a plan and a wait for its worker threads (tens of ms on a busy machine),
+and a window asked for two or three (a re-merge when the first answer had too many
+items, the flow count, the flow join, the names).
+
+The merging rule: an event at least one bucket wide is its own item (``n`` = 1);
+narrower ones are merged per (track, depth, bucket of ``ts``) into one item from the
+first start to the last end, named after the longest (the first of equal ones), with
+``n`` the number of events it stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_COLS = ("track", "depth", "ts", "dur", "name", "kind", "n", "wdur")
+#: At most about this many rows of a level are "long" and scanned for every window.
+LONG_ROWS = 20000
+
+
+@dataclass
+class Spans:
+    """Rows to draw, sorted by ts: track, depth, ts, dur (ns), name (name id), kind
+    (index into ``kinds``), n (events a row stands for) and wdur (its longest event's
+    duration, which names a merged item)."""
+
+    track: np.ndarray
+    depth: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    name: np.ndarray
+    kind: np.ndarray
+    n: np.ndarray
+    wdur: np.ndarray
+    kinds: list[str]
+
+    @classmethod
+    def from_arrow(cls, t: pa.Table) -> Spans:
+        """From a table with track, depth, ts, dur, name_id, kind (and n, wdur when
+        rows are pre-merged), already sorted by ts."""
+
+        def col(name: str, dtype: type) -> np.ndarray:
+            return np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+
+        kind = pc.dictionary_encode(t.column("kind").combine_chunks()) if t.num_rows else None
+        dur = col("dur", np.int64)
+        return cls(
+            track=col("track", np.int64),
+            depth=col("depth", np.int64),
+            ts=col("ts", np.int64),
+            dur=dur,
+            name=col("name_id", np.int64),
+            kind=np.asarray(kind.indices.to_numpy(zero_copy_only=False), np.int64) if kind else np.zeros(0, np.int64),
+            n=col("n", np.int64) if "n" in t.column_names else np.ones(len(dur), np.int64),
+            wdur=col("wdur", np.int64) if "wdur" in t.column_names else dur,
+            kinds=[str(k) for k in kind.dictionary.to_pylist()] if kind else [],
+        )
+
+    def take(self, idx: np.ndarray) -> Spans:
+        return Spans(**{c: getattr(self, c)[idx] for c in _COLS}, kinds=self.kinds)
+
+    def overlapping(self, t0: int, t1: int, longest: int, tracks: tuple[int, ...] | None) -> np.ndarray:
+        """Indices of the rows that overlap [t0, t1] (touching counts), on ``tracks``
+        (None: all), among rows no longer than ``longest`` ns: they start at most that
+        long before t0, so a binary search bounds them."""
+        lo = int(np.searchsorted(self.ts, t0 - longest, side="left"))
+        hi = int(np.searchsorted(self.ts, t1, side="right"))
+        keep = self.ts[lo:hi] + self.dur[lo:hi] >= t0
+        if tracks is not None:
+            keep &= np.isin(self.track[lo:hi], np.asarray(tracks, dtype=np.int64))
+        return lo + np.flatnonzero(keep)
+
+
+def long_threshold(dur: np.ndarray) -> int:
+    """A duration (>= 1 ns) that at most about :data:`LONG_ROWS` of ``dur`` exceed."""
+    if len(dur) <= LONG_ROWS:
+        return max(int(dur.max()) if len(dur) else 0, 1)
+    k = len(dur) - LONG_ROWS
+    return max(int(np.partition(dur, k)[k]), 1)
+
+
+class Level:
+    """One level of detail (every event, or events pre-merged over the whole span):
+    its rows split into the few long ones, scanned for every window, and the others,
+    found by a binary search on ts (each starts at most ``long_ns`` before the window)."""
+
+    def __init__(self, s: Spans, long_ns: int) -> None:
+        self.long_ns = long_ns
+        is_long = s.dur > long_ns
+        self.short = s.take(np.flatnonzero(~is_long))
+        self.long = s.take(np.flatnonzero(is_long))
+
+    def rows(self, t0: int, t1: int, tracks: tuple[int, ...] | None) -> Spans:
+        """The rows overlapping [t0, t1] on ``tracks`` (None: all)."""
+        a = self.short.take(self.short.overlapping(t0, t1, self.long_ns, tracks))
+        longest = int(self.long.dur.max()) if len(self.long.dur) else 0
+        b = self.long.take(self.long.overlapping(t0, t1, longest, tracks))
+        return Spans(**{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in _COLS}, kinds=a.kinds)
+
+
+def merge(s: Spans, t0: int, bucket: int) -> dict[str, list[Any]]:
+    """Items of ``s`` merged per (track, depth, bucket), as lists: track, depth, ts,
+    dur, name (name id), kind (text), n."""
+    wide = (s.n == 1) & (s.dur >= bucket)
+    w = np.flatnonzero(wide)
+    nar = np.flatnonzero(~wide)
+    first = g_ts = g_end = g_n = np.zeros(0, dtype=np.int64)
+    if len(nar):
+        # One int64 key per (bucket, track, depth); the rows come sorted by ts, so
+        # the keys are nearly sorted already and a stable sort is quick.
+        pix = (s.ts[nar] - t0) // bucket
+        pix -= pix.min()
+        tracks, depths = int(s.track[nar].max()) + 1, int(s.depth[nar].max()) + 1
+        key = (pix * tracks + s.track[nar]) * depths + s.depth[nar]
+        by = np.argsort(key, kind="stable")
+        order, key = nar[by], key[by]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = key[1:] != key[:-1]
+        starts = np.flatnonzero(new)
+        ts_o = s.ts[order]
+        g_ts = np.minimum.reduceat(ts_o, starts)
+        g_end = np.maximum.reduceat(ts_o + s.dur[order], starts)
+        g_n = np.add.reduceat(s.n[order], starts)
+        # The longest event of each group (the first of equal ones) names it.
+        wdur = s.wdur[order]
+        sizes = np.diff(np.append(starts, len(order)))
+        longest = np.flatnonzero(wdur == np.repeat(np.maximum.reduceat(wdur, starts), sizes))
+        first = order[longest[np.searchsorted(longest, starts)]]
+    kinds = np.asarray(s.kinds, dtype=object)
+    return {
+        "track": np.concatenate([s.track[w], s.track[first]]).tolist(),
+        "depth": np.concatenate([s.depth[w], s.depth[first]]).tolist(),
+        "ts": np.concatenate([s.ts[w], g_ts]).tolist(),
+        "dur": np.concatenate([s.dur[w], g_end - g_ts]).tolist(),
+        "name": np.concatenate([s.name[w], s.name[first]]).tolist(),
+        "kind": kinds[np.concatenate([s.kind[w], s.kind[first]])].tolist(),
+        "n": np.concatenate([s.n[w], g_n]).tolist(),
+    }
+
+
+class Launches:
+    """Launch -> device work arrows: the device rows with a correlation, and the host
+    launches (runtime, driver) by correlation, found by binary search."""
+
+    def __init__(self, s: Spans, correlation: np.ndarray, has: np.ndarray, device_kinds: set[str]) -> None:
+        self.s = s
+        dev_codes = [i for i, k in enumerate(s.kinds) if k in device_kinds]
+        host_codes = [i for i, k in enumerate(s.kinds) if k in ("runtime", "driver")]
+        self.dev = np.flatnonzero(has & np.isin(s.kind, dev_codes))  # sorted by ts, as s
+        host = np.flatnonzero(has & np.isin(s.kind, host_codes))
+        by_corr = np.argsort(correlation[host], kind="stable")
+        self.host = host[by_corr]
+        self.host_corr = correlation[self.host]
+        self.dev_corr = correlation[self.dev]
+
+    def between(
+        self, t0: int, t1: int, tracks: tuple[int, ...] | None, limit: int, most: int
+    ) -> tuple[list[tuple[int, ...]], bool]:
+        """Arrows to device rows starting in [t0, t1], in their start order: (host track,
+        depth, ts, device track, depth, ts, host name id, device name id). None and
+        truncated when the window holds ``most`` device rows or more, or more than
+        ``limit`` arrows."""
+        s = self.s
+        dts = s.ts[self.dev]
+        lo, hi = int(np.searchsorted(dts, t0, side="left")), int(np.searchsorted(dts, t1, side="right"))
+        if hi - lo >= most:
+            return [], True
+        d = self.dev[lo:hi]
+        corr = self.dev_corr[lo:hi]
+        a = np.searchsorted(self.host_corr, corr, side="left")
+        b = np.searchsorted(self.host_corr, corr, side="right")
+        count = b - a
+        d_rep = np.repeat(d, count)
+        h = self.host[np.repeat(a, count) + _ranges(count)]
+        if tracks is not None:
+            ids = np.asarray(tracks, dtype=np.int64)
+            keep = np.isin(s.track[d_rep], ids) | np.isin(s.track[h], ids)
+            d_rep, h = d_rep[keep], h[keep]
+        if len(d_rep) > limit:
+            return [], True
+        cols = [s.track[h], s.depth[h], s.ts[h], s.track[d_rep], s.depth[d_rep], s.ts[d_rep], s.name[h], s.name[d_rep]]
+        return list(zip(*(c.tolist() for c in cols))), False
+
+
+def _ranges(count: np.ndarray) -> np.ndarray:
+    """0..c-1 for each c of ``count``, concatenated."""
+    total = int(count.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(count)
+    out: np.ndarray = np.arange(total, dtype=np.int64) - np.repeat(ends - count, count)
+    return out
