@@ -92,3 +92,47 @@ def test_flows_are_the_launches_of_the_windows_device_work(timeline: Any) -> Non
     assert not got["flows_truncated"]
     assert sorted(zip(f["from_track"], f["from_ts"], f["to_track"], f["to_ts"])) == want and len(want) > 10
     assert f["to_ts"] == sorted(f["to_ts"])
+
+
+def test_max_series_per_bucket_skips_nulls_and_keeps_devices_apart() -> None:
+    import random
+
+    import pyarrow as pa
+
+    from aiprof.web.tiles import MaxSeries
+
+    rnd = random.Random(5)
+    rows = [
+        {
+            "rank": 0,
+            "device": d,
+            "device_type": "cuda" if d >= 0 else "cpu",
+            "ts": rnd.randrange(0, 10_000),
+            "allocated": None if rnd.random() < 0.1 else rnd.randrange(1 << 40),
+            "reserved": rnd.randrange(1 << 40),
+        }
+        for d in (0, 1, -1)
+        for _ in range(500)
+    ]
+    ms = MaxSeries(pa.Table.from_pylist(rows), ("rank", "device", "device_type"), ("allocated", "reserved"))
+    t0, t1, bucket = 2_000, 7_000, 37
+    got = ms.window(t0, t1, bucket, {"rank": 0, "device": 1})
+    groups: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["device"] == 1 and t0 <= r["ts"] <= t1:
+            groups[(r["ts"] - t0) // bucket].append(r)
+    want = []
+    for _, g in sorted(groups.items()):
+        alloc = [r["allocated"] for r in g if r["allocated"] is not None]
+        want.append(
+            {
+                "rank": 0,
+                "device": 1,
+                "device_type": "cuda",
+                "ts": min(r["ts"] for r in g),
+                "allocated": max(alloc) if alloc else None,
+                "reserved": max(r["reserved"] for r in g),
+            }
+        )
+    assert got == want and len(want) > 50
+    assert {r["device"] for r in ms.window(0, 10_000, 100, {"rank": None, "device": None})} == {-1, 0, 1}

@@ -200,3 +200,45 @@ def _ranges(count: np.ndarray) -> np.ndarray:
     ends = np.cumsum(count)
     out: np.ndarray = np.arange(total, dtype=np.int64) - np.repeat(ends - count, count)
     return out
+
+
+class MaxSeries:
+    """Series (one per key: rank, device type, device) of values sampled at ts, merged
+    per bucket into (first ts, max of each value), as the memory track draws them."""
+
+    def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> None:
+        self.key, self.values = key, values
+        t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
+        keys = list(zip(*(t.column(k).to_pylist() for k in key))) if t.num_rows else []
+        ts = np.asarray(t.column("ts").to_numpy(zero_copy_only=False), dtype=np.int64)
+        # Float columns, NaN for a null, so that a bucket's max skips nulls as SQL's does
+        # (exact for values under 2**53: byte counts to 8 PiB).
+        vals = {v: np.asarray(t.column(v).cast(pa.float64()).fill_null(np.nan).to_numpy(), np.float64) for v in values}
+        self.series: list[tuple[tuple[Any, ...], np.ndarray, dict[str, np.ndarray]]] = []
+        i = 0
+        while i < len(keys):
+            j = i + 1
+            while j < len(keys) and keys[j] == keys[i]:
+                j += 1
+            self.series.append((keys[i], ts[i:j], {v: a[i:j] for v, a in vals.items()}))
+            i = j
+
+    def window(self, t0: int, t1: int, bucket: int, where: dict[str, Any]) -> list[dict[str, Any]]:
+        """Rows (key columns, ts, each value) of each series with key values ``where``
+        (None: any), in key then ts order, over [t0, t1]."""
+        out: list[dict[str, Any]] = []
+        for k, ts, vals in self.series:
+            if any(v is not None and k[self.key.index(c)] != v for c, v in where.items()):
+                continue
+            lo, hi = int(np.searchsorted(ts, t0, side="left")), int(np.searchsorted(ts, t1, side="right"))
+            if lo == hi:
+                continue
+            pix = (ts[lo:hi] - t0) // bucket
+            starts = np.flatnonzero(np.concatenate([[True], pix[1:] != pix[:-1]]))
+            cols: dict[str, list[Any]] = {"ts": ts[lo:hi][starts].tolist()}
+            for v, a in vals.items():
+                m = np.fmax.reduceat(a[lo:hi], starts)
+                cols[v] = [None if x != x else int(x) for x in m.tolist()]
+            base = dict(zip(self.key, k))
+            out.extend({**base, **{c: cols[c][i] for c in cols}} for i in range(len(starts)))
+        return out

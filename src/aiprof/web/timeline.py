@@ -478,6 +478,13 @@ class SeriesQuery:
         #: per profile so that each window request does not scan the whole table again.
         self.cache = cache if cache is not None else {}
 
+    def _by_ts(self, table: str, cols: str) -> str:
+        """A temp copy of ``table`` (these columns) sorted by ts, made at the first
+        window: a window then reads the row groups of its range, not the Parquet files."""
+        name = f"tl_{table}"
+        self.profile.con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {cols} FROM {table} ORDER BY ts")
+        return name
+
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
         with self.lock:
@@ -500,11 +507,12 @@ class SeriesQuery:
         if device is not None:
             cond.append("device = ?")
             params.append(device)
-        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
-                         arg_max(value, ts) AS last
-                  FROM counters WHERE {" AND ".join(cond)}
-                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
         with self.lock:
+            src = self._by_ts("counters", "rank, device, metric, ts, value")
+            sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
+                             arg_max(value, ts) AS last
+                      FROM {src} WHERE {" AND ".join(cond)}
+                      GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
             tab = _arrow(self.profile, sql, params)
         out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
         out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
@@ -515,27 +523,26 @@ class SeriesQuery:
         (the maximum within the pixel, bytes), and the peak of allocated over the whole
         profile (ts, bytes) per device."""
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        cond = [f"ts >= {w.t0}", f"ts <= {w.t1}"]
         pcond = ["true"]
-        params: list[Any] = []
         for col, v in (("rank", rank), ("device", device)):
             if v is not None:
-                cond.append(f"{col} = {int(v)}")
                 pcond.append(f"{col} = {int(v)}")
-        sql = f"""SELECT rank, device_type, device, min(ts) AS ts, max(allocated) AS allocated,
-                         max(reserved) AS reserved
-                  FROM memory WHERE {" AND ".join(cond)}
-                  GROUP BY rank, device_type, device, floor((ts - {w.t0}) / {bucket}) ORDER BY rank, device, ts"""
         psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
                           max(reserved) AS peak_reserved, count(*) AS events
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
         with self.lock:
-            tab = _arrow(self.profile, sql, params)
+            arrays = self.cache.get("memory_arrays")
+            if arrays is None:  # once per profile: the series in memory (web/tiles.py)
+                t = _arrow(self.profile, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory")
+                arrays = self.cache["memory_arrays"] = tiles.MaxSeries(
+                    t, ("rank", "device", "device_type"), ("allocated", "reserved")
+                )
+            rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
             peaks = self.cache.get(psql)
             if peaks is None:
                 peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
         series: dict[str, dict[str, Any]] = {}
-        for r in tab.to_pylist():
+        for r in rows:
             key = f"{r['rank']}:{r['device_type']}:{r['device']}"
             s = series.setdefault(
                 key,
