@@ -224,8 +224,8 @@ class MaxSeries:
             i = j
 
     def window(self, t0: int, t1: int, bucket: int, where: dict[str, Any]) -> list[dict[str, Any]]:
-        """Rows (key columns, ts, each value) of each series with key values ``where``
-        (None: any), in key then ts order, over [t0, t1]."""
+        """One dict per series with key values ``where`` (None: any) and samples in
+        [t0, t1], in key order: the key columns, and lists ts and one per value."""
         out: list[dict[str, Any]] = []
         for k, ts, vals in self.series:
             if any(v is not None and k[self.key.index(c)] != v for c, v in where.items()):
@@ -235,10 +235,10 @@ class MaxSeries:
                 continue
             pix = (ts[lo:hi] - t0) // bucket
             starts = np.flatnonzero(np.concatenate([[True], pix[1:] != pix[:-1]]))
-            cols: dict[str, list[Any]] = {"ts": ts[lo:hi][starts].tolist()}
+            one: dict[str, Any] = dict(zip(self.key, k))
+            one["ts"] = ts[lo:hi][starts].tolist()
             for v, a in vals.items():
                 m = np.fmax.reduceat(a[lo:hi], starts)
-                cols[v] = [None if x != x else int(x) for x in m.tolist()]
-            base = dict(zip(self.key, k))
-            out.extend({**base, **{c: cols[c][i] for c in cols}} for i in range(len(starts)))
+                one[v] = [None if x != x else int(x) for x in m.tolist()]
+            out.append(one)
         return out

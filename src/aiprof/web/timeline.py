@@ -541,21 +541,5 @@ class SeriesQuery:
             peaks = self.cache.get(psql)
             if peaks is None:
                 peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
-        series: dict[str, dict[str, Any]] = {}
-        for r in rows:
-            key = f"{r['rank']}:{r['device_type']}:{r['device']}"
-            s = series.setdefault(
-                key,
-                {
-                    "rank": r["rank"],
-                    "device_type": r["device_type"],
-                    "device": r["device"],
-                    "ts": [],
-                    "allocated": [],
-                    "reserved": [],
-                },
-            )
-            s["ts"].append(r["ts"])
-            s["allocated"].append(r["allocated"])
-            s["reserved"].append(r["reserved"])
-        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": list(series.values()), "peaks": peaks}
+        series = [{c: r[c] for c in ("rank", "device_type", "device", "ts", "allocated", "reserved")} for r in rows]
+        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": series, "peaks": peaks}
