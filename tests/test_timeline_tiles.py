@@ -129,3 +129,20 @@ def test_max_series_per_bucket_skips_nulls_and_keeps_devices_apart() -> None:
         want["reserved"].append(max(r["reserved"] for r in g))
     assert got == [want] and len(want["ts"]) > 50
     assert [r["device"] for r in ms.window(0, 10_000, 100, {"rank": None, "device": None})] == [-1, 0, 1]
+
+
+@pytest.mark.parametrize("max_items", [300, 2000])
+def test_a_widened_bucket_merges_as_if_asked_for_at_once(timeline: Any, max_items: int) -> None:
+    tl, rows = timeline
+    a, b = tl.span
+    w = Window(a, b, 4000, None, max_items=max_items)
+    got = tl.window(w)
+    bucket = got["bucket_ns"]
+    assert bucket > -(-(w.t1 - w.t0) // w.width)  # it was widened
+    it = got["items"]
+    items = list(zip(it["track"], it["depth"], it["ts"], it["dur"], it["n"]))
+    want, names = _expected(rows, w, bucket)
+    assert len(items) <= max_items and sorted(items) == want
+    for i, key in enumerate(items):
+        if key in names:
+            assert (got["names"][it["name"][i]], it["kind"][i]) in names[key]

@@ -108,13 +108,17 @@ class Level:
         return Spans(**{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in _COLS}, kinds=a.kinds)
 
 
-def merge(s: Spans, t0: int, bucket: int) -> dict[str, list[Any]]:
-    """Items of ``s`` merged per (track, depth, bucket), as lists: track, depth, ts,
-    dur, name (name id), kind (text), n."""
+def merge(s: Spans, t0: int, bucket: int) -> Spans:
+    """The rows of ``s`` merged per (track, depth, bucket of ts from ``t0``).
+
+    Merging the answer again with a bucket a whole multiple of ``bucket`` gives what
+    merging ``s`` with it would: each group lies in one coarser bucket, and keeps
+    its longest event's duration (wdur) to be named by.
+    """
     wide = (s.n == 1) & (s.dur >= bucket)
     w = np.flatnonzero(wide)
     nar = np.flatnonzero(~wide)
-    first = g_ts = g_end = g_n = np.zeros(0, dtype=np.int64)
+    first = g_ts = g_end = g_n = g_wdur = np.zeros(0, dtype=np.int64)
     if len(nar):
         # One int64 key per (bucket, track, depth); the rows come sorted by ts, so
         # the keys are nearly sorted already and a stable sort is quick.
@@ -133,19 +137,26 @@ def merge(s: Spans, t0: int, bucket: int) -> dict[str, list[Any]]:
         g_n = np.add.reduceat(s.n[order], starts)
         # The longest event of each group (the first of equal ones) names it.
         wdur = s.wdur[order]
+        g_wdur = np.maximum.reduceat(wdur, starts)
         sizes = np.diff(np.append(starts, len(order)))
-        longest = np.flatnonzero(wdur == np.repeat(np.maximum.reduceat(wdur, starts), sizes))
+        longest = np.flatnonzero(wdur == np.repeat(g_wdur, sizes))
         first = order[longest[np.searchsorted(longest, starts)]]
+    both = np.concatenate([w, first])
+    out = s.take(both)
+    out.ts = np.concatenate([s.ts[w], g_ts])
+    out.dur = np.concatenate([s.dur[w], g_end - g_ts])
+    out.n = np.concatenate([s.n[w], g_n])
+    out.wdur = np.concatenate([s.wdur[w], g_wdur])
+    return out
+
+
+def items(s: Spans) -> dict[str, list[Any]]:
+    """A window's items as the API sends them: track, depth, ts, dur, name (name id),
+    kind (text), n."""
     kinds = np.asarray(s.kinds, dtype=object)
-    return {
-        "track": np.concatenate([s.track[w], s.track[first]]).tolist(),
-        "depth": np.concatenate([s.depth[w], s.depth[first]]).tolist(),
-        "ts": np.concatenate([s.ts[w], g_ts]).tolist(),
-        "dur": np.concatenate([s.dur[w], g_end - g_ts]).tolist(),
-        "name": np.concatenate([s.name[w], s.name[first]]).tolist(),
-        "kind": kinds[np.concatenate([s.kind[w], s.kind[first]])].tolist(),
-        "n": np.concatenate([s.n[w], g_n]).tolist(),
-    }
+    cols = {c: getattr(s, c).tolist() for c in ("track", "depth", "ts", "dur", "name", "n")}
+    cols["kind"] = kinds[s.kind].tolist() if len(s.kind) else []
+    return {c: cols[c] for c in ("track", "depth", "ts", "dur", "name", "kind", "n")}
 
 
 class Launches:

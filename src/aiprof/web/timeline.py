@@ -262,10 +262,12 @@ class Timeline:
                 if want is not level:
                     level, rows = want, want.rows(w.t0, w.t1, w.tracks)
                 assert rows is not None
-                cols = tiles.merge(rows, w.t0, bucket)
-                if len(cols["ts"]) <= w.max_items:
+                merged = tiles.merge(rows, w.t0, bucket)
+                if len(merged.ts) <= w.max_items:
                     break
-                bucket = bucket * max(2, math.ceil(len(cols["ts"]) / w.max_items))
+                bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
+                rows = merged  # a whole multiple of the bucket: merging the merged is the same
+            cols = tiles.items(merged)
             assert self._launches is not None
             flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
             ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
