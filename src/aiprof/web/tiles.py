@@ -164,15 +164,17 @@ class Launches:
     launches (runtime, driver) by correlation, found by binary search."""
 
     def __init__(self, s: Spans, correlation: np.ndarray, has: np.ndarray, device_kinds: set[str]) -> None:
-        self.s = s
+        # Only those rows are kept (not the whole table): device rows in ts order,
+        # host launches in correlation order.
         dev_codes = [i for i, k in enumerate(s.kinds) if k in device_kinds]
         host_codes = [i for i, k in enumerate(s.kinds) if k in ("runtime", "driver")]
-        self.dev = np.flatnonzero(has & np.isin(s.kind, dev_codes))  # sorted by ts, as s
+        dev = np.flatnonzero(has & np.isin(s.kind, dev_codes))
         host = np.flatnonzero(has & np.isin(s.kind, host_codes))
-        by_corr = np.argsort(correlation[host], kind="stable")
-        self.host = host[by_corr]
-        self.host_corr = correlation[self.host]
-        self.dev_corr = correlation[self.dev]
+        host = host[np.argsort(correlation[host], kind="stable")]
+        self.dev = s.take(dev)
+        self.host = s.take(host)
+        self.dev_corr = correlation[dev]
+        self.host_corr = correlation[host]
 
     def between(
         self, t0: int, t1: int, tracks: tuple[int, ...] | None, limit: int, most: int
@@ -181,25 +183,22 @@ class Launches:
         depth, ts, device track, depth, ts, host name id, device name id). None and
         truncated when the window holds ``most`` device rows or more, or more than
         ``limit`` arrows."""
-        s = self.s
-        dts = s.ts[self.dev]
-        lo, hi = int(np.searchsorted(dts, t0, side="left")), int(np.searchsorted(dts, t1, side="right"))
+        dv, hs = self.dev, self.host
+        lo, hi = int(np.searchsorted(dv.ts, t0, side="left")), int(np.searchsorted(dv.ts, t1, side="right"))
         if hi - lo >= most:
             return [], True
-        d = self.dev[lo:hi]
         corr = self.dev_corr[lo:hi]
         a = np.searchsorted(self.host_corr, corr, side="left")
-        b = np.searchsorted(self.host_corr, corr, side="right")
-        count = b - a
-        d_rep = np.repeat(d, count)
-        h = self.host[np.repeat(a, count) + _ranges(count)]
+        count = np.searchsorted(self.host_corr, corr, side="right") - a
+        d = np.repeat(np.arange(lo, hi, dtype=np.int64), count)
+        h = np.repeat(a, count) + _ranges(count)
         if tracks is not None:
             ids = np.asarray(tracks, dtype=np.int64)
-            keep = np.isin(s.track[d_rep], ids) | np.isin(s.track[h], ids)
-            d_rep, h = d_rep[keep], h[keep]
-        if len(d_rep) > limit:
+            keep = np.isin(dv.track[d], ids) | np.isin(hs.track[h], ids)
+            d, h = d[keep], h[keep]
+        if len(d) > limit:
             return [], True
-        cols = [s.track[h], s.depth[h], s.ts[h], s.track[d_rep], s.depth[d_rep], s.ts[d_rep], s.name[h], s.name[d_rep]]
+        cols = [hs.track[h], hs.depth[h], hs.ts[h], dv.track[d], dv.depth[d], dv.ts[d], hs.name[h], dv.name[d]]
         return list(zip(*(c.tolist() for c in cols))), False
 
 
