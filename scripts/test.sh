@@ -2,7 +2,7 @@
 # The test command (README, CI): installs what the tests need, then lint, types, tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-venv.sh dev,torch,notebook,cluster
+scripts/setup-venv.sh dev,torch,notebook,cluster,fast
 # UI tests drive Debian's Chromium through Playwright; install it when we can.
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

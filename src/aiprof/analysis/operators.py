@@ -87,6 +87,11 @@ def operators(profile: Profile, params: dict[str, Any]) -> pa.Table:
     kernels, copies and sets it launched itself, through correlation), device_total_us
     (including what its child operators launched), kernels (launches it made itself)."""
     by_shapes = params.get("group_by") == "shapes"
+    # The overview's top operators and the advice both ask: the nesting is computed once.
+    return profile.memo(f"operators:{by_shapes}", lambda: _operators(profile, by_shapes))
+
+
+def _operators(profile: Profile, by_shapes: bool) -> pa.Table:
     key_sql = "name || chr(0) || coalesce(json_extract_string(args, '$.\"Input Dims\"'), '')" if by_shapes else "name"
     h = fetch(
         profile,

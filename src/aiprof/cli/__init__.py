@@ -35,6 +35,29 @@ VERBS: dict[str, str] = {
     "export": "aiprof.cli.export:command",
 }
 
+#: Each verb's help, first sentence, as ``aiprof --help`` lists it without importing
+#: the verbs (their imports cost ~0.5 s; tests/test_cli_start.py holds it equal to
+#: each command's own help).
+SUMMARIES: dict[str, str] = {
+    "monitor": "Live device telemetry (dmon's metric groups) for every accelerator found, or the CPU.",
+    "import": "Import foreign profiler output (Kineto JSON, ...) into a profile.",
+    "record": (
+        "Run COMMAND and record it: Python stacks, system and device telemetry, steps, what an accelerator ran "
+        "(kernels, copies, launches, when torch sees one), and with --ops the framework operators."
+    ),
+    "recover": "Write the profiles of the raw recordings in FOLDER (after aiprof record was killed).",
+    "report": "Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file).",
+    "sql": "Run QUERY over the tables events, counters, memory, samples, frames, tracks, kernel_metrics.",
+    "diff": (
+        "Compare run B against run A (or a folder of baseline runs): per-step figures with a statistical verdict, "
+        "then the largest changes by name."
+    ),
+    "advise": "Optimization advice for PROFILE (a profile folder, a folder of them, or a trace file).",
+    "serve": "Serve profiles (or folders of profiles, or trace files) over REST and a web UI.",
+    "timechart": "Write PROFILE as Chrome Trace Event JSON (Perfetto, chrome://tracing).",
+    "export": "Export PROFILE's data in another tool's format (speedscope: Python stack samples).",
+}
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -48,6 +71,14 @@ class LazyGroup(click.Group):
         cmd = getattr(importlib.import_module(mod), attr)
         assert isinstance(cmd, click.Command)
         return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, from :data:`SUMMARIES` instead of importing every verb."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, click.Command(n, help=SUMMARIES[n]).get_short_help_str(limit)) for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from ..errors import AiprofError
-from ..importers import import_paths, trace_inputs
 from ..store import Profile, find_profiles, open_profile
 
 
@@ -35,6 +34,8 @@ def open_input(*paths: str) -> Iterator[Profile]:
                 folders.append(p)
                 continue
             _refuse_raw(path)
+            from ..importers import import_paths, trace_inputs
+
             for j, f in enumerate(trace_inputs(path)):
                 out, ctx = import_paths([f], Path(tmp) / f"input{i}-{j}.aiprof")
                 for w in ctx.warnings:

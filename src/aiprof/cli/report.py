@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
-import pyarrow as pa
 
-from ..analysis import Query, run, views
-from ..render import emit_table, format_cell
-from .common import open_input
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# The analysis and the store (DuckDB, Arrow) are imported by the command, not here:
+# ``aiprof report --help`` and ``aiprof --help`` then cost click alone.
+
+
+def format_cell(v: Any) -> str:
+    """:func:`aiprof.render.format_cell`, imported at first use (it imports Arrow)."""
+    from ..render import format_cell as fmt
+
+    return fmt(v)
+
 
 VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "python", "events")
 
@@ -47,6 +55,10 @@ def command(
     html_out: str | None,
 ) -> None:
     """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
+    from ..analysis import Query, run, views
+    from ..render import emit_table
+    from .common import open_input
+
     if limit is None and fmt == "table":
         limit = 30
     q = Query.parse(list(filters), sort, limit, offset)
@@ -111,6 +123,8 @@ def _overview_table(prof: Any) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from ..analysis import Query, run
 
     console = Console()
     metas = prof.metas
@@ -200,6 +214,8 @@ def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
     else:
         text = "steps: " + ", ".join(f"rank {r}: {n}" for r, n in sorted(per.items()))
     rules = {str((m.get("record") or {}).get("steps", {}).get("rule")) for m in metas if m.get("record")}
+    if not rules:  # an imported trace: the recording package is not worth its import
+        return text
     from ..record.finalizer import HOW_TEXT
 
     words = [HOW_TEXT[r] for r in sorted(rules) if r in HOW_TEXT]
@@ -238,4 +254,6 @@ def _top_advice(console: Any, prof: Any) -> None:
 
 
 def dump_json(obj: Any) -> None:
+    import orjson
+
     sys.stdout.write(orjson.dumps(obj, default=str).decode() + "\n")

@@ -14,7 +14,6 @@ event before the damage; ``TraceStream.lost`` says how many bytes could not be u
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 import orjson
 
 from ..errors import ImportFormatError
+from . import gunzip as _gz
 from .jsondoc import prune
 
 CHUNK = 8 << 20
@@ -55,7 +55,7 @@ def open_bytes(path: Path) -> tuple[Iterator[bytes], list[str]]:
         # Every member of a multi-member gzip (``cat a.gz b.gz``) is read; at most
         # CHUNK bytes come out per call, whatever a member inflates to. Bytes after
         # the last member that do not start another one are padding or junk: a warning.
-        d = zlib.decompressobj(wbits=31)
+        d = _gz.decompressobj()
         fed = False  # has the current member been given any input?
         for data in raw_chunks(f):
             while data:
@@ -68,7 +68,7 @@ def open_bytes(path: Path) -> tuple[Iterator[bytes], list[str]]:
                 fed = True
                 try:
                     out = d.decompress(data, CHUNK)
-                except zlib.error as e:
+                except _gz.ERRORS as e:
                     problems.append(f"gzip data is corrupt ({e}); read up to the damage")
                     return
                 if out:
@@ -76,14 +76,14 @@ def open_bytes(path: Path) -> tuple[Iterator[bytes], list[str]]:
                 if d.eof:
                     members[0] += 1
                     data = d.unused_data
-                    d = zlib.decompressobj(wbits=31)
+                    d = _gz.decompressobj()
                     fed = False
                 else:
                     data = d.unconsumed_tail
         if fed:
             try:
                 tail = d.flush()
-            except zlib.error as e:
+            except _gz.ERRORS as e:
                 problems.append(f"gzip data is corrupt ({e}); read up to the damage")
                 return
             if tail:

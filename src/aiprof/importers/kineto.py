@@ -915,11 +915,11 @@ def _detect(path: Path) -> Detection:
     except OSError as e:
         return no(f"cannot read: {e.strerror}")
     if head[:2] == b"\x1f\x8b":
-        import zlib
+        from . import gunzip
 
         try:
-            head = zlib.decompressobj(wbits=31).decompress(head, 1 << 16)
-        except zlib.error:
+            head = gunzip.head(head, 1 << 16)
+        except gunzip.ERRORS:
             return no("gzip data that does not decompress")
     text = head.lstrip()
     if text[:1] == b"{":

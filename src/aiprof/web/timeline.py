@@ -15,6 +15,10 @@ connection (this is the only state it keeps):
                kind, correlation
 ``tl_names``   name_id -> name
 
+The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
+as numpy columns, from which windows are merged (:mod:`.tiles`); summaries, events
+and search are SQL over the tables.
+
 Times in and out are int64 ns on the profile's time axis.
 """
 
@@ -31,6 +35,7 @@ import pyarrow as pa
 
 from ..errors import QueryError
 from ..store import DEVICE_KINDS, Profile
+from . import tiles
 
 #: A window never returns more merged items than this (the bucket widens instead).
 MAX_ITEMS = 5000
@@ -97,6 +102,9 @@ class Timeline:
         self._built = False
         self._long_ns = 0
         self._lod_ns = 0
+        self._levels: list[tiles.Level] = []
+        self._launches: tiles.Launches | None = None
+        self._names_by_id: list[str] = []
         self.span: tuple[int, int] = (0, 0)
 
     # -- building -------------------------------------------------------------------
@@ -180,21 +188,31 @@ class Timeline:
             if other and other[0] is not None:
                 lo, hi = int(other[0]), int(other[1])
                 self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
+            # The drawable rows in memory, for windows (web/tiles.py).
+            ev = _arrow(self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl ORDER BY ts")
+            spans = tiles.Spans.from_arrow(ev)
+            corr = ev.column("correlation")
+            self._launches = tiles.Launches(
+                spans,
+                np.asarray(corr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64),
+                np.asarray(corr.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
+                set(DEVICE_KINDS),
+            )
+            del ev
             # "Long" events are few and always scanned; the others are found by a ts
-            # range that DuckDB prunes with the table's min/max statistics.
-            q = max(0.0, 1.0 - 20000.0 / n) if n else 1.0
-            lr = next(iter(con.execute(f"SELECT coalesce(quantile_disc(dur, {q}), 0) FROM tl").fetchall()), None)
-            self._long_ns = max(int(lr[0]) if lr else 0, 1)
+            # range (a binary search here, DuckDB's min/max statistics in tl_long's SQL).
+            self._long_ns = tiles.long_threshold(spans.dur)
+            self._levels = [tiles.Level(spans, self._long_ns)]
             con.execute(f"CREATE OR REPLACE TEMP TABLE tl_long AS SELECT * FROM tl WHERE dur > {self._long_ns}")
             # A level of detail for wide windows: small events pre-merged per
             # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
-            # that table instead of every event.
+            # those rows instead of every event.
             self._lod_ns = 0
             if n > LOD_MIN_EVENTS:
                 lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
-                con.execute(
+                lod = _arrow(
+                    self.profile,
                     f"""
-                    CREATE OR REPLACE TEMP TABLE tl_lod AS
                     SELECT * FROM (
                       SELECT track, depth, ts, dur, name_id, kind, 1::BIGINT AS n, dur AS wdur FROM tl WHERE dur >= {lb}
                       UNION ALL
@@ -202,9 +220,14 @@ class Timeline:
                              arg_max(kind, dur), count(*) AS n, max(dur) AS wdur
                       FROM tl WHERE dur < {lb} GROUP BY track, depth, (ts - {self.span[0]}) // {lb}
                     ) ORDER BY ts
-                    """
+                    """,
                 )
+                lod_spans = tiles.Spans.from_arrow(lod)
+                self._levels.append(tiles.Level(lod_spans, tiles.long_threshold(lod_spans.dur)))
                 self._lod_ns = lb
+            self._names_by_id = [
+                str(x) for x in _arrow(self.profile, "SELECT name FROM tl_names ORDER BY name_id").column(0).to_pylist()
+            ]
             self._built = True
 
     # -- queries --------------------------------------------------------------------
@@ -232,14 +255,23 @@ class Timeline:
         self.build()
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
         with self.lock:
+            level = rows = None
             for _ in range(8):
-                cols = self._merged(w, bucket)
-                if len(cols["ts"]) <= w.max_items:
+                # Wide buckets read the pre-merged level of detail, when there is one.
+                want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
+                if want is not level:
+                    level, rows = want, want.rows(w.t0, w.t1, w.tracks)
+                assert rows is not None
+                merged = tiles.merge(rows, w.t0, bucket)
+                if len(merged.ts) <= w.max_items:
                     break
-                bucket = bucket * max(2, math.ceil(len(cols["ts"]) / w.max_items))
-            flows, truncated = self._flows(w)
+                bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
+                rows = merged  # a whole multiple of the bucket: merging the merged is the same
+            cols = tiles.items(merged)
+            assert self._launches is not None
+            flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
             ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
-            names = self._names(ids)
+            names = [self._names_by_id[i] for i in ids]
         remap = {nid: i for i, nid in enumerate(ids)}
         cols["name"] = [remap[n] for n in cols["name"]]
         return {
@@ -380,69 +412,6 @@ class Timeline:
         )
         return src, []
 
-    def _merged(self, w: Window, bucket: int) -> dict[str, list[Any]]:
-        src, params = self._source(w)
-        if self._lod_ns and bucket >= 4 * self._lod_ns:
-            tr = ""
-            if w.tracks is not None:
-                tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
-            sql = f"""
-                WITH w AS (SELECT * FROM tl_lod WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr})
-                SELECT track, depth, ts, dur, name_id AS name, kind, n FROM w WHERE n = 1 AND dur >= {bucket}
-                UNION ALL
-                SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, wdur) AS name,
-                       arg_max(kind, wdur) AS kind, sum(n)::BIGINT AS n
-                FROM w WHERE NOT (n = 1 AND dur >= {bucket})
-                GROUP BY track, depth, floor((ts - {w.t0}) / {bucket})
-            """
-            tab = _arrow(self.profile, sql)
-            return {c: tab.column(c).to_pylist() for c in ("track", "depth", "ts", "dur", "name", "kind", "n")}
-        sql = f"""
-            WITH w AS ({src})
-            SELECT track, depth, ts, dur, name_id AS name, kind, 1 AS n FROM w WHERE dur >= {bucket}
-            UNION ALL
-            SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, dur) AS name,
-                   arg_max(kind, dur) AS kind, count(*) AS n
-            FROM w WHERE dur < {bucket}
-            GROUP BY track, depth, floor((ts - {w.t0}) / {bucket})
-        """
-        tab = _arrow(self.profile, sql, params)
-        return {c: tab.column(c).to_pylist() for c in ("track", "depth", "ts", "dur", "name", "kind", "n")}
-
-    def _flows(self, w: Window) -> tuple[list[tuple[Any, ...]], bool]:
-        tr = ""
-        if w.tracks is not None:
-            ids = ",".join(str(int(t)) for t in w.tracks) or "NULL"
-            tr = f" AND (d.track IN ({ids}) OR h.track IN ({ids}))"
-        # Arrows only for windows narrow enough to show them: count (stopping early) first.
-        dev_in = f"""SELECT 1 FROM tl WHERE ts >= {w.t0} AND ts <= {w.t1} AND correlation IS NOT NULL
-                      AND kind IN ({_DEVICE_KINDS_SQL})"""
-        cnt = self.profile.con.execute(f"SELECT count(*) FROM ({dev_in} LIMIT {4 * MAX_FLOWS})").fetchall()
-        if cnt and int(cnt[0][0]) >= 4 * MAX_FLOWS:
-            return [], True
-        sql = f"""
-            WITH d AS (SELECT * FROM tl WHERE ts >= {w.t0} AND ts <= {w.t1} AND correlation IS NOT NULL
-                       AND kind IN ({_DEVICE_KINDS_SQL}))
-            SELECT h.track, h.depth, h.ts, d.track, d.depth, d.ts, h.name_id, d.name_id
-            FROM d JOIN tl h ON h.correlation = d.correlation AND h.kind IN ('runtime', 'driver')
-            WHERE true{tr}
-            ORDER BY d.ts LIMIT {MAX_FLOWS + 1}
-        """
-        rows = self.profile.con.execute(sql).fetchall()
-        if len(rows) > MAX_FLOWS:
-            return [], True
-        return rows, False
-
-    def _names(self, ids: list[int]) -> list[str]:
-        if not ids:
-            return []
-        got = dict(
-            self.profile.con.execute(
-                "SELECT name_id, name FROM tl_names WHERE name_id IN (SELECT unnest(?::INTEGER[]))", [ids]
-            ).fetchall()
-        )
-        return [str(got.get(i, "")) for i in ids]
-
     def _rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         tab = _arrow(self.profile, sql, params)
         return list(tab.to_pylist())
@@ -511,6 +480,13 @@ class SeriesQuery:
         #: per profile so that each window request does not scan the whole table again.
         self.cache = cache if cache is not None else {}
 
+    def _by_ts(self, table: str, cols: str) -> str:
+        """A temp copy of ``table`` (these columns) sorted by ts, made at the first
+        window: a window then reads the row groups of its range, not the Parquet files."""
+        name = f"tl_{table}"
+        self.profile.con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {cols} FROM {table} ORDER BY ts")
+        return name
+
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
         with self.lock:
@@ -533,11 +509,12 @@ class SeriesQuery:
         if device is not None:
             cond.append("device = ?")
             params.append(device)
-        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
-                         arg_max(value, ts) AS last
-                  FROM counters WHERE {" AND ".join(cond)}
-                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
         with self.lock:
+            src = self._by_ts("counters", "rank, device, metric, ts, value")
+            sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
+                             arg_max(value, ts) AS last
+                      FROM {src} WHERE {" AND ".join(cond)}
+                      GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
             tab = _arrow(self.profile, sql, params)
         out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
         out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
@@ -548,40 +525,23 @@ class SeriesQuery:
         (the maximum within the pixel, bytes), and the peak of allocated over the whole
         profile (ts, bytes) per device."""
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        cond = [f"ts >= {w.t0}", f"ts <= {w.t1}"]
         pcond = ["true"]
-        params: list[Any] = []
         for col, v in (("rank", rank), ("device", device)):
             if v is not None:
-                cond.append(f"{col} = {int(v)}")
                 pcond.append(f"{col} = {int(v)}")
-        sql = f"""SELECT rank, device_type, device, min(ts) AS ts, max(allocated) AS allocated,
-                         max(reserved) AS reserved
-                  FROM memory WHERE {" AND ".join(cond)}
-                  GROUP BY rank, device_type, device, floor((ts - {w.t0}) / {bucket}) ORDER BY rank, device, ts"""
         psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
                           max(reserved) AS peak_reserved, count(*) AS events
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
         with self.lock:
-            tab = _arrow(self.profile, sql, params)
+            arrays = self.cache.get("memory_arrays")
+            if arrays is None:  # once per profile: the series in memory (web/tiles.py)
+                t = _arrow(self.profile, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory")
+                arrays = self.cache["memory_arrays"] = tiles.MaxSeries(
+                    t, ("rank", "device", "device_type"), ("allocated", "reserved")
+                )
+            rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
             peaks = self.cache.get(psql)
             if peaks is None:
                 peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
-        series: dict[str, dict[str, Any]] = {}
-        for r in tab.to_pylist():
-            key = f"{r['rank']}:{r['device_type']}:{r['device']}"
-            s = series.setdefault(
-                key,
-                {
-                    "rank": r["rank"],
-                    "device_type": r["device_type"],
-                    "device": r["device"],
-                    "ts": [],
-                    "allocated": [],
-                    "reserved": [],
-                },
-            )
-            s["ts"].append(r["ts"])
-            s["allocated"].append(r["allocated"])
-            s["reserved"].append(r["reserved"])
-        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": list(series.values()), "peaks": peaks}
+        series = [{c: r[c] for c in ("rank", "device_type", "device", "ts", "allocated", "reserved")} for r in rows]
+        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": series, "peaks": peaks}
