@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .collectors.torch_ops import SYNC_PREFIX
-from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw
+from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw_cut
 
 log = logging.getLogger("aiprof.record")
 
@@ -195,10 +195,12 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
 def _load_or_warn(w: Any, path: Path) -> dict[str, Any] | None:
     """One raw data file; a missing or damaged one costs its collector, with a warning."""
     try:
-        data = load_raw(path)
+        data, cut = load_raw_cut(path)
     except (OSError, EOFError, ValueError, TypeError) as e:
         w.warn(f"raw file {path.name} unreadable ({type(e).__name__}: {e}); its data is not in the profile")
         return None
+    if cut:
+        w.warn(f"raw file {path.name} ends in a cut record ({cut} bytes, the job died writing it); the rest is kept")
     return data if isinstance(data, dict) else None
 
 
