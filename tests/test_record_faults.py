@@ -315,3 +315,34 @@ def test_a_full_disk_stops_the_collectors_the_job_runs_on_and_the_profile_is_kep
     c = counts(out / "rank0.aiprof")
     assert 10 <= c["steps"] <= 32 and c["samples"] >= 50, c
     assert not [p for p in small_disk.rglob("*") if ".tmp" in p.name]
+
+
+def test_the_api_in_the_job_survives_a_profile_that_does_not_fit(tmp_path: Path) -> None:
+    # Profiler used in the script (no aiprof record): the limit set mid-run stops the
+    # recording, and stop() cannot write the profile either; the script goes on.
+    out = tmp_path / "p.aiprof"
+    script = tmp_path / "api_job.py"
+    script.write_text(
+        "import resource, time\n"
+        "from aiprof.record import Profiler\n"
+        f"prof = Profiler(output={str(out)!r}, device=False).start()\n"
+        "t0 = time.monotonic()\n"
+        "while time.monotonic() - t0 < 1.6:\n"
+        "    sum(i * i for i in range(20000)); prof.step()\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))\n"
+        "t1 = time.monotonic()\n"
+        "while time.monotonic() - t1 < 1.2:\n"
+        "    sum(i * i for i in range(20000)); prof.step()\n"
+        "print('stopped:', prof.stop())\n"
+        "print('the job goes on')\n"
+    )
+    r = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert "stopped: None" in r.stdout and "the job goes on" in r.stdout
+    assert "recording stopped" in r.stderr and "aiprof recover" in r.stderr, r.stderr
+    assert not out.exists()
+    got = aiprof("recover", str(tmp_path))
+    assert got.returncode == 0, got.stderr
+    m = meta(out)
+    assert m["partial"] is True and "File too large" in m["partial_reason"]
+    assert counts(out)["steps"] >= 5
