@@ -135,6 +135,14 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
         marks = _load_or_warn(w, raw_dir / MARKS) or {}
         whole = bool((manifest.get("options") or {}).get("whole_process"))
         py = load("python")
+        if py is not None and "outside" in py:
+            # Sampled from outside and never merged (aiprof record was killed): the
+            # samples it spilled into the raw folder as they came.
+            from .outside_stacks import merge_spilled
+
+            cut = merge_spilled(raw_dir, py, clock, pid)
+            if cut:
+                w.warn(cut)
         how = _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole, py=py)
         thread_names: dict[int, str] = {}
         if py is not None:

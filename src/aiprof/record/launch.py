@@ -112,6 +112,7 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         else:
             env[ENV_STACKS] = stacks.name
             stacks.start()
+            stacks.spill_into(output)
     t0 = time.perf_counter()
     try:
         child = subprocess.Popen(argv, env=env)
