@@ -7,6 +7,7 @@ tmpfs, when running as root). Each checks the profile that results.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from aiprof.record.rawstream import read_stream
 from aiprof.store import open_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +110,9 @@ def test_aiprof_record_killed_then_recover(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    deadline = time.monotonic() + 120
+    while not list(out.glob(".rank0.aiprof*.raw/manifest.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the job records (on a loaded machine, seconds after the start)
     time.sleep(1.0)
     rec.send_signal(signal.SIGKILL)  # aiprof record itself dies; the job runs on
     rec.wait(timeout=60)
@@ -125,7 +130,11 @@ def test_aiprof_record_killed_then_recover(tmp_path: Path) -> None:
     assert got.returncode == 0, got.stderr
     m = meta(out / "rank0.aiprof")
     assert m["partial"] is True and "aiprof record did not finish" in m["partial_reason"]
-    assert counts(out / "rank0.aiprof")["steps"] >= 30  # every step of the job: it ran to its end
+    c = counts(out / "rank0.aiprof")
+    assert c["steps"] >= 30  # every step of the job: it ran to its end
+    # The stacks aiprof record sampled from outside until it was killed (about the
+    # job's first second; few on a loaded machine), spilled into the raw folder as they came.
+    assert c["samples"] > 0, c
     assert aiprof("report", str(out)).returncode == 0
 
 
@@ -211,3 +220,136 @@ def test_a_line_table_cut_inside_an_entry_reads_without_error(table: bytes) -> N
     info = CodeInfo("f", "f.py", 10, table)
     assert line_of(info, 0) == 10  # the entry's line delta is unknown: the first line
     assert line_of(info, 5) == 0  # past the table: no line, as for any instruction it does not cover
+
+
+def _whole(blob: bytes) -> bytes:
+    """The part of a raw stream file that is whole records (a read may catch a write)."""
+    return blob[: len(blob) - read_stream(blob)[1]]
+
+
+def test_the_raw_data_is_appended_never_rewritten(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = job(tmp_path, 3.2, "os.kill(os.getpid(), signal.SIGKILL)")
+    rec = subprocess.Popen(
+        [PY, "-m", "aiprof", "record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script],
+        env=ENV,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    snaps: list[bytes] = []
+    while rec.poll() is None:
+        for f in out.glob(".rank0.aiprof*.raw/python.marshal"):
+            try:
+                snaps.append(_whole(f.read_bytes()))
+            except FileNotFoundError:
+                pass  # the raw folder became the profile
+        time.sleep(0.2)
+    assert rec.returncode == 137, rec.stderr.read() if rec.stderr else ""
+    grown = [s for i, s in enumerate(snaps) if i == 0 or len(s) > len(snaps[i - 1])]
+    assert len(grown) >= 3, [len(s) for s in snaps]  # appended at each checkpoint
+    for a, b in itertools.pairwise(snaps):
+        assert b.startswith(a)  # what was written stays as it was
+    last = read_stream(snaps[-1])[0]
+    kept = counts(out / "rank0.aiprof")["samples"]
+    # Every sample that reached the file is in the profile (the sampler shares the
+    # GIL with a busy job: well under 100 Hz on a loaded machine, never none).
+    assert kept >= len(last["ts"]) >= 50, (kept, len(last["ts"]))
+
+
+#: The end of a job that runs on after the recorder lost its room: more steps, then a file.
+RUNS_ON = """
+{make_room}
+t1 = time.monotonic()
+while time.monotonic() - t1 < 1.0:
+    work(2000)
+    mark_step()
+    time.sleep(0.02)
+{free}
+open({done!r}, "w").close()
+"""
+
+
+def _runs_on(tmp_path: Path, make_room: str, free: str = "") -> tuple[str, Path]:
+    done = tmp_path / "done"
+    return job(tmp_path, 1.5, RUNS_ON.format(make_room=make_room, free=free, done=str(done))), done
+
+
+def test_a_file_size_limit_stops_the_recording_and_the_job_runs_on(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ), the same
+    # path as a full disk without needing one; aiprof record's own process is not limited.
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))"
+    script, done = _runs_on(tmp_path, limit)
+    out = tmp_path / "out"
+    rec = aiprof("record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script)
+    assert done.exists(), rec.stderr  # the job ran to its end
+    assert rec.returncode == 2, rec.stderr  # the job succeeded; not all of it is in the profile
+    warned = [ln for ln in rec.stderr.splitlines() if "recording stopped" in ln]
+    assert len(warned) == 1, rec.stderr  # one line from the job, saying what is kept
+    assert "no room left (File too large)" in warned[0] and "is kept" in warned[0]
+    assert "partial: no room left for the raw data (File too large)" in rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True and m["partial_reason"].startswith("no room left for the raw data")
+    c = counts(out / "rank0.aiprof")
+    # The first 1.5 s (~30 steps) were checkpointed before the limit; the steps of the
+    # second after it were not recorded.
+    assert 10 <= c["steps"] <= 32 and c["samples"] >= 50, c
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_full_disk_stops_the_collectors_the_job_runs_on_and_the_profile_is_kept(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    filler = small_disk / "filler"
+    fill = (
+        f"f = open({str(filler)!r}, 'wb')\n"
+        "try:\n"
+        "    while True:\n"
+        "        f.write(b'x' * 65536); f.flush()\n"
+        "except OSError:\n"
+        "    pass\n"
+        "f.close()\n"
+    )
+    # The job fills the disk, works on for a second, then frees the room it took.
+    script, done = _runs_on(tmp_path, fill, f"os.unlink({str(filler)!r})")
+    out = small_disk / "out"
+    rec = aiprof("record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script)
+    assert done.exists(), rec.stderr
+    assert rec.returncode == 2, rec.stderr
+    warned = [ln for ln in rec.stderr.splitlines() if "recording stopped" in ln]
+    assert len(warned) == 1 and "no room left (No space left on device)" in warned[0], rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is True and "No space left on device" in m["partial_reason"]
+    c = counts(out / "rank0.aiprof")
+    assert 10 <= c["steps"] <= 32 and c["samples"] >= 50, c
+    assert not [p for p in small_disk.rglob("*") if ".tmp" in p.name]
+
+
+def test_the_api_in_the_job_survives_a_profile_that_does_not_fit(tmp_path: Path) -> None:
+    # Profiler used in the script (no aiprof record): the limit set mid-run stops the
+    # recording, and stop() cannot write the profile either; the script goes on.
+    out = tmp_path / "p.aiprof"
+    script = tmp_path / "api_job.py"
+    script.write_text(
+        "import resource, time\n"
+        "from aiprof.record import Profiler\n"
+        f"prof = Profiler(output={str(out)!r}, device=False).start()\n"
+        "t0 = time.monotonic()\n"
+        "while time.monotonic() - t0 < 1.6:\n"
+        "    sum(i * i for i in range(20000)); prof.step()\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))\n"
+        "t1 = time.monotonic()\n"
+        "while time.monotonic() - t1 < 1.2:\n"
+        "    sum(i * i for i in range(20000)); prof.step()\n"
+        "print('stopped:', prof.stop())\n"
+        "print('the job goes on')\n"
+    )
+    r = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert "stopped: None" in r.stdout and "the job goes on" in r.stdout
+    assert "recording stopped" in r.stderr and "aiprof recover" in r.stderr, r.stderr
+    assert not out.exists()
+    got = aiprof("recover", str(tmp_path))
+    assert got.returncode == 0, got.stderr
+    m = meta(out)
+    assert m["partial"] is True and "File too large" in m["partial_reason"]
+    assert counts(out)["steps"] >= 5

@@ -2,9 +2,9 @@
 
 ``aiprof record`` writes the profiles after the job; killed itself (SIGKILL, a lost
 terminal), it leaves the job's raw folders (``OUT/.rankN.aiprof.raw``), which the job
-kept up to date every second. This turns each into its profile, marked partial. What
-only ``aiprof record`` held (the stacks and telemetry it sampled from outside the job)
-is not in them. ``aiprof import RAW`` does the same for one raw folder.
+kept up to date every second, and into which ``aiprof record`` appended the stacks it
+sampled from outside the job until it died. This turns each into its profile, marked
+partial. The telemetry ``aiprof record`` polled is not in them. ``aiprof import RAW`` does the same for one raw folder.
 """
 
 from __future__ import annotations

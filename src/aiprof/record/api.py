@@ -23,7 +23,7 @@ from . import anchors, collectives
 from ._log import log
 from .collectors.base import Collector
 from .collectors.python_outside import ENV_STACKS
-from .controller import Controller, profile_location, rank_from_env
+from .controller import DISK_FULL_ERRNOS, Controller, profile_location, rank_from_env
 from .schedule import Schedule
 
 if TYPE_CHECKING:
@@ -273,7 +273,20 @@ class Profiler:
             return raw
         from .finalizer import finalize
 
-        self.summary = finalize(raw)
+        try:
+            self.summary = finalize(raw)
+        except OSError as e:
+            if e.errno not in DISK_FULL_ERRNOS:
+                raise
+            # The job goes on: a profile that does not fit is not its failure.
+            log.warning(
+                "no room left (%s): the profile could not be written; its raw data is kept in %s: "
+                "free some space, then run aiprof recover %s",
+                e.strerror or e,
+                raw,
+                raw.parent,
+            )
+            return None
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
         return self.path

@@ -5,16 +5,18 @@ read beside it (profile.json ``time_origin_ns`` is that Unix time). The pair is 
 again at stop, so clocks of other collectors (device telemetry in Unix ns, torch's
 own clock through sync markers) are mapped at both edges.
 
-While the job runs, collectors keep plain Python lists. At stop the controller dumps
-them (marshal: built in, nothing to import into the job; the torch traces are already
-files) into a raw folder beside the
-profile, ``.rankN.aiprof.raw``. :func:`aiprof.record.finalizer.finalize` turns that
+While the job runs, collectors keep plain Python lists. Every second (a checkpoint)
+and at stop the controller appends what they gathered since the last time to their
+raw data files (record.rawstream: marshal, built in, nothing to import into the job;
+the torch traces are already files) in a raw folder beside the profile,
+``.rankN.aiprof.raw``. :func:`aiprof.record.finalizer.finalize` turns that
 folder into the profile: in the recording process, or in ``aiprof record``'s own
 process after the job exits (so the job does not pay for it).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -26,6 +28,7 @@ from typing import Any
 
 from ._log import log
 from .collectors.base import Collector, PollingThread, fail
+from .rawstream import RawStream, is_stream, read_stream
 from .schedule import ProfilerAction, Schedule
 
 MANIFEST = "manifest.json"
@@ -40,6 +43,10 @@ DEFAULT_CHECKPOINT_S = 1.0
 #: long run with a big in-job sample list is checkpointed less often than every second).
 CHECKPOINT_SHARE = 0.02
 KILLED_REASON = "the job ended before the profiler stopped (killed?); data up to the last checkpoint"
+#: Errors of a write that mean no room is left: the recording stops, the job runs on.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+DISK_FULL = "no room left for the raw data"
+DISK_FULL_REASON = DISK_FULL + " ({why}) {at:.1f} s into the recording: it stopped there, the job ran on"
 RAW_SUFFIX = ".raw"
 
 
@@ -143,6 +150,10 @@ class Controller:
         self._checkpointer: PollingThread | None = None
         self._dump_lock = threading.Lock()
         self._next_checkpoint = 0.0
+        self._streams: dict[str, RawStream] = {}
+        self._entries: dict[str, Any] = {}
+        self.disk_full: str | None = None
+        """Why the recording stopped early on a full disk (the manifest's reason), else None."""
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -165,7 +176,7 @@ class Controller:
         # still leaves a raw folder that aiprof record (or aiprof recover) finalises
         # with what was collected outside the job (stacks, telemetry).
         self.dump(partial=True, reason=KILLED_REASON, checkpoint=True)
-        if self.checkpoint_s > 0:
+        if self.checkpoint_s > 0 and self.disk_full is None:
             # What was collected so far reaches the raw folder every second, so a job
             # killed without warning (SIGKILL, the OOM killer) loses at most that.
             self._checkpointer = PollingThread(
@@ -263,9 +274,21 @@ class Controller:
             self._checkpointer = None
         for c in self.collectors:
             self._call(c, "stop")
+        if self.disk_full is not None:
+            # Stopped at the full disk: the raw folder holds what fitted, and says so.
+            self._close_streams()
+            return self.raw_dir
         self.clock["mono1"] = time.monotonic_ns()
         self.clock["unix1"] = time.time_ns()
-        return self.dump(partial=partial, reason=reason)
+        try:
+            return self.dump(partial=partial, reason=reason)
+        finally:
+            self._close_streams()
+
+    def _close_streams(self) -> None:
+        for s in self._streams.values():
+            s.close()
+        self._streams.clear()
 
     def dump(self, *, partial: bool, reason: str | None, checkpoint: bool = False) -> Path:
         """Write every collector's raw data and the manifest into the raw folder.
@@ -274,7 +297,15 @@ class Controller:
         mid-run (torch.profiler) are left out of it until the final write.
         """
         with self._dump_lock:
-            return self._dump(partial, reason, checkpoint)
+            if self.disk_full is not None:
+                return self.raw_dir
+            try:
+                return self._dump(partial, reason, checkpoint)
+            except OSError as e:
+                if e.errno not in DISK_FULL_ERRNOS:
+                    raise
+                self._stop_on_full_disk(e)
+                return self.raw_dir
 
     def _dump(self, partial: bool, reason: str | None, checkpoint: bool) -> Path:
         entries: dict[str, Any] = {}
@@ -284,15 +315,27 @@ class Controller:
                 entry["failed"] = c.failed or "not in the last checkpoint (the job was killed)"
                 entries[c.name] = entry
                 continue
+            fname = c.name + RAW_DATA_SUFFIX
             try:
                 data = c.dump(self.raw_dir)
-                fname = c.name + RAW_DATA_SUFFIX
-                write_atomic(self.raw_dir / fname, encode_raw(data))
+                if c.checkpoint:
+                    stream = self._streams.get(c.name)
+                    if stream is None:
+                        stream = self._streams[c.name] = RawStream(self.raw_dir / fname)
+                    stream.write(data)
+                else:
+                    write_atomic(self.raw_dir / fname, encode_raw(data))
                 entry["file"] = fname
+            except OSError as e:
+                if e.errno in DISK_FULL_ERRNOS:
+                    raise
+                fail(c, e, "dump")
+                entry["failed"] = c.failed
             except Exception as e:
                 fail(c, e, "dump")
                 entry["failed"] = c.failed
             entries[c.name] = entry
+        self._entries = entries
         if checkpoint:
             # The span a checkpoint covers: its profile reports this, not 0 s.
             self.clock["mono_last"] = time.monotonic_ns()
@@ -306,7 +349,15 @@ class Controller:
             # Steps that all came from the optimizer hook: the finalizer may re-find them.
             "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
         }
+        # The marks are rewritten whole: steps retracted by the first explicit step()
+        # make them more than a growing list, and they are small.
         write_atomic(self.raw_dir / MARKS, encode_raw(marks))
+        self._write_manifest(partial, reason, entries)
+        return self.raw_dir
+
+    def _write_manifest(
+        self, partial: bool, reason: str | None, entries: dict[str, Any], *, in_place: bool = False
+    ) -> None:
         manifest = {
             "version": 1,
             "profile": str(self.profile),
@@ -321,10 +372,50 @@ class Controller:
             "options": self.options,
             "collectors": entries,
         }
+        data = json.dumps(manifest, indent=1).encode()
+        if in_place:
+            # No room for a second copy: overwrite the pages the manifest already has.
+            with open(self.raw_dir / MANIFEST, "r+b") as f:
+                f.write(data)
+                f.truncate()
+            return
         # The manifest goes last, and by rename: a raw folder without one was cut
         # short, and a reader never sees half a manifest.
-        write_atomic(self.raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
-        return self.raw_dir
+        write_atomic(self.raw_dir / MANIFEST, data)
+
+    def _stop_on_full_disk(self, err: OSError) -> None:
+        """The disk is full: stop every collector (their data would only pile up in the
+        job's memory), mark the raw folder partial with the reason, warn once."""
+        at = (time.monotonic_ns() - self.clock.get("mono0", time.monotonic_ns())) / 1e9
+        kept = (self.clock.get("mono_last", self.clock.get("mono0", 0)) - self.clock.get("mono0", 0)) / 1e9
+        self.disk_full = DISK_FULL_REASON.format(why=err.strerror or err, at=at)
+        self.running = False
+        if self._checkpointer is not None and threading.current_thread().name != "aiprof-checkpoint":
+            self._checkpointer.stop()
+            self._checkpointer = None
+        for c in self.collectors:
+            self._call(c, "stop")
+        entries = self._entries
+        for entry in entries.values():
+            entry["failed"] = (
+                "stopped: " + DISK_FULL if not entry.get("failed") or "killed" in entry["failed"] else entry["failed"]
+            )
+        for name, stream in self._streams.items():
+            entries.setdefault(name, {"failed": None})["file"] = stream.path.name
+        for in_place in (False, True):
+            try:
+                self._write_manifest(True, self.disk_full, entries, in_place=in_place)
+                break
+            except OSError:
+                continue
+        log.warning(
+            "no room left (%s): recording stopped %.1f s in; the raw data of the first %.1f s is kept "
+            "in %s; the job runs on",
+            err.strerror or err,
+            at,
+            kept,
+            self.raw_dir,
+        )
 
     def forget_in_child(self) -> None:
         """After fork: this process is not the one being recorded."""
@@ -355,10 +446,19 @@ def encode_raw(data: Any) -> bytes:
 
 
 def load_raw(path: Path) -> Any:
-    """Raw data written by :func:`encode_raw`."""
+    """Raw data written by :func:`encode_raw` or appended by a :class:`RawStream`."""
+    return load_raw_cut(path)[0]
+
+
+def load_raw_cut(path: Path) -> tuple[Any, int]:
+    """:func:`load_raw`, with the bytes cut off the end of a stream (a job killed while
+    appending to it), 0 when every record is whole."""
     import marshal
 
-    return marshal.loads(path.read_bytes())
+    blob = path.read_bytes()
+    if is_stream(blob):
+        return read_stream(blob)
+    return marshal.loads(blob), 0
 
 
 def _hostname() -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .collectors.torch_ops import SYNC_PREFIX
-from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw
+from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw_cut
 
 log = logging.getLogger("aiprof.record")
 
@@ -135,6 +135,14 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
         marks = _load_or_warn(w, raw_dir / MARKS) or {}
         whole = bool((manifest.get("options") or {}).get("whole_process"))
         py = load("python")
+        if py is not None and "outside" in py:
+            # Sampled from outside and never merged (aiprof record was killed): the
+            # samples it spilled into the raw folder as they came.
+            from .outside_stacks import merge_spilled
+
+            cut = merge_spilled(raw_dir, py, clock, pid)
+            if cut:
+                w.warn(cut)
         how = _write_marks(w, marks, rank, pid, mono0, summary, whole_process=whole, py=py)
         thread_names: dict[int, str] = {}
         if py is not None:
@@ -195,10 +203,12 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
 def _load_or_warn(w: Any, path: Path) -> dict[str, Any] | None:
     """One raw data file; a missing or damaged one costs its collector, with a warning."""
     try:
-        data = load_raw(path)
+        data, cut = load_raw_cut(path)
     except (OSError, EOFError, ValueError, TypeError) as e:
         w.warn(f"raw file {path.name} unreadable ({type(e).__name__}: {e}); its data is not in the profile")
         return None
+    if cut:
+        w.warn(f"raw file {path.name} ends in a cut record ({cut} bytes, the job died writing it); the rest is kept")
     return data if isinstance(data, dict) else None
 
 

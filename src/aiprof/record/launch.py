@@ -27,7 +27,7 @@ from typing import Any
 
 from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
 from .collectors.python_outside import ENV_STACKS
-from .controller import MAIN_RAW_SUFFIX
+from .controller import DISK_FULL, MAIN_RAW_SUFFIX
 from .finalizer import RecordSummary, finalize, find_raw
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -112,6 +112,7 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         else:
             env[ENV_STACKS] = stacks.name
             stacks.start()
+            stacks.spill_into(output)
     t0 = time.perf_counter()
     try:
         child = subprocess.Popen(argv, env=env)
@@ -162,7 +163,12 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             poller.merge(raw)
             if stacks is not None:
                 stacks.merge(raw)
-            result.summaries.append(finalize(raw, partial_reason=reason))
+            summary = finalize(raw, partial_reason=reason)
+            result.summaries.append(summary)
+            if (summary.partial_reason or "").startswith(DISK_FULL):
+                # The profile is written, but not all of the run is in it: say so.
+                result.failed = True
+                result.problems.append(f"{raw.name}: {summary.partial_reason}; the profile holds what was written")
         except OSError as e:
             result.failed = True
             if e.errno == errno.ENOSPC:

@@ -35,7 +35,8 @@ from typing import Any
 
 from .collectors.base import PollingThread
 from .collectors.python_outside import read_line
-from .controller import MANIFEST, encode_raw, load_raw, write_atomic
+from .controller import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
+from .rawstream import RawStream
 
 log = logging.getLogger("aiprof.record")
 
@@ -45,6 +46,10 @@ RETRIES = 2
 STACK_CACHE_SIZE = 20_000
 #: Seconds a connected process has to send its offer.
 OFFER_TIMEOUT_S = 10.0
+#: The samples taken from outside, appended every second to the raw folder of the
+#: process they are of, so that ``aiprof recover`` has them when aiprof record was killed.
+SPILL = "python.outside" + ".marshal"
+SPILL_S = 1.0
 
 
 class StackPoller:
@@ -176,6 +181,27 @@ class StackPoller:
             parent = node
         return parent
 
+    def state(self) -> dict[str, Any]:
+        """What was sampled so far (whole rows only: sampling goes on), for the spill."""
+        n = min(len(self.ts), len(self.idents), len(self.tids), len(self.stacks))
+        return {
+            "ts": self.ts[:n],
+            "idents": self.idents[:n],
+            "tids": self.tids[:n],
+            "stacks": self.stacks[:n],
+            "frames": list(self.frames),
+            "torn": self.torn,
+        }
+
+    @classmethod
+    def from_state(cls, pid: int, state: dict[str, Any]) -> StackPoller:
+        """A stopped poller holding a spilled :meth:`state` (for :meth:`merge_into`)."""
+        p = cls(pid, 0.0)
+        p.ts, p.idents, p.tids, p.stacks = state["ts"], state["idents"], state["tids"], state["stacks"]
+        p.frames = [tuple(f) for f in state["frames"]]
+        p.torn = int(state.get("torn", 0))
+        return p
+
     def merge_into(self, data: dict[str, Any], lo: int, hi: int) -> None:
         """Fill a process's ``python`` raw data (:class:`OutsideSampler`'s) with the
         samples taken while it recorded, in the in-process sampler's format."""
@@ -234,12 +260,52 @@ class StackServer:
         self.telemetry: dict[int, Any] = {}
         """pid -> the :class:`~aiprof.record.outside.ChildPoller` polling its telemetry
         (processes that are not ``aiprof record``'s direct child: launcher ranks)."""
+        self._spills: dict[int, RawStream] = {}
+        self._spiller: PollingThread | None = None
+        self.output: Path | None = None
+        """The output folder whose raw folders get the spilled samples (see :meth:`spill`)."""
+
+    def spill_into(self, output: Path) -> None:
+        """Append each poller's samples to its process's raw folder in ``output`` every
+        second, from now on."""
+        self.output = output
+        self._spiller = PollingThread(
+            "aiprof-stacks-spill",
+            SPILL_S,
+            self.spill,
+            lambda e: log.warning("the samples taken from outside are no longer saved as they come (%s)", e),
+            set(),
+        )
+        self._spiller.start()
+
+    def spill(self) -> None:
+        """One spill: the new samples of each poller, appended (record.rawstream)."""
+        if self.output is None:
+            return
+        for pid, poller in list(self.pollers.items()):
+            stream = self._spills.get(pid)
+            if stream is not None and not stream.path.exists():
+                # The raw folder became a profile or was made again (a new recording).
+                stream.close()
+                del self._spills[pid]
+                stream = None
+            if stream is None:
+                raw = _raw_of(self.output, pid)
+                if raw is None:
+                    continue  # its raw folder is not there yet
+                stream = self._spills[pid] = RawStream(raw / SPILL)
+            stream.write(poller.state())
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._spiller is not None:
+            self._spiller.stop()
+            self._spiller = None
+        for stream in self._spills.values():
+            stream.close()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self._sock.close()
@@ -335,10 +401,40 @@ class StackServer:
         clock = manifest["clock"]
         poller.merge_into(data, int(clock["mono0"]), int(clock.get("mono1", 1 << 63)))
         write_atomic(raw_dir / entry["file"], encode_raw(data))
+        (raw_dir / SPILL).unlink(missing_ok=True)  # merged whole: the spill is not needed
         if poller.failed and not entry.get("failed"):
             entry["failed"] = poller.failed
             write_atomic(raw_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
         return True
+
+
+def _raw_of(output: Path, pid: int) -> Path | None:
+    """The raw folder in ``output`` that process ``pid`` records into, if there is one."""
+    try:
+        folders = [p for p in output.iterdir() if p.name.endswith(RAW_SUFFIX) and p.is_dir()]
+    except OSError:
+        return None
+    for raw in folders:
+        try:
+            if json.loads((raw / MANIFEST).read_text()).get("pid") == pid:
+                return raw
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def merge_spilled(raw_dir: Path, data: dict[str, Any], clock: dict[str, Any], pid: int) -> str | None:
+    """Fill ``data`` (a process's ``python`` raw data, sampled from outside and not
+    merged: aiprof record was killed) from the samples spilled into ``raw_dir``; returns
+    a warning when the spill's last record was cut, else None."""
+    path = raw_dir / SPILL
+    if "outside" not in data or not path.is_file():
+        return None
+    state, cut = load_raw_cut(path)
+    if not isinstance(state, dict):
+        return None
+    StackPoller.from_state(pid, state).merge_into(data, int(clock["mono0"]), int(clock.get("mono1", 1 << 63)))
+    return f"{SPILL} ends in a cut record ({cut} bytes); the samples before it are kept" if cut else None
 
 
 def _stat(pid: int) -> list[bytes]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..analysis import Query, Result, run, views
 from ..errors import AiprofError
@@ -26,11 +28,15 @@ from .jsonio import dumps
 from .timeline import Timeline
 
 log = logging.getLogger("aiprof.serve")
+T = TypeVar("T")
 
 #: Analyser results kept per profile (the full table of a view, before the query),
 #: and the largest table worth keeping.
 CACHE_VIEWS = 32
 CACHE_ROWS = 200_000
+#: Connections of their own a profile may open for requests that find its first one
+#: busy (each an ``open_profile``: its own DuckDB database, views and memo).
+POOL = 4
 #: Views computed in the background when the server starts, after the timeline.
 WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
 
@@ -62,6 +68,75 @@ class Entry:
     """Window-independent series answers (memory peaks), see SeriesQuery."""
     name: str = ""
     """Readable and unique: the path below the served folder (store.library)."""
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Answers that depend on nothing but the profile (its advice), see :meth:`once`."""
+    idle: list[Profile] = field(default_factory=list)
+    """Extra connections not in use (see :meth:`reading`)."""
+    opened: int = 0
+    pool_lock: threading.Lock = field(default_factory=threading.Lock)
+    _once_locks: dict[str, threading.Lock] = field(default_factory=dict)
+
+    def once(self, key: str, compute: Callable[[Profile], T]) -> T:
+        """``compute(profile)`` the first time ``key`` is asked for, then kept (profiles
+        are read-only while served); requests that come meanwhile wait for that one."""
+        with self.pool_lock:
+            lock = self._once_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.answers:
+                with self.reading() as prof:
+                    self.answers[key] = compute(prof)
+            value: T = self.answers[key]
+            return value
+
+    @contextmanager
+    def reading(self) -> Iterator[Profile]:
+        """A profile (DuckDB connection) that this request thread alone uses.
+
+        The served one when it is free; else an extra one (up to ``POOL``, opened on
+        demand and kept), so that queries on one profile run in parallel; when all are
+        busy, the served one once it is free. Only the timeline's tables live on the
+        served one: the timeline keeps to ``lock``.
+        """
+        if self.lock.acquire(blocking=False):
+            try:
+                assert self.profile is not None
+                yield self.profile
+            finally:
+                self.lock.release()
+            return
+        with self.pool_lock:
+            prof = self.idle.pop() if self.idle else None
+            new = prof is None and self.opened < POOL
+            if new:
+                self.opened += 1
+        if prof is None and not new:
+            with self.lock:
+                assert self.profile is not None
+                yield self.profile
+            return
+        if prof is None:
+            try:
+                # Each open is checked, as the first one was: a link made since is refused.
+                reason = _outside_reason(self.path, self.root)
+                if reason is not None:
+                    raise ApiError(409, f"profile {self.id!r} is broken: {reason}")
+                prof = open_profile(self.path)
+            except BaseException:
+                with self.pool_lock:
+                    self.opened -= 1
+                raise
+        try:
+            yield prof
+        finally:
+            with self.pool_lock:
+                self.idle.append(prof)
+
+    def close(self) -> None:
+        with self.pool_lock:
+            idle, self.idle = self.idle, []
+            self.opened -= len(idle)
+        for p in idle:
+            p.close()
 
     def summary(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -177,6 +252,7 @@ class Library:
 
     def close(self) -> None:
         for e in self._entries.values():
+            e.close()
             with e.lock:
                 if e.profile is not None:
                     e.profile.close()
@@ -189,17 +265,20 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
     The analyser runs through :func:`run` exactly as the CLI runs it; the page, sort and
     filters of later requests are applied by the same :meth:`Query.apply` to the kept
     table, so paging through a view does not recompute it. ``profile``: the profile
-    (connection) to use, ``e.profile`` by default, which needs ``e.lock`` held.
+    (connection) to use; by default one from :meth:`Entry.reading`, taken only when
+    the table is not kept yet (a kept one is paged without any connection).
     """
-    prof = profile or e.profile
-    assert prof is not None
     key = view + "\x00" + dumps(params).decode()
     with e.cache_lock:
         full = e.cache.get(key)
         if full is not None:
             e.cache.move_to_end(key)
     if full is None:
-        full = run(prof, view, Query(), params)
+        if profile is not None:
+            full = run(profile, view, Query(), params)
+        else:
+            with e.reading() as prof:
+                full = run(prof, view, Query(), params)
         if full.table.num_rows <= CACHE_ROWS:
             with e.cache_lock:
                 e.cache[key] = full

@@ -3,7 +3,8 @@
 Everything returned comes from the analysers (:func:`aiprof.analysis.run`), the
 timeline windows (:mod:`aiprof.web.timeline`) and, when it is installed, the advice
 proposer; nothing is computed here. Handlers are plain functions, so FastAPI runs
-them in its thread pool; a profile's DuckDB connection is used under its entry's lock.
+them in its thread pool. Queries take a connection of their own from the profile's
+entry (:meth:`Entry.reading`), so several run at once; the timeline's keep to its lock.
 Bad parameters are refused by the models with a 422 that names the field.
 """
 
@@ -182,8 +183,7 @@ def build_router(lib: Library) -> APIRouter:
     def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any]) -> Response:
         if name not in views():
             raise ApiError(404, f"unknown view {name!r}; views: {', '.join(sorted(views()))}")
-        with e.lock:
-            res = query_view(e, name, _limited(q), params)
+        res = query_view(e, name, _limited(q), params)
         out = res.to_json()
         out["query"] = res.query.to_json()
         out["profile"] = e.id
@@ -366,9 +366,8 @@ def build_router(lib: Library) -> APIRouter:
         from ..export.samples import sample_stacks
 
         e = entry(pid)
-        assert e.profile is not None
-        with e.lock:
-            return json_response(sample_stacks(e.profile, rank=rank, t0=t0, t1=t1))
+        with e.reading() as prof:
+            return json_response(sample_stacks(prof, rank=rank, t0=t0, t1=t1))
 
     @r.get(
         "/profiles/{pid}/samples/window",
@@ -381,15 +380,12 @@ def build_router(lib: Library) -> APIRouter:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
         w = window(e.timeline, t0, t1, width, None, MAX_ITEMS)
-        with e.lock:
-            return json_response(sample_window(e.profile, w.t0, w.t1, w.width))
+        with e.reading() as prof:
+            return json_response(sample_window(prof, w.t0, w.t1, w.width))
 
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:
-        e = entry(pid)
-        assert e.profile is not None
-        with e.lock:
-            return json_response(advice_for(e.profile))
+        return json_response(entry(pid).once("advice", advice_for))
 
     @r.get(
         "/compare",
@@ -413,11 +409,9 @@ def build_router(lib: Library) -> APIRouter:
             q.sort = [("delta_us", True)]
         halves = []
         for e in (ea, eb):
-            # One profile at a time, each under its own lock; the full views come
-            # from the same cache that paging through a view uses.
-            with e.lock:
-                assert e.profile is not None
-                halves.append((query_view(e, view, ViewQuery(), {}).table, step_summary(e.profile)))
+            # The full views come from the same cache that paging through a view uses.
+            with e.reading() as prof:
+                halves.append((query_view(e, view, ViewQuery(), {}, profile=prof).table, step_summary(prof)))
         table = compare_tables(halves[0][0], halves[1][0], view)
         page, total = q.apply(table)
         return json_response(

@@ -161,7 +161,8 @@ def parse_task_desc(lines: Iterable[str]) -> tuple[list[FrameworkOp], int]:
         f = ln.split(" ")
         if len(f) == 5:
             f = f[1:]
-        if len(f) != 4 or not all(x.isdigit() for x in f[1:]):
+        # A number past 19 digits is no id (and past 4,300 int() refuses it).
+        if len(f) != 4 or not all(x.isdigit() and len(x) <= 19 for x in f[1:]):
             bad += 1
             continue
         ops.append(FrameworkOp(f[0], block_dim=int(f[1]), task_id=int(f[2]), stream_id=int(f[3])))

@@ -1,0 +1,154 @@
+"""Queries on one profile run in parallel (issue 19): each request takes a connection of
+its own (:meth:`Entry.reading`), the views' cache is shared, and parallel answers are
+the answers one client gets. A real profile (the V100 Kineto trace), a real server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from aiprof.analysis import Query, run
+from aiprof.importers import import_paths
+from aiprof.store import open_profile
+from aiprof.web.library import POOL, ApiError, Library, query_view
+from test_serve_support import running_server
+
+V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("served")
+    import_paths([shared_data / V100], root / "r0.aiprof")
+    return root
+
+
+@pytest.fixture
+def lib(served: Path) -> Iterator[Library]:
+    lib = Library([served])
+    yield lib
+    lib.close()
+
+
+def _busy(lock: Any) -> tuple[threading.Event, threading.Event]:
+    """Hold ``lock`` from another thread until the returned ``release`` is set."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert held.wait(60)
+    return held, release
+
+
+def test_a_view_is_answered_while_the_served_connection_is_busy(lib: Library, served: Path) -> None:
+    e = lib.get("r0.aiprof")
+    _, release = _busy(e.lock)  # a long timeline build, say
+    try:
+        got = query_view(e, "kernels", Query(limit=5), {})
+        assert e.opened == 1 and len(e.idle) == 1  # answered on a connection of its own, kept
+        # Paging the kept table needs no connection at all.
+        again = query_view(e, "kernels", Query(limit=5, offset=5), {})
+        assert e.opened == 1
+    finally:
+        release.set()
+    with open_profile(served / "r0.aiprof") as p:
+        want = run(p, "kernels", Query(limit=10), {}).table.to_pylist()
+    assert got.table.to_pylist() + again.table.to_pylist() == want
+    assert got.total == again.total > 10
+
+
+def test_the_pool_is_bounded_and_then_waits_for_the_served_connection(lib: Library) -> None:
+    e = lib.get("r0.aiprof")
+    started = threading.Barrier(POOL + 1)
+    done = threading.Event()
+
+    def hold_one() -> None:
+        with e.reading():
+            started.wait(60)
+            done.wait(60)
+
+    _, release = _busy(e.lock)
+    threads = [threading.Thread(target=hold_one, daemon=True) for _ in range(POOL)]
+    for t in threads:
+        t.start()
+    started.wait(60)  # every extra connection is in use
+    assert e.opened == POOL
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(query_view(e, "steps", Query(), {})))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and not got  # no fifth extra connection: it waits
+    release.set()  # the served connection is free again
+    waiter.join(60)
+    done.set()
+    for t in threads:
+        t.join(60)
+    assert got and got[0].total > 0 and e.opened == POOL
+
+
+def test_an_extra_connection_refuses_a_link_made_after_the_first_open(
+    shared_data: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    import_paths([shared_data / V100], root / "p.aiprof")
+    lib = Library([root])
+    try:
+        e = lib.get("p.aiprof")
+        outside = tmp_path_factory.mktemp("outside")
+        shutil.copy(root / "p.aiprof" / "events.parquet", outside / "events.parquet")
+        (root / "p.aiprof" / "events.parquet").unlink()
+        os.symlink(outside / "events.parquet", root / "p.aiprof" / "events.parquet")
+        _, release = _busy(e.lock)
+        try:
+            with pytest.raises(ApiError) as err, e.reading():
+                pass
+        finally:
+            release.set()
+        assert err.value.status == 409 and "links outside the served folder" in err.value.message
+        assert e.opened == 0
+    finally:
+        lib.close()
+
+
+def test_parallel_clients_get_the_answers_of_one_client(served: Path) -> None:
+    with running_server(served) as (base, _), httpx.Client(base_url=base + "api/v1", timeout=120) as c:
+        p = "/profiles/r0.aiprof"
+        paths = [
+            "/profiles",
+            p + "/views/overview",
+            p + "/views/steps?limit=20",
+            p + "/views/kernels?limit=20&sort=-count",
+            p + "/views/operators?limit=20&offset=20&sort=name",
+            p + "/views/memory?limit=10",
+            p + "/samples/window?width=400",
+            p + "/timeline/summary?width=400",
+            p + "/advice",
+        ]
+
+        def fetch(path: str) -> tuple[str, int, Any]:
+            with httpx.Client(base_url=base + "api/v1", timeout=120) as own:
+                r = own.get(path)
+                return path, r.status_code, r.json()
+
+        # Many at once first (nothing computed yet: the advice and the views race to
+        # be computed), then one client alone.
+        with ThreadPoolExecutor(12) as pool:
+            together = list(pool.map(fetch, paths * 3))
+        alone = {path: c.get(path).json() for path in paths}
+    assert all(status == 200 for _, status, _ in together), [(p, s) for p, s, _ in together if s != 200]
+    for path, _, body in together:
+        assert body == alone[path], path
+    assert alone[p + "/advice"]["available"] is True and alone[p + "/advice"]["advice"]
