@@ -33,6 +33,11 @@ def default_output(first: Path) -> Path:
 )
 @click.option("--scheduler-file", help="Rank files of a job: a Dask scheduler file (or AIPROF_DASK_SCHEDULER_FILE).")
 @click.option("--allow-mixed", is_flag=True, help="Import rank files whose distributedInfo disagree, with a warning.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    help="SMI logs without timestamps (dmon without -o T, hl-smi tables): seconds between samples (dmon -d).",
+)
 def command(
     files: tuple[Path, ...],
     output: Path | None,
@@ -42,6 +47,7 @@ def command(
     scheduler: str | None,
     scheduler_file: str | None,
     allow_mixed: bool,
+    interval: float | None,
 ) -> None:
     """Import foreign profiler output (Kineto JSON, ...) into a profile.
 
@@ -69,6 +75,7 @@ def command(
     for p in paths:
         choose(p, forced)  # fail before writing anything, with the reason
     total = sum(p.stat().st_size for p in paths if p.is_file())
+    interval_ns = round(interval * 1e9) if interval else None
     from rich.console import Console
 
     err = Console(stderr=True)
@@ -83,9 +90,16 @@ def command(
             console=err,
         ) as bar:
             task = bar.add_task("importing (decompressed bytes)", total=None)
-            path, ctx = import_paths(paths, out, forced=forced, rank=rank, progress=lambda n: bar.advance(task, n))
+            path, ctx = import_paths(
+                paths,
+                out,
+                forced=forced,
+                rank=rank,
+                progress=lambda n: bar.advance(task, n),
+                sample_interval_ns=interval_ns,
+            )
     else:
-        path, ctx = import_paths(paths, out, forced=forced, rank=rank)
+        path, ctx = import_paths(paths, out, forced=forced, rank=rank, sample_interval_ns=interval_ns)
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(ctx.kinds.items(), key=lambda kv: -kv[1]))
     tables = ", ".join(f"{k} {v:,}" for k, v in ctx.tables.items() if v)
     click.echo(f"wrote {path}")
