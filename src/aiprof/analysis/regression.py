@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -149,12 +150,31 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     return out
 
 
+def step_block(s: StepSeries) -> dict[str, Any]:
+    """steps, mean_step_us, median_step_us, total_us over the kept steps (the ``steps``
+    block of ``aiprof diff --format json``)."""
+    d = s.values.get(STEP_TIME)
+    if d is None or not len(d):
+        return {"steps": 0, "mean_step_us": None, "median_step_us": None, "total_us": 0.0}
+    return {
+        "steps": len(d),
+        "mean_step_us": float(d.mean()),
+        "median_step_us": float(np.median(d)),
+        "total_us": float(d.sum()),
+    }
+
+
+def side(path: str, s: StepSeries) -> dict[str, Any]:
+    """What one side of a diff is: path, runs, steps, outliers (left out), devices."""
+    return {"path": path, "runs": s.runs, "steps": s.steps, "outliers": s.outliers, "devices": s.devices}
+
+
 def known_figures(a: StepSeries, b: StepSeries) -> list[str]:
     """Figures both sides have (the ones :func:`verdicts` reports)."""
     return [k for k in a.values if k in b.values]
 
 
-_SCHEMA = pa.schema(
+VERDICT_SCHEMA = pa.schema(
     [
         ("figure", pa.string()),
         ("unit", pa.string()),
@@ -197,7 +217,7 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         if unit != "µs":
             c["verdict"] = _LESS_MORE.get(c["verdict"], c["verdict"])
         rows.append({"figure": name, "unit": unit, **c})
-    return pa.Table.from_pylist(rows, schema=_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=VERDICT_SCHEMA)
 
 
 def pattern_matches(profile: Profile, metric: str) -> list[str]:

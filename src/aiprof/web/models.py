@@ -227,6 +227,39 @@ class MemorySeries(Model):
     peaks: list[MemoryPeak]
 
 
+class Verdict(Model):
+    """One per-step figure of B against A, as in ``aiprof diff --format json``'s verdicts."""
+
+    figure: str = Field(description="step_time_us, a steps-view column (communication_us, energy_j...), kernel:GLOB")
+    unit: str
+    a_n: int
+    b_n: int
+    a_median: float | None
+    b_median: float | None
+    change_pct: float | None = Field(description="of the median (of the total per run with too few steps)")
+    ci_low_pct: float | None = Field(description="95% bootstrap interval of the median change")
+    ci_high_pct: float | None
+    p_value: float | None = Field(description="Mann-Whitney U, two-sided")
+    verdict: str = Field(description="slower, faster, no significant change, too few steps; higher/lower (J, W)")
+    a_total: float | None
+    b_total: float | None
+
+
+class GateResult(Model):
+    rule: str
+    figure: str
+    failed: bool
+    detail: str
+
+
+class DiffSide(Model):
+    path: str = Field(description="the profile id")
+    runs: int
+    steps: int = Field(description="steps kept (after outliers)")
+    outliers: int = Field(description="outlier steps left out")
+    devices: list[str]
+
+
 class CompareResponse(Model):
     view: Literal["kernels", "operators"]
     a: str
@@ -235,6 +268,11 @@ class CompareResponse(Model):
     rows: list[dict[str, Any]] = Field(description="name, a_us, b_us, delta_us, delta_pct, a_count, b_count, status")
     total: int
     query: dict[str, Any]
+    verdicts: list[Verdict] = Field(description="per-step figures with their statistical verdict (aiprof diff)")
+    note: str | None = Field(description="why totals only were compared (too few steps), if so")
+    gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")
+    failed: bool = Field(description="a fail_if rule failed")
+    sides: dict[str, DiffSide] = Field(description="a and b: steps kept, outliers left out, devices")
 
 
 class AdviceResponse(Model):

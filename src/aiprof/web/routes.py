@@ -394,7 +394,8 @@ def build_router(lib: Library) -> APIRouter:
     @r.get(
         "/compare",
         response_model=m.CompareResponse,
-        summary="Profile B against A: step time, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
+        summary="Profile B against A: per-step verdicts and gate (as aiprof diff --format json), "
+        "and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
     )
     def compare(
         a: Annotated[str, Query(description="profile id of A")],
@@ -404,22 +405,32 @@ def build_router(lib: Library) -> APIRouter:
         sort: Annotated[list[str] | None, Query()] = None,
         limit: Annotated[int | None, Query(ge=0, le=MAX_LIMIT)] = None,
         offset: Annotated[int, Query(ge=0)] = 0,
+        fail_if: Annotated[
+            list[str] | None, Query(description="gate rules FIG>+N% / FIG<-N%, as aiprof diff --fail-if")
+        ] = None,
     ) -> Response:
         from ..analysis.compare import compare_tables, step_summary
+        from ..analysis.gate import judge, parse_rule
+        from ..analysis.regression import parse_pattern, side, step_series
+
+        rules = [parse_rule(t) for t in fail_if or []]
+        patterns = [r.figure for r in rules if parse_pattern(r.figure)]
 
         ea, eb = lib.get(a), lib.get(b)
         q = _limited(ViewQuery.parse(filters or [], sort or [], limit, offset))
         if not q.sort:
             q.sort = [("delta_us", True)]
-        halves = []
+        halves, series = [], []
         for e in (ea, eb):
             # One profile at a time, each under its own lock; the full views come
             # from the same cache that paging through a view uses.
             with e.lock:
                 assert e.profile is not None
                 halves.append((query_view(e, view, ViewQuery(), {}).table, step_summary(e.profile)))
+                series.append(step_series([e.profile], patterns))
         table = compare_tables(halves[0][0], halves[1][0], view)
         page, total = q.apply(table)
+        judged = judge(series[0], series[1], rules)
         return json_response(
             {
                 "view": view,
@@ -429,6 +440,8 @@ def build_router(lib: Library) -> APIRouter:
                 "rows": page.to_pylist(),
                 "total": total,
                 "query": q.to_json(),
+                **judged,
+                "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
             }
         )
 
