@@ -110,6 +110,36 @@ def test_planted_faults_are_the_findings(job: tuple[Path, Any, Any]) -> None:
             assert ev["rank"] == fleet.straggler and ev["slow_ranks"] == [fleet.straggler]
 
 
+def test_serve_reads_the_cluster_index(job: tuple[Path, Any, Any]) -> None:
+    """`aiprof serve OUT`: the job opens through its index; /cluster answers the
+    distributed page with the CLI's rows."""
+    import httpx
+
+    from test_serve_support import running_server
+
+    out, fleet, _ = job
+    with running_server(out, extra=("--no-warm",)) as (base, _token):
+        profiles = httpx.get(base + "api/v1/profiles", timeout=60).json()["profiles"]
+        assert [p["status"] for p in profiles] == ["ok"]
+        pid = profiles[0]["id"]
+        doc = httpx.get(base + f"api/v1/profiles/{pid}/cluster", params={"limit": 5}, timeout=120).json()
+        paged = httpx.get(base + f"api/v1/profiles/{pid}/views/links", params={"limit": 100}, timeout=60).json()
+        bad = httpx.get(base + f"api/v1/profiles/{pid}/cluster", params={"limit": -1}, timeout=60)
+    job_facts = doc["job"]
+    assert job_facts["from_index"] is True and job_facts["ranks"] == list(range(16))
+    assert job_facts["world_size"] == 16 and [f["rank"] for f in job_facts["failed"]] == [16]
+    assert job_facts["tables"]["steps"] > 0
+    assert list(doc["views"]) == ["stragglers", "collectives", "links", "exposed_comm"]
+    strag = doc["views"]["stragglers"]
+    assert strag["total"] == 16 and len(strag["rows"]) == 5
+    assert strag["rows"][0]["rank"] == fleet.straggler and strag["rows"][0]["persistent"] is True
+    cli_links = report(out, "links")
+    assert doc["views"]["links"]["rows"][0]["pg"] == fleet.slow_group == min(cli_links, key=lambda r: r["rel_bw"])["pg"]
+    assert paged["total"] == len(cli_links) == doc["views"]["links"]["total"]
+    assert {r["rank"] for r in doc["views"]["exposed_comm"]["rows"]} <= set(range(16))
+    assert bad.status_code == 422
+
+
 def _retag(src: Path, dst: Path, **dist: Any) -> Path:
     d = json.loads(gzip.decompress(src.read_bytes()))
     d["distributedInfo"].update(dist)

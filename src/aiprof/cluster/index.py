@@ -74,6 +74,41 @@ def from_index(profile: Profile) -> bool:
     return isinstance(profile._memo.get(_MEMO), str)
 
 
+#: The views of a job's distributed page (the API's ``/profiles/{pid}/cluster``), in order.
+PAGE_VIEWS = ("stragglers", "collectives", "links", "exposed_comm")
+
+
+def job_facts(profile: Profile) -> dict[str, Any]:
+    """What the job is: from_index (read from OUT/cluster, else computed from the events),
+    ranks, world_size, failed ranks, mixed, warnings and the index's table sizes."""
+    ensure(profile)
+    out = profile._memo.get(_MEMO)
+    if isinstance(out, str):
+        meta = read_meta(out)
+        return {
+            "from_index": True,
+            "ranks": list(meta.get("ranks") or []),
+            "world_size": meta.get("world_size"),
+            "failed": list(meta.get("failed") or []),
+            "mixed": bool(meta.get("mixed")),
+            "warnings": list(meta.get("warnings") or []),
+            "tables": dict(meta.get("tables") or {}),
+        }
+    ranks = sorted({int(r) for m in profile.metas for r in m.get("ranks") or [0]})
+    tables = {
+        name: int(profile.sql(f"SELECT count(*) FROM {view}").column(0)[0].as_py()) for name, view in VIEWS.items()
+    }
+    return {
+        "from_index": False,
+        "ranks": ranks,
+        "world_size": None,
+        "failed": [],
+        "mixed": False,
+        "warnings": [],
+        "tables": tables,
+    }
+
+
 def ensure(profile: Profile) -> None:
     """Give ``profile`` the cluster views: its index, else summaries computed from its events."""
     if _MEMO in profile._memo:

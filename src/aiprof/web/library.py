@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import Query, Result, run, views
+from ..cluster.opened import is_job, open_job
 from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, open_profile
 from ..store.library import discover, is_run, rank_profiles
@@ -114,8 +115,9 @@ class Library:
                     found.append((root, root, root.name))
                     continue
                 found += [(f.path, root, f.name) for f in discover(root)]
-                # A folder named like a profile but broken is listed, with its error.
-                children = sorted(root.iterdir()) if root.is_dir() else []
+                # A folder named like a profile but broken is listed, with its error (not
+                # the rank profiles of a run served as the root: they are the run).
+                children = sorted(root.iterdir()) if root.is_dir() and not is_run(root) else []
                 listed = {f[0] for f in found}
                 found += [(c, root, c.name) for c in children if c.name.endswith(PROFILE_SUFFIX) and c not in listed]
             by_path = {e.path: e for e in self._entries.values()}
@@ -161,7 +163,8 @@ class Library:
                 e.error = _outside_reason(e.path, e.root)
             if e.error is None and e.profile is None:
                 try:
-                    e.profile = open_profile(e.path)
+                    # A many-rank job folder opens through its cluster index, as in the CLI.
+                    e.profile = open_job(e.path) if is_job(e.path) else open_profile(e.path)
                     e.profile.con.execute("SELECT count(*) FROM events").fetchall()
                     e.timeline = Timeline(e.profile)
                     e.timeline.lock = e.lock

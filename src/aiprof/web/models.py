@@ -275,6 +275,25 @@ class CompareResponse(Model):
     sides: dict[str, DiffSide] = Field(description="a and b: steps kept, outliers left out, devices")
 
 
+class ClusterJob(Model):
+    from_index: bool = Field(description="read from OUT/cluster (aiprof import of many ranks), else computed")
+    ranks: list[int]
+    world_size: int | None
+    failed: list[dict[str, Any]] = Field(description="rank, path, error of the ranks the import skipped")
+    mixed: bool = Field(description="ranks of different jobs imported with --allow-mixed")
+    warnings: list[str]
+    tables: dict[str, int] = Field(description="rows of the index tables (steps, collectives, ranks)")
+
+
+class ClusterResponse(Model):
+    profile: str
+    job: ClusterJob
+    views: dict[str, ViewResult] = Field(
+        description="stragglers, collectives, links, exposed_comm: the first rows of each in its default order "
+        "(page one with /profiles/{pid}/views/{view})"
+    )
+
+
 class AdviceResponse(Model):
     available: bool
     advice: list[Any]

@@ -384,6 +384,25 @@ def build_router(lib: Library) -> APIRouter:
         with e.lock:
             return json_response(sample_window(e.profile, w.t0, w.t1, w.width))
 
+    @r.get(
+        "/profiles/{pid}/cluster",
+        response_model=m.ClusterResponse,
+        summary="A many-rank job: its facts and the first rows of the stragglers, collectives, links and "
+        "exposed_comm views, from the cluster index",
+    )
+    def cluster(pid: Pid, limit: Annotated[int, Query(ge=0, le=MAX_LIMIT)] = DEFAULT_LIMIT) -> Response:
+        from ..cluster.index import PAGE_VIEWS, job_facts
+
+        e = entry(pid)
+        assert e.profile is not None
+        out: dict[str, Any] = {"profile": e.id, "views": {}}
+        with e.lock:
+            out["job"] = job_facts(e.profile)
+            for name in PAGE_VIEWS:
+                res = query_view(e, name, ViewQuery(limit=limit), {})
+                out["views"][name] = {**res.to_json(), "query": res.query.to_json(), "profile": e.id}
+        return json_response(out)
+
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:
         e = entry(pid)
