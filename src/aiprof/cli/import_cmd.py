@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import AiprofError
 from ..importers import choose, import_paths
 from ..store.writer import profile_path
 
@@ -24,7 +25,11 @@ def default_output(first: Path) -> Path:
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Profile folder to write (NAME.aiprof).")
+@click.option(
+    "-o",
+    "--output",
+    help="Profile folder to write (NAME.aiprof); for the ranks of a job, a folder or an fsspec URL (s3://...).",
+)
 @click.option("-f", "--format", "forced", help="Skip detection and use this importer.")
 @click.option("--rank", type=int, help="Rank of these files when they do not say.")
 @click.option("--workers", type=int, help="Rank files of a job: local Dask worker processes (default: the cores).")
@@ -40,7 +45,7 @@ def default_output(first: Path) -> Path:
 )
 def command(
     files: tuple[Path, ...],
-    output: Path | None,
+    output: str | None,
     forced: str | None,
     rank: int | None,
     workers: int | None,
@@ -71,7 +76,14 @@ def command(
 
         import_job(paths, output, forced, workers, scheduler, scheduler_file, allow_mixed)
         return
-    out = profile_path(output) if output else default_output(paths[0])
+    from ..cluster.storage import is_url, locate
+
+    if output and is_url(output):
+        local = locate(output).local
+        if local is None:
+            raise AiprofError(f"{output}: URLs other than file:// are for the rank files of a job")
+        output = str(local)
+    out = profile_path(Path(output)) if output else default_output(paths[0])
     for p in paths:
         choose(p, forced)  # fail before writing anything, with the reason
     total = sum(p.stat().st_size for p in paths if p.is_file())
