@@ -236,13 +236,18 @@ class Verdict(Model):
     b_n: int
     a_median: float | None
     b_median: float | None
-    change_pct: float | None = Field(description="of the median (of the total per run with too few steps)")
+    change_pct: float | None = Field(
+        description="of the median (of the mean run median with the run-level test; of the total per run with too few steps)"
+    )
     ci_low_pct: float | None = Field(description="95% bootstrap interval of the median change")
     ci_high_pct: float | None
     p_value: float | None = Field(description="Mann-Whitney U, two-sided")
     verdict: str = Field(description="slower, faster, no significant change, too few steps; higher/lower (J, W)")
     a_total: float | None
     b_total: float | None
+    test: str | None = Field(
+        description="mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps"
+    )
 
 
 class GateResult(Model):

@@ -965,7 +965,7 @@ export interface components {
             b_total: number | null;
             /**
              * Change Pct
-             * @description of the median (of the total per run with too few steps)
+             * @description of the median (of the mean run median with the run-level test; of the total per run with too few steps)
              */
             change_pct: number | null;
             /** Ci High Pct */
@@ -985,6 +985,11 @@ export interface components {
              * @description Mann-Whitney U, two-sided
              */
             p_value: number | null;
+            /**
+             * Test
+             * @description mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps
+             */
+            test: string | null;
             /** Unit */
             unit: string;
             /**
