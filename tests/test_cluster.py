@@ -110,6 +110,93 @@ def test_planted_faults_are_the_findings(job: tuple[Path, Any, Any]) -> None:
             assert ev["rank"] == fleet.straggler and ev["slow_ranks"] == [fleet.straggler]
 
 
+def test_serve_reads_the_cluster_index(job: tuple[Path, Any, Any]) -> None:
+    """`aiprof serve OUT`: the job opens through its index; /cluster answers the
+    distributed page with the CLI's rows."""
+    import httpx
+
+    from test_serve_support import running_server
+
+    out, fleet, _ = job
+    with running_server(out, extra=("--no-warm",)) as (base, _token):
+        profiles = httpx.get(base + "api/v1/profiles", timeout=60).json()["profiles"]
+        assert [p["status"] for p in profiles] == ["ok"]
+        pid = profiles[0]["id"]
+        doc = httpx.get(base + f"api/v1/profiles/{pid}/cluster", params={"limit": 5}, timeout=120).json()
+        paged = httpx.get(base + f"api/v1/profiles/{pid}/views/links", params={"limit": 100}, timeout=60).json()
+        bad = httpx.get(base + f"api/v1/profiles/{pid}/cluster", params={"limit": -1}, timeout=60)
+    job_facts = doc["job"]
+    assert job_facts["from_index"] is True and job_facts["ranks"] == list(range(16))
+    assert job_facts["world_size"] == 16 and [f["rank"] for f in job_facts["failed"]] == [16]
+    assert job_facts["tables"]["steps"] > 0
+    assert list(doc["views"]) == ["stragglers", "collectives", "links", "exposed_comm"]
+    strag = doc["views"]["stragglers"]
+    assert strag["total"] == 16 and len(strag["rows"]) == 5
+    assert strag["rows"][0]["rank"] == fleet.straggler and strag["rows"][0]["persistent"] is True
+    cli_links = report(out, "links")
+    assert doc["views"]["links"]["rows"][0]["pg"] == fleet.slow_group == min(cli_links, key=lambda r: r["rel_bw"])["pg"]
+    assert paged["total"] == len(cli_links) == doc["views"]["links"]["total"]
+    assert {r["rank"] for r in doc["views"]["exposed_comm"]["rows"]} <= set(range(16))
+    assert bad.status_code == 422
+
+
+def _rows(prof: Any, view: str) -> list[dict[str, Any]]:
+    from aiprof.analysis import Query
+
+    return sorted(run(prof, view, Query()).rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def test_job_folder_on_fsspec_memory_with_a_threads_cluster(job: tuple[Path, Any, Any]) -> None:
+    """An fsspec URL as OUT (memory://, real fsspec): the workers, threads of this process,
+    import into scratch folders and upload; the job opens from the URL with the CLI's rows."""
+    import fsspec
+    from distributed import LocalCluster
+
+    from aiprof.cluster.engine import Where
+    from aiprof.cluster.job import expand, plan
+    from aiprof.cluster.opened import is_job, open_job
+    from aiprof.cluster.parallel import run_import
+
+    out, _fleet, _ = job
+    url = f"memory://aiprof-test-{os.getpid()}/job"
+    traces = expand([out.parent / "traces"])
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        rep = run_import(plan(traces), url, Where("existing", cluster.scheduler_address, 0))
+    try:
+        assert sorted(rep.imported) == list(range(16)) and [f[0] for f in rep.failed] == [16]
+        fs = fsspec.filesystem("memory")
+        root = url.removeprefix("memory://")
+        assert fs.isfile(f"{root}/rank3.aiprof/profile.json") and fs.isfile(f"{root}/cluster/index.json")
+        assert is_job(url) and not is_job(url + "-missing")
+        with open_job(url) as remote, open_job(out) as local:
+            for view in ("stragglers", "links", "exposed_comm", "ranks"):
+                got, want = _rows(remote, view), _rows(local, view)
+                if view == "ranks":  # the source column names the same trace files
+                    assert [r["rank"] for r in got] == [r["rank"] for r in want]
+                else:
+                    assert got == want, view
+            # The events themselves read through fsspec too, shifted onto the job's clock.
+            q = "SELECT rank, count(*), min(ts) FROM events GROUP BY rank ORDER BY rank"
+            assert remote.sql(q).to_pylist() == local.sql(q).to_pylist()
+    finally:
+        fsspec.filesystem("memory").rm(url.removeprefix("memory://").split("/")[0], recursive=True)
+    r = cli("import", out.parent / "traces", "-o", url, "--workers", "1")
+    assert r.returncode == 2 and "lives in one process" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_job_folder_as_a_file_url(tmp_path: Path) -> None:
+    """`-o file:///...`: written in place; report and advise read the same URL."""
+    make_fleet(tmp_path / "traces", 4, template=SMALL_TEMPLATE, seed=5)
+    url = (tmp_path / "job").as_uri()
+    r = cli("import", tmp_path / "traces", "-o", url, "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "job").glob("rank*.aiprof")) == [f"rank{i}.aiprof" for i in range(4)]
+    assert report(url, "stragglers") == report(tmp_path / "job", "stragglers")
+    assert len(report(url, "stragglers")) == 4
+    r = cli("import", tmp_path / "traces", "-o", "nosuchscheme://x/job", "--workers", "1")
+    assert r.returncode == 2 and "nosuchscheme://x/job" in r.stderr and "Traceback" not in r.stderr
+
+
 def _retag(src: Path, dst: Path, **dist: Any) -> Path:
     d = json.loads(gzip.decompress(src.read_bytes()))
     d["distributedInfo"].update(dist)

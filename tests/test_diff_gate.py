@@ -75,6 +75,28 @@ def test_gate_exit_codes_and_reports(tmp_path: Path) -> None:
     assert r.returncode == 2
 
 
+def test_csv_holds_the_verdicts_then_the_view(tmp_path: Path) -> None:
+    """`diff --format csv` wrote the kernels table only, without the verdicts."""
+    import csv
+    import io
+
+    base = build_run(tmp_path / "base", _steps(1, 20, 1000.0))
+    slow = build_run(tmp_path / "slow", _steps(3, 20, 1000.0, 1.15), comm_share=0.2)
+    r = cli("diff", base, slow, "--fail-if-slower", "5%", "--format", "csv")
+    assert r.returncode == 1, r.stderr  # the gate still decides the exit status
+    head, _, tail = r.stdout.partition("\n\n")
+    verdict_rows = list(csv.DictReader(io.StringIO(head)))
+    doc = json.loads(cli("diff", base, slow, "--format", "json").stdout)
+    assert [v["figure"] for v in verdict_rows] == [v["figure"] for v in doc["verdicts"]]
+    st = next(v for v in verdict_rows if v["figure"] == "step_time_us")
+    want = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "slower" == want["verdict"]
+    assert float(st["change_pct"]) == want["change_pct"] and float(st["p_value"]) == want["p_value"]
+    view_rows = list(csv.DictReader(io.StringIO(tail)))
+    assert [v["name"] for v in view_rows] == [v["name"] for v in doc["rows"]]
+    assert {v["name"] for v in view_rows} == {"sm90_gemm", "ncclKernel_AllReduce_RING_LL_Sum_float"}
+
+
 def test_one_step_compares_totals(tmp_path: Path) -> None:
     a = build_run(tmp_path / "a", [1000.0])
     b = build_run(tmp_path / "b", [1200.0])

@@ -13,10 +13,15 @@ from aiprof.analysis.stats import (
     MIN_STEPS,
     SAME,
     SLOWER,
+    TEST_RUNS,
+    TEST_STEPS,
     TOO_FEW,
     bootstrap_median_change,
+    compare_runs,
     compare_samples,
     mann_whitney_u,
+    t_quantile,
+    t_two_sided_p,
 )
 
 
@@ -123,3 +128,54 @@ def test_bootstrap_on_large_pools() -> None:
     b = 103 + rng.normal(0, 5, 1_000)
     lo, hi = bootstrap_median_change(a, b, resamples=200)
     assert lo < 3.0 < hi and hi - lo < 2.0
+
+
+def test_student_t_against_closed_forms() -> None:
+    # df = 1 (Cauchy): P(|T| >= t) = 1 - 2 atan(t) / pi; df = 2: 1 - t / sqrt(2 + t^2).
+    for t in (0.1, 1.0, 2.5, 12.7062):
+        assert t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, rel=1e-9)
+        assert t_two_sided_p(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-9)
+    # Table values: t(0.975) for df 2, 9 and 30; the normal's 1.96 in the limit.
+    assert t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-5)
+    assert t_quantile(0.975, 9) == pytest.approx(2.262157, abs=1e-5)
+    assert t_quantile(0.975, 30) == pytest.approx(2.042272, abs=1e-5)
+    assert t_quantile(0.975, 1e6) == pytest.approx(1.959966, abs=1e-4)
+
+
+def test_run_level_prediction_interval() -> None:
+    # Three baseline runs with medians 99, 100, 101 (s = 1) and one run at 103:
+    # t = 3 / sqrt(1 + 1/3), df = 2.
+    p, lo, hi = compare_runs([99.0, 100.0, 101.0], [103.0])
+    t = 3 / math.sqrt(4 / 3)
+    assert p == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-9)
+    half = 4.302653 * math.sqrt(4 / 3)
+    assert lo == pytest.approx(3 - half, abs=1e-4) and hi == pytest.approx(3 + half, abs=1e-4)
+
+
+def _runs(rng: np.random.Generator, shifts: list[float], steps: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Steps of runs whose conditions shift the whole run (run-level noise), 1% step noise."""
+    values = [1000.0 * (1 + s) * (1 + rng.normal(0, 0.01, steps)) for s in shifts]
+    return np.concatenate(values), np.repeat(np.arange(len(shifts)), steps)
+
+
+def test_a_baseline_of_runs_puts_run_to_run_noise_in_the_test() -> None:
+    """Pooled steps of 10 runs whose conditions differ by ~4% call a same-code run 6%
+    above their mean "slower" (p ~ 0): its 200 steps look independent. Against the
+    spread of the run medians it is one more run; a planted +20% still fails."""
+    rng = np.random.default_rng(11)
+    shifts = list(rng.normal(0, 0.04, 10))
+    a, a_run = _runs(rng, shifts)
+    same, same_run = _runs(rng, [float(np.mean(shifts)) + 0.06])
+    pooled = compare_samples(a, same)  # the steps as the unit
+    assert pooled.verdict == SLOWER and pooled.test == TEST_STEPS and (pooled.p_value or 1) < 1e-6
+    runs = compare_samples(a, same, a_run=a_run, b_run=same_run)
+    assert runs.test == TEST_RUNS and runs.verdict == SAME and (runs.p_value or 0) > 0.05
+    assert runs.ci_low_pct is not None and runs.ci_high_pct is not None
+    assert runs.ci_low_pct < 0 < 6 < runs.ci_high_pct
+    slow, slow_run = _runs(rng, [float(np.mean(shifts)) + 0.20])
+    got = compare_samples(a, slow, a_run=a_run, b_run=slow_run)
+    assert got.verdict == SLOWER and got.test == TEST_RUNS and (got.p_value or 1) < 0.01
+    assert got.change_pct == pytest.approx(100 * 0.20 / (1 + np.mean(shifts)), abs=1.0)
+    # Two baseline runs are too few for their spread: the steps' test, as before.
+    two = compare_samples(a[a_run < 2], same, a_run=a_run[a_run < 2], b_run=same_run)
+    assert two.test == TEST_STEPS

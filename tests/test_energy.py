@@ -94,11 +94,60 @@ def test_real_smi_captures(shared_data: Path, tmp_path: Path, sub: str, name: st
         assert r["avg_w"] == pytest.approx(joules / (r["duration_us"] / 1e6))
         assert r["error_j"] >= 0
     if name.startswith("dmon_pcut"):
-        # Checked by hand: GPU 0 read 365, 367, 369, 364 W one second apart.
-        assert got[("cuda", 0)]["energy_j"] == pytest.approx(1100.5)
-        assert got[("cuda", 0)]["error_j"] == pytest.approx(4.5)
+        # Checked by hand: GPU 0 read 365, 367, 369, 364 W ten seconds apart (the log's
+        # command line, `nvidia-smi dmon -s pcut -d 10`, names the interval).
+        assert got[("cuda", 0)]["energy_j"] == pytest.approx(11005.0)
+        assert got[("cuda", 0)]["error_j"] == pytest.approx(45.0)
+        assert got[("cuda", 0)]["duration_us"] == pytest.approx(30e6)
     if name.startswith("hl-smi"):
         assert got[("hpu", 0)]["energy_j"] == pytest.approx(385.0) and got[("hpu", 0)]["error_j"] == 71
+
+
+def _dmon_d10(path: Path, *, clock: bool, command: bool = False) -> Path:
+    """Two GPUs sampled by `nvidia-smi dmon -s p -d 10` (with -o T when ``clock``)."""
+    lines = ["# nvidia-smi dmon -s p -d 10" + (" -o T" if clock else "")] if command else []
+    lines += ["#Time        gpu    pwr", "#HH:MM:SS    Idx      W"] if clock else ["# gpu    pwr", "# Idx      W"]
+    for i, (p0, p1) in enumerate([(100, 50), (200, 50), (300, 80)]):
+        at = f"09:00:{10 * i:02d}    " if clock else ""
+        lines += [f" {at}  0    {p0}", f" {at}  1    {p1}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _energies(prof: Path) -> dict[int, float]:
+    with open_profile(prof) as p:
+        return {r["device"]: r["energy_j"] for r in run(p, "energy", Query()).rows}
+
+
+# GPU 0: 100, 200, 300 W and GPU 1: 50, 50, 80 W, ten seconds apart.
+D10_JOULES = {0: 10 * 150 + 10 * 250, 1: 10 * 50 + 10 * 65}
+
+
+def test_dmon_d10_log_integrates_over_its_real_interval(tmp_path: Path) -> None:
+    """A `dmon -d 10` log gave 10x too little energy: samples were placed 1 s apart."""
+    out, ctx = import_paths([_dmon_d10(tmp_path / "t.txt", clock=True)], tmp_path / "t.aiprof")
+    assert _energies(out) == pytest.approx(D10_JOULES)  # -o T: the timestamps' spacing
+    assert not ctx.warnings
+    out, ctx = import_paths([_dmon_d10(tmp_path / "c.txt", clock=False, command=True)], tmp_path / "c.aiprof")
+    assert _energies(out) == pytest.approx(D10_JOULES)  # the log's own command line
+    assert ctx.warnings == ["c.txt: no timestamps; samples placed 10 s apart, as the log's command line says"]
+    bare = _dmon_d10(tmp_path / "bare.txt", clock=False)
+    out, ctx = import_paths([bare], tmp_path / "bare.aiprof")
+    assert _energies(out) == pytest.approx({d: j / 10 for d, j in D10_JOULES.items()})  # nothing says 10 s
+    assert "aiprof import --interval SECONDS" in ctx.warnings[0]
+    r = cli("import", bare, "-o", tmp_path / "given.aiprof", "--interval", "10")
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr
+    assert _energies(tmp_path / "given.aiprof") == pytest.approx(D10_JOULES)
+    with open_profile(tmp_path / "given.aiprof") as p:
+        assert [s.get("interval_s") for m in p.metas for s in m["sources"]] == [10.0]
+    # The user's interval wins over the log's; timestamps win over both.
+    out, _ = import_paths([tmp_path / "c.txt"], tmp_path / "c5.aiprof", sample_interval_ns=5 * 10**9)
+    assert _energies(out) == pytest.approx({d: j / 2 for d, j in D10_JOULES.items()})
+    out, _ = import_paths([tmp_path / "t.txt"], tmp_path / "t5.aiprof", sample_interval_ns=5 * 10**9)
+    assert _energies(out) == pytest.approx(D10_JOULES)
+    r = cli("import", bare, "-o", tmp_path / "bad.aiprof", "--interval", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
 def test_steps_view_energy_and_diff(tmp_path: Path) -> None:

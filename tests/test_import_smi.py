@@ -65,8 +65,10 @@ def test_dmon_pcut_real(shared_data: Path, tmp_path: Path) -> None:
     assert len(rows) == 25 * 12  # mtemp is '-' everywhere
     assert value(rows, 5, "pcie_tx") == 2 and value(rows, 4, "power", 2) == 390
     assert {r["unit"] for r in rows if r["metric"] == "pcie_rx"} == {"MB/s"}
-    assert max(r["ts"] for r in rows) == 3_000_000_000  # untimed: one second per sample
-    assert any("no timestamps" in w for w in ctx.warnings)
+    # Untimed: the log's command line (`nvidia-smi dmon -s pcut -d 10`) names 10 s per sample.
+    assert log.interval_s == 10.0
+    assert max(r["ts"] for r in rows) == 30_000_000_000
+    assert any("no timestamps; samples placed 10 s apart" in w for w in ctx.warnings)
 
 
 def test_dmon_pucvmet_dt_ctrl_c_pmon_real(shared_data: Path, tmp_path: Path) -> None:
@@ -242,3 +244,21 @@ def test_whole_registry_chooses_by_content(shared_data: Path, tmp_path: Path, re
     from aiprof.importers import choose
 
     assert choose(as_unknown(shared_data / rel, tmp_path)).name == expected
+
+
+@pytest.mark.parametrize(
+    ("comment", "interval"),
+    [
+        ("# nvidia-smi dmon -s pu -d 10", 10.0),
+        ("# $ nvidia-smi dmon --delay=5 -s p", 5.0),
+        ("# nvidia-smi dmon -i 0 --delay 2 -c 100", 2.0),
+        ("# nvidia-smi dmon -d3", 3.0),
+        ("# nvidia-smi dmon -s p", None),  # the default: nothing named
+        ("# nvidia-smi pmon -d 10", None),  # not this log's command
+        ("# nvidia-smi dmon -d 0", None),
+    ],
+)
+def test_dmon_interval_from_its_command_line(comment: str, interval: float | None) -> None:
+    log = parse_dmon([comment + "\n", "# gpu pwr\n", "# Idx W\n", "    0  100\n"])
+    assert log.interval_s == interval
+    assert len(log.rows) == 1

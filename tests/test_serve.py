@@ -3,6 +3,7 @@ imported Kineto profile, spoken to over HTTP."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ import pytest
 from aiprof.analysis import Query, run
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
+from test_cli import cli
 from test_serve_support import running_server
 
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -402,6 +404,21 @@ def test_compare_two_profiles(client: httpx.Client, served: Path) -> None:
     assert doc["total"] == len(expected)
     assert all(expected[r["name"]] == r["b_us"] for r in doc["rows"])
     assert doc["steps"]["a"]["steps"] == 5
+    # The verdicts and the gate are aiprof diff's, key for key and value for value.
+    rules = ["step_time_us>+5%", "kernel:nccl*>+1%"]
+    doc = _ok(client.get("/compare", params={"a": a, "b": b, "limit": 1, "fail_if": rules}))
+    cli_doc = json.loads(
+        cli(
+            "diff", served / "r0.aiprof", served / "mem.aiprof", "--format", "json", *(f"--fail-if={x}" for x in rules)
+        ).stdout
+    )
+    assert doc["verdicts"] == cli_doc["verdicts"] and doc["verdicts"]
+    assert doc["gate"] == cli_doc["gate"] and [g["rule"] for g in doc["gate"]] == rules
+    assert doc["failed"] == cli_doc["failed"] and doc["note"] == cli_doc["note"]
+    assert doc["sides"]["a"] == {**cli_doc["a"], "path": a} and doc["sides"]["b"]["steps"] == cli_doc["b"]["steps"]
+    assert doc["gate"][1]["failed"] is True  # only B has NCCL kernels (rank 1 of 2)
+    _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "nonsense"}), 400)
+    _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "no_such_us>+5%"}), 400)
     _err(client.get("/compare", params={"a": a, "b": b, "view": "memory"}), 422)
     _err(client.get("/compare", params={"a": a, "b": "nope"}), 404)
 

@@ -10,6 +10,9 @@ category or any other steps-view column (``communication_us``, ``energy_j``...),
 "Significantly" is the verdict of :mod:`.stats` (Mann-Whitney at ALPHA). With too few
 steps for a test (one step per run), the rule compares the totals against the
 threshold alone, and the report says so.
+
+:func:`judge` is the verdict part of a diff that ``aiprof diff --format json`` and the
+API's ``/compare`` share, key for key: note, verdicts, gate, failed.
 """
 
 from __future__ import annotations
@@ -20,8 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AiprofError
-from .regression import STEP_TIME
+from .regression import STEP_TIME, StepSeries, parse_pattern, verdicts
 from .stats import TOO_FEW
+
+#: The note of a diff whose figures had too few steps for a test.
+TOO_FEW_NOTE = (
+    "too few steps for a statistical test (fewer than 4 on a side, one per run without step marks): "
+    "totals compared only"
+)
 
 _RULE = re.compile(r"^\s*(?P<figure>[^<>]+?)\s*(?P<op>[<>])\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*%\s*$")
 _ALIASES = {"step_time": STEP_TIME, "duration_us": STEP_TIME, "step": STEP_TIME}
@@ -85,3 +94,23 @@ def evaluate(rules: list[Rule], rows: list[dict[str, Any]]) -> list[dict[str, An
         failed, detail = rule.check(by_figure.get(rule.figure))
         out.append({"rule": rule.text, "figure": rule.figure, "failed": failed, "detail": detail})
     return out
+
+
+def check_rules(rules: list[Rule], a: StepSeries, b: StepSeries) -> None:
+    """Raise AiprofError for a rule on a figure that neither side has or that matches nothing."""
+    for rule in rules:
+        if rule.figure not in a.values or rule.figure not in b.values:
+            known = sorted(k for k in a.values if k in b.values)
+            raise AiprofError(f"{rule.text}: no figure {rule.figure!r}; figures: {', '.join(known)}")
+        if parse_pattern(rule.figure) and not (a.values[rule.figure].any() or b.values[rule.figure].any()):
+            raise AiprofError(f"{rule.text}: no {rule.figure.partition(':')[0]} matches in either run")
+
+
+def judge(a: StepSeries, b: StepSeries, rules: list[Rule]) -> dict[str, Any]:
+    """note (too few steps, or None), verdicts (one row per figure), gate (one result per
+    rule) and failed (a rule failed) of B against A; bad rules raise AiprofError."""
+    check_rules(rules, a, b)
+    rows = verdicts(a, b).to_pylist()
+    results = evaluate(rules, rows)
+    note = TOO_FEW_NOTE if any(r["verdict"] == TOO_FEW for r in rows) else None
+    return {"note": note, "verdicts": rows, "gate": results, "failed": any(g["failed"] for g in results)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,8 @@ class StepSeries:
 
     values: dict[str, np.ndarray] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
+    run: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per figure, the run (profile) of each of its values."""
     steps: int = 0
     """Steps kept (after outliers)."""
     outliers: int = 0
@@ -106,8 +109,9 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     """The per-step figures of ``profiles`` pooled (see module doc)."""
     out = StepSeries(runs=len(profiles))
     cols: dict[str, list[np.ndarray]] = {}
+    runs: dict[str, list[np.ndarray]] = {}
     devices: list[str] = []
-    for prof in profiles:
+    for run_index, prof in enumerate(profiles):
         steps = full_table(prof, "steps")
         rank = np.asarray(steps.column("rank").to_numpy(zero_copy_only=False), dtype=np.int64)
         step_col = steps.column("step")
@@ -143,10 +147,31 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
             out.units[metric] = "µs"
         for name, v in figures.items():
             cols.setdefault(name, []).append(v[keep])
+            runs.setdefault(name, []).append(np.full(int(keep.sum()), run_index, dtype=np.int64))
         devices += [d for d in device_names(prof) if d not in devices]
     out.values = {k: np.concatenate(v) for k, v in cols.items()}
+    out.run = {k: np.concatenate(v) for k, v in runs.items()}
     out.devices = devices
     return out
+
+
+def step_block(s: StepSeries) -> dict[str, Any]:
+    """steps, mean_step_us, median_step_us, total_us over the kept steps (the ``steps``
+    block of ``aiprof diff --format json``)."""
+    d = s.values.get(STEP_TIME)
+    if d is None or not len(d):
+        return {"steps": 0, "mean_step_us": None, "median_step_us": None, "total_us": 0.0}
+    return {
+        "steps": len(d),
+        "mean_step_us": float(d.mean()),
+        "median_step_us": float(np.median(d)),
+        "total_us": float(d.sum()),
+    }
+
+
+def side(path: str, s: StepSeries) -> dict[str, Any]:
+    """What one side of a diff is: path, runs, steps, outliers (left out), devices."""
+    return {"path": path, "runs": s.runs, "steps": s.steps, "outliers": s.outliers, "devices": s.devices}
 
 
 def known_figures(a: StepSeries, b: StepSeries) -> list[str]:
@@ -154,7 +179,7 @@ def known_figures(a: StepSeries, b: StepSeries) -> list[str]:
     return [k for k in a.values if k in b.values]
 
 
-_SCHEMA = pa.schema(
+VERDICT_SCHEMA = pa.schema(
     [
         ("figure", pa.string()),
         ("unit", pa.string()),
@@ -169,6 +194,7 @@ _SCHEMA = pa.schema(
         ("verdict", pa.string()),
         ("a_total", pa.float64()),
         ("b_total", pa.float64()),
+        ("test", pa.string()),
     ]
 )
 
@@ -178,7 +204,10 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
     b_median, change_pct (of the median; of the total per run with too few steps), ci_low_pct /
     ci_high_pct (95% bootstrap interval of the median change), p_value (Mann-Whitney),
     verdict (slower / faster / no significant change / too few steps; higher / lower
-    for energy and power), a_total / b_total (sums over the kept steps).
+    for energy and power), a_total / b_total (sums over the kept steps), test (which
+    test: Mann-Whitney on the steps, or, against a baseline of MIN_BASELINE_RUNS runs or
+    more, Student's t on the run medians, whose change and interval are then of the
+    mean run median; see :mod:`.stats`).
 
     Figures that are zero in every step of both runs (a category the runs never use)
     are left out."""
@@ -187,7 +216,7 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         va, vb = a.values[name], b.values[name]
         if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
             continue
-        c = compare_samples(va, vb).as_row()
+        c = compare_samples(va, vb, a_run=a.run.get(name), b_run=b.run.get(name)).as_row()
         if c["verdict"] == TOO_FEW and a.runs and b.runs and c["a_total"]:
             # Totals of a baseline of 3 runs against 1 run differ 3x with nothing changed:
             # the change is of the total per run.
@@ -197,7 +226,7 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         if unit != "µs":
             c["verdict"] = _LESS_MORE.get(c["verdict"], c["verdict"])
         rows.append({"figure": name, "unit": unit, **c})
-    return pa.Table.from_pylist(rows, schema=_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=VERDICT_SCHEMA)
 
 
 def pattern_matches(profile: Profile, metric: str) -> list[str]:

@@ -10,6 +10,15 @@ often bimodal):
 - a percentile bootstrap confidence interval of the change of the median,
   ``(median(B) - median(A)) / median(A)`` in %, resampling each run's steps.
 
+Steps of one run share that run's conditions (the machine's load, clocks, data
+order), so with a baseline of several runs the steps are not independent samples of
+what another run would give: two runs of the same code differ by more than their
+steps' spread says. With at least :data:`MIN_BASELINE_RUNS` baseline runs,
+:func:`compare_runs` takes the run as the unit instead: each run's median step is one
+sample, and B's runs are tested against the baseline runs' spread with Student's t (a
+prediction interval when B is one run: is B's median outside what one more baseline
+run would give?). That is how run-to-run noise becomes part of the test.
+
 :func:`compare_samples` combines them into one verdict: ``slower`` / ``faster`` when
 the test rejects "same distribution" at :data:`ALPHA` (the sign is that of the median
 change), else ``no significant change``. With fewer than :data:`MIN_STEPS` steps on a
@@ -36,10 +45,15 @@ BOOTSTRAP_RESAMPLES = 2000
 MIN_STEPS = 4
 #: Largest m*n for the exact Mann-Whitney distribution (a (m*n+1)-long table per size).
 _EXACT_MAX_CELLS = 2500
+#: Fewest baseline runs for the run-level test: with 2 runs the t quantile (12.7 at
+#: df = 1) makes the interval uninformative; 3 runs give df = 2 (4.3).
+MIN_BASELINE_RUNS = 3
 #: Fixed seed: the same two runs always give the same interval.
 _SEED = 0x5EED
 
 SLOWER, FASTER, SAME, TOO_FEW = "slower", "faster", "no significant change", "too few steps"
+#: Which test a verdict comes from.
+TEST_STEPS, TEST_RUNS = "mann-whitney on steps", "t on run medians"
 
 
 def _ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,6 +151,85 @@ def bootstrap_median_change(
     return float(lo), float(hi)
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if not math.isfinite(t):
+        return 0.0
+    return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile (q > 0.5) of Student's t, by bisection on the tail."""
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_two_sided_p(mid, df) / 2.0 > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def compare_runs(a_runs: Any, b_runs: Any, *, level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Run-level test of B's run medians against the baseline's (module doc): (two-sided
+    p, interval low, high of the change of the mean run median, % of A's). One B run:
+    the prediction interval of one more baseline run (se = s_A·sqrt(1 + 1/k), df = k - 1);
+    several: Welch's t on the means."""
+    x = np.asarray(a_runs, dtype=np.float64)
+    y = np.asarray(b_runs, dtype=np.float64)
+    k, n = len(x), len(y)
+    diff = float(y.mean() - x.mean())
+    va = float(x.var(ddof=1))
+    if n == 1:
+        se, df = math.sqrt(va * (1.0 + 1.0 / k)), float(k - 1)
+    else:
+        vb = float(y.var(ddof=1))
+        se = math.sqrt(va / k + vb / n)
+        num, den = (va / k + vb / n) ** 2, (va / k) ** 2 / (k - 1) + (vb / n) ** 2 / (n - 1)
+        df = num / den if den > 0 else float(k + n - 2)
+    if se == 0.0:
+        p = 1.0 if diff == 0.0 else 0.0
+        half = 0.0
+    else:
+        p = t_two_sided_p(diff / se, df)
+        half = t_quantile(1.0 - (1.0 - level) / 2.0, df) * se
+    base = float(x.mean())
+    if base == 0.0:
+        return p, math.nan, math.nan
+    return p, 100.0 * (diff - half) / base, 100.0 * (diff + half) / base
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One figure compared between two runs (times in the series' own unit)."""
@@ -152,6 +245,8 @@ class Comparison:
     verdict: str
     a_total: float
     b_total: float
+    test: str | None = None
+    """Which test gave the verdict (TEST_STEPS / TEST_RUNS; None with too few steps)."""
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,24 +256,41 @@ def _pct(a: float, b: float) -> float | None:
     return 100.0 * (b - a) / a if a else None
 
 
-def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA) -> Comparison:
-    """Compare two samples (one value per step) and give the verdict (module doc)."""
+def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA, a_run: Any = None, b_run: Any = None) -> Comparison:
+    """Compare two samples (one value per step) and give the verdict (module doc).
+
+    ``a_run`` / ``b_run``: the run of each step; with at least MIN_BASELINE_RUNS runs
+    in A the verdict, p-value and interval are the run-level test's."""
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
-    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    ra = np.zeros(len(x), dtype=np.int64) if a_run is None else np.asarray(a_run)
+    rb = np.zeros(len(y), dtype=np.int64) if b_run is None else np.asarray(b_run)
+    fa, fb = np.isfinite(x), np.isfinite(y)
+    x, y, ra, rb = x[fa], y[fb], ra[fa], rb[fb]
     ta, tb = float(x.sum()), float(y.sum())
     if len(x) < MIN_STEPS or len(y) < MIN_STEPS:
         ma = float(np.median(x)) if len(x) else None
         mb = float(np.median(y)) if len(y) else None
         return Comparison(len(x), len(y), ma, mb, _pct(ta, tb), None, None, None, TOO_FEW, ta, tb)
     ma, mb = float(np.median(x)), float(np.median(y))
-    _, p = mann_whitney_u(x, y)
-    lo, hi = bootstrap_median_change(x, y)
     change = _pct(ma, mb)
+    runs_a = [np.median(x[ra == r]) for r in np.unique(ra) if (ra == r).sum() >= MIN_STEPS]
+    runs_b = [np.median(y[rb == r]) for r in np.unique(rb) if (rb == r).sum() >= MIN_STEPS]
+    if len(runs_a) >= MIN_BASELINE_RUNS and runs_b:
+        test = TEST_RUNS
+        p, lo, hi = compare_runs(runs_a, runs_b)
+        ma_run, mb_run = float(np.mean(runs_a)), float(np.mean(runs_b))
+        sign_runs = (mb_run > ma_run) - (mb_run < ma_run)
+        change = _pct(ma_run, mb_run)  # the change the interval is about
+    else:
+        test = TEST_STEPS
+        _, p = mann_whitney_u(x, y)
+        lo, hi = bootstrap_median_change(x, y)
+        sign_runs = 0
     if p < alpha:
         # The test says the distributions differ; the direction is the medians'.
         # (With equal medians but shifted bulk, the mean ranks tell the side.)
-        sign = (mb > ma) - (mb < ma) or (1 if np.mean(y) > np.mean(x) else -1)
+        sign = sign_runs or (mb > ma) - (mb < ma) or (1 if np.mean(y) > np.mean(x) else -1)
         verdict = SLOWER if sign > 0 else FASTER
     else:
         verdict = SAME
@@ -194,4 +306,5 @@ def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA) -> Comparison:
         verdict,
         ta,
         tb,
+        test,
     )

@@ -15,19 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from ..analysis import Query
 from ..analysis.compare import compare_runs
-from ..analysis.gate import Rule, evaluate, parse_rule, parse_slower
-from ..analysis.regression import STEP_TIME, StepSeries, parse_pattern, step_series, verdicts
-from ..analysis.stats import TOO_FEW
+from ..analysis.gate import Rule, judge, parse_rule, parse_slower
+from ..analysis.regression import VERDICT_SCHEMA, parse_pattern, side, step_block, step_series
 from ..errors import AiprofError
 from ..render import emit_table
 from ..render.diff_report import TOP_CHANGES, junit, markdown
-from ..store import Profile, find_profiles, is_profile
+from ..store import find_profiles, is_profile
 from .common import open_input
 
 FORMATS = ["table", "csv", "json", "markdown", "junit"]
@@ -56,24 +54,6 @@ def runs_in(path: str) -> list[list[str]]:
     if direct and nested:
         raise AiprofError(f"{p}: holds both profiles and folders of profiles; give one run or a folder of runs")
     return [[path]]  # open_input says what is wrong with it
-
-
-def _side(path: str, runs: list[Profile], s: StepSeries) -> dict[str, Any]:
-    return {"path": path, "runs": len(runs), "steps": s.steps, "outliers": s.outliers, "devices": s.devices}
-
-
-def _step_summary(s: StepSeries) -> dict[str, Any]:
-    """steps, mean_step_us, median_step_us, total_us over the kept steps (the JSON's
-    ``steps`` block, as before the verdicts)."""
-    d = s.values.get(STEP_TIME)
-    if d is None or not len(d):
-        return {"steps": 0, "mean_step_us": None, "median_step_us": None, "total_us": 0.0}
-    return {
-        "steps": len(d),
-        "mean_step_us": float(d.mean()),
-        "median_step_us": float(np.median(d)),
-        "total_us": float(d.sum()),
-    }
 
 
 @click.command("diff")
@@ -125,31 +105,15 @@ def command(
         other = "operators" if view == "kernels" else "kernels"
         top = {view: table.to_pylist()[:TOP_CHANGES]}
         top[other] = Query.parse([], "-delta_us", TOP_CHANGES, 0).apply(compare_runs(ra, rb, other))[0].to_pylist()
-        for rule in gate:
-            if rule.figure not in sa.values or rule.figure not in sb.values:
-                known = sorted(k for k in sa.values if k in sb.values)
-                raise AiprofError(f"{rule.text}: no figure {rule.figure!r}; figures: {', '.join(known)}")
-            if parse_pattern(rule.figure) and not (sa.values[rule.figure].any() or sb.values[rule.figure].any()):
-                raise AiprofError(f"{rule.text}: no {rule.figure.partition(':')[0]} matches in either run")
-        rows = verdicts(sa, sb).to_pylist()
-        results = evaluate(gate, rows)
-        note = None
-        if any(r["verdict"] == TOO_FEW for r in rows):
-            note = (
-                "too few steps for a statistical test (fewer than 4 on a side, one per run without step marks): "
-                "totals compared only"
-            )
-        steps: dict[str, Any] = {"a": _step_summary(sa), "b": _step_summary(sb)}
+        judged = judge(sa, sb, gate)
+        steps: dict[str, Any] = {"a": step_block(sa), "b": step_block(sb)}
         if steps["a"]["mean_step_us"] and steps["b"]["mean_step_us"]:
             steps["ratio"] = steps["b"]["mean_step_us"] / steps["a"]["mean_step_us"]
         doc: dict[str, Any] = {
             "steps": steps,
-            "a": _side(a, ra, sa),
-            "b": _side(b, rb, sb),
-            "note": note,
-            "verdicts": rows,
-            "gate": results,
-            "failed": any(g["failed"] for g in results),
+            "a": side(a, sa),
+            "b": side(b, sb),
+            **judged,
             "view": view,
             "rows": table.to_pylist(),
             "total": total,
@@ -179,6 +143,9 @@ def _write(
             sys.stdout.write(text)
         return
     if fmt == "csv":
+        # Two blocks, each with its header, as the table format: the verdicts, then the view.
+        emit_table(pa.Table.from_pylist(doc["verdicts"], schema=VERDICT_SCHEMA), fmt)
+        sys.stdout.write("\n")
         emit_table(table, fmt)
         return
     for key in ("a", "b"):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import AiprofError
 from ..importers import choose, import_paths
 from ..store.writer import profile_path
 
@@ -24,7 +25,11 @@ def default_output(first: Path) -> Path:
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Profile folder to write (NAME.aiprof).")
+@click.option(
+    "-o",
+    "--output",
+    help="Profile folder to write (NAME.aiprof); for the ranks of a job, a folder or an fsspec URL (s3://...).",
+)
 @click.option("-f", "--format", "forced", help="Skip detection and use this importer.")
 @click.option("--rank", type=int, help="Rank of these files when they do not say.")
 @click.option("--workers", type=int, help="Rank files of a job: local Dask worker processes (default: the cores).")
@@ -33,15 +38,21 @@ def default_output(first: Path) -> Path:
 )
 @click.option("--scheduler-file", help="Rank files of a job: a Dask scheduler file (or AIPROF_DASK_SCHEDULER_FILE).")
 @click.option("--allow-mixed", is_flag=True, help="Import rank files whose distributedInfo disagree, with a warning.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    help="SMI logs without timestamps (dmon without -o T, hl-smi tables): seconds between samples (dmon -d).",
+)
 def command(
     files: tuple[Path, ...],
-    output: Path | None,
+    output: str | None,
     forced: str | None,
     rank: int | None,
     workers: int | None,
     scheduler: str | None,
     scheduler_file: str | None,
     allow_mixed: bool,
+    interval: float | None,
 ) -> None:
     """Import foreign profiler output (Kineto JSON, ...) into a profile.
 
@@ -65,10 +76,18 @@ def command(
 
         import_job(paths, output, forced, workers, scheduler, scheduler_file, allow_mixed)
         return
-    out = profile_path(output) if output else default_output(paths[0])
+    from ..cluster.storage import is_url, locate
+
+    if output and is_url(output):
+        local = locate(output).local
+        if local is None:
+            raise AiprofError(f"{output}: URLs other than file:// are for the rank files of a job")
+        output = str(local)
+    out = profile_path(Path(output)) if output else default_output(paths[0])
     for p in paths:
         choose(p, forced)  # fail before writing anything, with the reason
     total = sum(p.stat().st_size for p in paths if p.is_file())
+    interval_ns = round(interval * 1e9) if interval else None
     from rich.console import Console
 
     err = Console(stderr=True)
@@ -83,9 +102,16 @@ def command(
             console=err,
         ) as bar:
             task = bar.add_task("importing (decompressed bytes)", total=None)
-            path, ctx = import_paths(paths, out, forced=forced, rank=rank, progress=lambda n: bar.advance(task, n))
+            path, ctx = import_paths(
+                paths,
+                out,
+                forced=forced,
+                rank=rank,
+                progress=lambda n: bar.advance(task, n),
+                sample_interval_ns=interval_ns,
+            )
     else:
-        path, ctx = import_paths(paths, out, forced=forced, rank=rank)
+        path, ctx = import_paths(paths, out, forced=forced, rank=rank, sample_interval_ns=interval_ns)
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(ctx.kinds.items(), key=lambda kv: -kv[1]))
     tables = ", ".join(f"{k} {v:,}" for k, v in ctx.tables.items() if v)
     click.echo(f"wrote {path}")

@@ -12,6 +12,7 @@ from ..importers import choose
 from .engine import resolve
 from .job import expand, plan
 from .parallel import run_import
+from .storage import locate
 
 #: The format whose files are one rank each (several of them are a job).
 RANK_FORMAT = "kineto"
@@ -42,15 +43,18 @@ def as_job(files: list[Path], forced: str | None, rank: int | None) -> tuple[lis
 
 def import_job(
     paths: list[Path],
-    output: Path | None,
+    output: str | None,
     forced: str | None,
     workers: int | None,
     scheduler: str | None,
     scheduler_file: str | None,
     allow_mixed: bool,
 ) -> None:
-    out = output or Path("job")
-    if out.exists() and not out.is_dir():
+    out = output or "job"
+    loc = locate(out)
+    if loc.process_local:
+        raise AiprofError(f"{out}: a {out.split(':')[0]}:// folder lives in one process, gone when aiprof exits")
+    if loc.local is not None and loc.local.exists() and not loc.local.is_dir():
         raise AiprofError(f"{out}: exists and is not a folder")
     job = plan(paths)
     where = resolve(workers, scheduler, scheduler_file)

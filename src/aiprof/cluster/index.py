@@ -6,20 +6,25 @@ this index beside them: ``steps.parquet``, ``collectives.parquet``, ``ranks.parq
 built). The cluster views read the index through the DuckDB views ``cluster_steps``,
 ``cluster_collectives`` and ``cluster_ranks``; :func:`ensure` attaches them to any
 opened profile, computing them in memory from the events when there is no index
-(a folder of a few rank profiles, or one profile holding several ranks).
+(a folder of a few rank profiles, or one profile holding several ranks). OUT may be an
+fsspec URL (:mod:`.storage`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store import Profile
+from .storage import Location, locate
 from .summary import SCHEMAS, summarize
 
 INDEX_DIR = "cluster"
@@ -29,17 +34,24 @@ VIEWS = {name: f"cluster_{name}" for name in SCHEMAS}
 _MEMO = "cluster.index"
 
 
-def index_dir(out: str | os.PathLike[str]) -> Path:
-    return Path(out) / INDEX_DIR
-
-
 def has_index(path: str | os.PathLike[str]) -> bool:
-    return (index_dir(path) / INDEX_META).is_file()
+    return locate(path).exists(INDEX_DIR, INDEX_META)
 
 
-def write_index(out: Path, parts: dict[str, list[pa.Table]], meta: dict[str, Any]) -> dict[str, int]:
+def write_index(out: Location, parts: dict[str, list[pa.Table]], meta: dict[str, Any]) -> dict[str, int]:
     """Write the gathered per-rank tables as the index of ``out``; returns rows per table."""
-    d = index_dir(out)
+    if out.local is not None:
+        return _write_index(out.local / INDEX_DIR, parts, meta)
+    scratch = Path(tempfile.mkdtemp(prefix="aiprof-index-"))
+    try:
+        rows = _write_index(scratch, parts, meta)
+        out.upload(scratch, INDEX_DIR, last=INDEX_META)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows
+
+
+def _write_index(d: Path, parts: dict[str, list[pa.Table]], meta: dict[str, Any]) -> dict[str, int]:
     d.mkdir(parents=True, exist_ok=True)
     rows: dict[str, int] = {}
     for name, schema in SCHEMAS.items():
@@ -56,22 +68,67 @@ def write_index(out: Path, parts: dict[str, list[pa.Table]], meta: dict[str, Any
 
 
 def read_meta(out: str | os.PathLike[str]) -> dict[str, Any]:
-    meta: dict[str, Any] = json.loads((index_dir(out) / INDEX_META).read_text())
+    meta: dict[str, Any] = json.loads(locate(out).read_text(INDEX_DIR, INDEX_META))
     return meta
 
 
 def attach(profile: Profile, out: str | os.PathLike[str]) -> None:
     """Make the index of ``out`` the profile's cluster views (read in place, lazily)."""
-    d = index_dir(out)
+    loc = locate(out)
+    register(profile.con, loc)
     for name, view in VIEWS.items():
-        f = str(d / f"{name}.parquet").replace("'", "''")
+        f = loc.join(INDEX_DIR, f"{name}.parquet").replace("'", "''")
         profile.con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet('{f}')")
     profile._memo[_MEMO] = str(out)
+
+
+def register(con: duckdb.DuckDBPyConnection, loc: Location) -> None:
+    """Let a DuckDB connection read ``loc``'s fsspec filesystem (once per connection)."""
+    if loc.fs is None:
+        return
+    name = loc.fs.protocol if isinstance(loc.fs.protocol, str) else loc.fs.protocol[0]
+    if name not in con.list_filesystems():
+        con.register_filesystem(loc.fs)
 
 
 def from_index(profile: Profile) -> bool:
     """Were the cluster views attached from an index on disk (not computed here)?"""
     return isinstance(profile._memo.get(_MEMO), str)
+
+
+#: The views of a job's distributed page (the API's ``/profiles/{pid}/cluster``), in order.
+PAGE_VIEWS = ("stragglers", "collectives", "links", "exposed_comm")
+
+
+def job_facts(profile: Profile) -> dict[str, Any]:
+    """What the job is: from_index (read from OUT/cluster, else computed from the events),
+    ranks, world_size, failed ranks, mixed, warnings and the index's table sizes."""
+    ensure(profile)
+    out = profile._memo.get(_MEMO)
+    if isinstance(out, str):
+        meta = read_meta(out)
+        return {
+            "from_index": True,
+            "ranks": list(meta.get("ranks") or []),
+            "world_size": meta.get("world_size"),
+            "failed": list(meta.get("failed") or []),
+            "mixed": bool(meta.get("mixed")),
+            "warnings": list(meta.get("warnings") or []),
+            "tables": dict(meta.get("tables") or {}),
+        }
+    ranks = sorted({int(r) for m in profile.metas for r in m.get("ranks") or [0]})
+    tables = {
+        name: int(profile.sql(f"SELECT count(*) FROM {view}").column(0)[0].as_py()) for name, view in VIEWS.items()
+    }
+    return {
+        "from_index": False,
+        "ranks": ranks,
+        "world_size": None,
+        "failed": [],
+        "mixed": False,
+        "warnings": [],
+        "tables": tables,
+    }
 
 
 def ensure(profile: Profile) -> None:

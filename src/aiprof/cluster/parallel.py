@@ -3,14 +3,19 @@
 Each task imports its file into ``OUT/rank<N>.aiprof`` in the worker process, opens it
 and returns the rank's summaries (:mod:`.summary`, a few KiB); the client gathers them
 into the cluster index (:mod:`.index`). A failed rank is reported and skipped. The
-client never holds a rank's events: its memory is bounded by the index.
+client never holds a rank's events: its memory is bounded by the index. OUT may be an
+fsspec URL (:mod:`.storage`): a task then imports into its worker's scratch folder and
+uploads the rank's files.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +28,7 @@ from ..errors import AiprofError
 from .engine import Outcome, Where, client, map_tasks
 from .index import write_index
 from .job import Job, RankFile, disagreements
+from .storage import locate
 
 RANK_DIR = "rank{rank}.aiprof"
 
@@ -31,7 +37,7 @@ RANK_DIR = "rank{rank}.aiprof"
 class Report:
     """What a parallel import did (the CLI prints it)."""
 
-    out: Path
+    out: str
     imported: list[int] = field(default_factory=list)
     failed: list[tuple[int, Path, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -45,15 +51,29 @@ def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None)
     """One task: import ``rf`` into OUT/rank<N>.aiprof and summarise it (runs on a worker)."""
     import pyarrow
 
+    from ..store.writer import META_FILE
+
+    # One task per worker thread: its libraries' own thread pools would only compete.
+    pyarrow.set_cpu_count(1)
+    loc = locate(out)
+    name = RANK_DIR.format(rank=rf.rank)
+    if loc.local is not None:
+        return _import_into(rf, loc.local / name, forced, warning)
+    scratch = Path(tempfile.mkdtemp(prefix="aiprof-rank-"))
+    try:
+        result = _import_into(rf, scratch / name, forced, warning)
+        loc.upload(scratch / name, name, last=META_FILE)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | None) -> dict[str, Any]:
     from ..importers import import_paths
     from ..store import open_profile
     from .job import job_facts
     from .summary import summarize
 
-    # One task per worker thread: its libraries' own thread pools would only compete.
-    pyarrow.set_cpu_count(1)
-
-    target = Path(out) / RANK_DIR.format(rank=rf.rank)
     path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank)
     meta_file = path / "profile.json"
     meta = json.loads(meta_file.read_text())
@@ -74,18 +94,20 @@ def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None)
 
 def run_import(
     job: Job,
-    out: Path,
+    out: str | os.PathLike[str],
     where: Where,
     *,
     forced: str | None = None,
     allow_mixed: bool = False,
     on_change: Callable[[int, int, int], None] = lambda _d, _f, _r: None,
 ) -> Report:
-    """Import every rank of ``job`` under ``out`` and write the cluster index."""
+    """Import every rank of ``job`` under ``out`` (a path or an fsspec URL) and write the
+    cluster index."""
     t0 = time.perf_counter()
     mixed_warning = _mixed(job.mixed, allow_mixed)
-    out.mkdir(parents=True, exist_ok=True)
-    rep = Report(out=out)
+    loc = locate(out)
+    loc.mkdir()
+    rep = Report(out=loc.url)
     if mixed_warning:
         rep.warnings.append(mixed_warning)
     parts: dict[str, list[pa.Table]] = {}
@@ -104,7 +126,7 @@ def run_import(
         dists.append(RankFile(rf.path, rf.rank, rf.how, o.value["distributed"]))
 
     with client(where) as c:
-        map_tasks(c, import_rank, job.files, (str(out), forced, mixed_warning), on_change, gathered)
+        map_tasks(c, import_rank, job.files, (loc.url, forced, mixed_warning), on_change, gathered)
     # distributedInfo written after the events is only known once imported.
     late = disagreements(dists)
     if late and not job.mixed:
@@ -114,7 +136,7 @@ def run_import(
     if not rep.imported:
         raise AiprofError("no rank could be imported: " + "; ".join(f"rank {r}: {e}" for r, _, e in rep.failed))
     rep.index_rows = write_index(
-        out,
+        loc,
         parts,
         {
             "ranks": sorted(rep.imported),

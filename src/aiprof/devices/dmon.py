@@ -5,11 +5,16 @@ per sample. Columns follow the letters of ``-s`` and ``-o D/T`` adds Date and Ti
 front, so every column is looked up by its name. ``-`` is a value the device cannot
 give. A ``pmon`` block (its header has a ``pid`` column) may follow; its lines are
 skipped. A log stopped with ^C can hold a stray ``^C`` or a cut last line.
+
+Without ``-o T`` a log has no clock; the sampling interval is then known only where
+the log names the command that wrote it (a ``#`` line with ``nvidia-smi dmon ... -d N``,
+as saved logs often begin), else it is the caller's to give.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,6 +24,8 @@ from .base import METRICS
 #: dmon column -> metric name of the counters table.
 DMON_TO_METRIC: dict[str, str] = {m.dmon: m.name for m in METRICS.values() if m.dmon}
 _TIME_COLS = ("date", "time")
+#: A comment naming the command that wrote the log, with its ``-d``/``--delay`` seconds.
+_COMMAND_DELAY = re.compile(r"nvidia-smi\s+dmon\b.*?(?:\s-d\s*|\s--delay[=\s]\s*)(\d+(?:\.\d+)?)\b")
 
 
 @dataclass
@@ -45,6 +52,8 @@ class DmonLog:
     """What could not be read (cut lines), to be shown as warnings."""
     headers: int = 0
     """How many dmon header lines were seen (0: not a dmon log)."""
+    interval_s: float | None = None
+    """Seconds between samples named by the log's own command line (``-d N``), if any."""
 
 
 def header_columns(line: str) -> list[str] | None:
@@ -103,6 +112,9 @@ def parse_dmon(lines: Iterable[str]) -> DmonLog:
             in_pmon, cols = True, None
             continue
         if line.lstrip().startswith("#"):
+            delay = _COMMAND_DELAY.search(line)
+            if delay and log.interval_s is None and float(delay.group(1)) > 0:
+                log.interval_s = float(delay.group(1))
             if expect_units and cols is not None:
                 units = line.strip()[1:].split()
                 if len(units) == len(cols):

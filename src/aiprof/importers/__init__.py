@@ -107,18 +107,21 @@ def import_paths(
     forced: str | None = None,
     rank: int | None = None,
     progress: Callable[[int], None] = lambda _n: None,
+    sample_interval_ns: int | None = None,
 ) -> tuple[Path, ImportContext]:
-    """Import ``paths`` into one profile at ``out`` (written atomically)."""
+    """Import ``paths`` into one profile at ``out`` (written atomically).
+
+    ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs)."""
     from .kineto_columnar import ColumnarUnavailable
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
-        return _import(chosen, out, rank, progress, columnar=True)
+        return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns)
     except ColumnarUnavailable as e:
         # DuckDB stopped part-way through a trace (a damaged event deep in the file):
         # the half-written profile is gone; the event path reads what can be read.
         log.info("columnar import stopped (%s); importing again event by event", e)
-        return _import(chosen, out, rank, progress, columnar=False)
+        return _import(chosen, out, rank, progress, columnar=False, interval=sample_interval_ns)
 
 
 def _import(
@@ -128,11 +131,12 @@ def _import(
     progress: Callable[[int], None],
     *,
     columnar: bool,
+    interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
     from .kineto_columnar import ColumnarUnavailable
 
     with ProfileWriter(out) as writer:
-        ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar)
+        ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)
         for p, imp in chosen:
             try:
                 imp.load(p, ctx)

@@ -50,6 +50,8 @@ class ImportContext:
     warnings: list[str] = field(default_factory=list)
     columnar: bool = False
     """May Chrome traces take the columnar path (importers/kineto_columnar.py)?"""
+    sample_interval_ns: int | None = None
+    """Time between samples of a log without timestamps, as the user gave it (``--interval``)."""
 
     def warn(self, message: str) -> None:
         """A loss or oddity the user must hear about; also kept in profile.json.

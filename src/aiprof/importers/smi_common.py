@@ -2,8 +2,10 @@
 
 Every SMI importer turns readings into counters rows (one per device, instant and
 metric) with the metric names and units of :data:`aiprof.devices.METRICS`. Readings
-without a timestamp (dmon without ``-o T``, hl-smi tables) are placed one second
-apart, sample by sample (dmon's default interval), and a warning says so.
+without a timestamp (dmon without ``-o T``, hl-smi tables) are placed sample by sample,
+the sampling interval apart: the one the user gave (``aiprof import --interval``), else
+the one the log names (dmon's ``-d N`` on its own command line), else one second (dmon's
+default), with a warning saying which.
 """
 
 from __future__ import annotations
@@ -76,9 +78,13 @@ def write_readings(
     *,
     units: dict[str, str] | None = None,
     problems: Iterable[str] = (),
+    interval_s: float | None = None,
     **source: object,
 ) -> int:
-    """Write readings as counters rows; record devices, clock and source. Returns rows."""
+    """Write readings as counters rows; record devices, clock and source. Returns rows.
+
+    ``interval_s``: the sampling interval the log itself names, used when it has no
+    timestamps and the user gave none."""
     units = units or {}
     for p in problems:
         ctx.warn(f"{path.name}: {p}")
@@ -89,14 +95,15 @@ def write_readings(
         if meta.get("clock") in (None, "unknown"):
             meta["clock"] = "unix"
             meta["time_origin_ns"] = origin
+        step_ns = ASSUMED_INTERVAL_NS
     else:
         origin = ctx.origin(0)
-        if readings:
-            ctx.warn(f"{path.name}: no timestamps; samples placed {ASSUMED_INTERVAL_NS / 1e9:g} s apart")
+        step_ns = _untimed_interval(ctx, path, interval_s, bool(readings))
+        source["interval_s"] = step_ns / 1e9
     rank = ctx.rank if ctx.rank is not None else 0
     cols: dict[str, list[object]] = {k: [] for k in ("rank", "device_type", "device", "ts", "metric", "value", "unit")}
     for r in readings:
-        ts = r.ts_ns - origin if r.ts_ns is not None else r.sample * ASSUMED_INTERVAL_NS
+        ts = r.ts_ns - origin if r.ts_ns is not None else r.sample * step_ns
         for metric, v in r.values.items():
             if v is None:
                 continue
@@ -122,6 +129,22 @@ def write_readings(
         )
     ctx.writer.add_source(importer, path, samples=len({(r.sample, r.ts_ns) for r in readings}), **source)
     return n
+
+
+def _untimed_interval(ctx: ImportContext, path: Path, stated_s: float | None, warn: bool) -> int:
+    """ns between the samples of a log without timestamps, and the warning saying whence."""
+    if ctx.sample_interval_ns:
+        return ctx.sample_interval_ns
+    if stated_s:
+        if warn:
+            ctx.warn(f"{path.name}: no timestamps; samples placed {stated_s:g} s apart, as the log's command line says")
+        return round(stated_s * 1e9)
+    if warn:
+        ctx.warn(
+            f"{path.name}: no timestamps; samples placed {ASSUMED_INTERVAL_NS / 1e9:g} s apart "
+            "(give the real interval with aiprof import --interval SECONDS)"
+        )
+    return ASSUMED_INTERVAL_NS
 
 
 def table_readings(tables: list[SmiTable]) -> tuple[list[Reading], list[str]]:

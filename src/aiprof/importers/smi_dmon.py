@@ -3,6 +3,8 @@
 Each column becomes a counters metric (``pwr`` -> power W, ``sm`` -> sm_util %, ...;
 a column without a metric, such as ``jpg``, is kept as ``dmon.jpg``). ``-`` values are
 left out; a line cut by ^C is dropped with a warning; a ``pmon`` block is skipped.
+A log without ``-o T`` is placed on the interval its own command line names (``-d N``),
+or the one given to ``aiprof import --interval`` (see importers/smi_common.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _load(path: Path, ctx: ImportContext) -> None:
     if not log.headers:
         raise ImportFormatError(f"{path}: no dmon header line")
     readings = [Reading(r.ts_ns, r.sample, r.device, r.values) for r in log.rows]
-    write_readings(ctx, path, NAME, "cuda", readings, units=log.units, problems=log.problems)
+    write_readings(ctx, path, NAME, "cuda", readings, units=log.units, problems=log.problems, interval_s=log.interval_s)
 
 
 IMPORTER = Importer(

@@ -143,6 +143,11 @@ def _read_meta(folder: Path) -> dict[str, Any]:
         meta = json.loads((folder / META_FILE).read_text())
     except (OSError, ValueError) as e:
         raise AiprofError(f"{folder}: unreadable {META_FILE}: {e}") from None
+    return check_meta(meta, folder)
+
+
+def check_meta(meta: Any, folder: object) -> dict[str, Any]:
+    """``meta`` (profile.json parsed) when this aiprof reads it, else AiprofError."""
     if not isinstance(meta, dict):
         raise AiprofError(f"{folder}: {META_FILE} is not a JSON object")
     version = meta.get("schema_version")

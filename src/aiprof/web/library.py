@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..analysis import Query, Result, run, views
+from ..cluster.opened import is_job, open_job
 from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, open_profile
 from ..store.library import discover, is_run, rank_profiles
@@ -120,7 +121,7 @@ class Entry:
                 reason = _outside_reason(self.path, self.root)
                 if reason is not None:
                     raise ApiError(409, f"profile {self.id!r} is broken: {reason}")
-                prof = open_profile(self.path)
+                prof = _open(self.path)
             except BaseException:
                 with self.pool_lock:
                     self.opened -= 1
@@ -189,8 +190,9 @@ class Library:
                     found.append((root, root, root.name))
                     continue
                 found += [(f.path, root, f.name) for f in discover(root)]
-                # A folder named like a profile but broken is listed, with its error.
-                children = sorted(root.iterdir()) if root.is_dir() else []
+                # A folder named like a profile but broken is listed, with its error (not
+                # the rank profiles of a run served as the root: they are the run).
+                children = sorted(root.iterdir()) if root.is_dir() and not is_run(root) else []
                 listed = {f[0] for f in found}
                 found += [(c, root, c.name) for c in children if c.name.endswith(PROFILE_SUFFIX) and c not in listed]
             by_path = {e.path: e for e in self._entries.values()}
@@ -236,7 +238,8 @@ class Library:
                 e.error = _outside_reason(e.path, e.root)
             if e.error is None and e.profile is None:
                 try:
-                    e.profile = open_profile(e.path)
+                    # A many-rank job folder opens through its cluster index, as in the CLI.
+                    e.profile = _open(e.path)
                     e.profile.con.execute("SELECT count(*) FROM events").fetchall()
                     e.timeline = Timeline(e.profile)
                     e.timeline.lock = e.lock
@@ -304,7 +307,7 @@ def warm_up(lib: Library) -> None:
             # one does not see the objects registered on it (the empty tables of a
             # profile without counters), and a shared memo then kept intermediates
             # computed without them, so later advice lost rules ("no device streams").
-            own = open_profile(entry.path)
+            own = _open(entry.path)
             try:
                 for view in WARM_VIEWS:
                     if view in views():
@@ -313,3 +316,8 @@ def warm_up(lib: Library) -> None:
                 own.close()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
+
+
+def _open(path: Path) -> Profile:
+    """A served profile: a many-rank job folder through its cluster index, as in the CLI."""
+    return open_job(path) if is_job(path) else open_profile(path)

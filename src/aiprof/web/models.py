@@ -227,6 +227,44 @@ class MemorySeries(Model):
     peaks: list[MemoryPeak]
 
 
+class Verdict(Model):
+    """One per-step figure of B against A, as in ``aiprof diff --format json``'s verdicts."""
+
+    figure: str = Field(description="step_time_us, a steps-view column (communication_us, energy_j...), kernel:GLOB")
+    unit: str
+    a_n: int
+    b_n: int
+    a_median: float | None
+    b_median: float | None
+    change_pct: float | None = Field(
+        description="of the median (of the mean run median with the run-level test; of the total per run with too few steps)"
+    )
+    ci_low_pct: float | None = Field(description="95% bootstrap interval of the median change")
+    ci_high_pct: float | None
+    p_value: float | None = Field(description="Mann-Whitney U, two-sided")
+    verdict: str = Field(description="slower, faster, no significant change, too few steps; higher/lower (J, W)")
+    a_total: float | None
+    b_total: float | None
+    test: str | None = Field(
+        description="mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps"
+    )
+
+
+class GateResult(Model):
+    rule: str
+    figure: str
+    failed: bool
+    detail: str
+
+
+class DiffSide(Model):
+    path: str = Field(description="the profile id")
+    runs: int
+    steps: int = Field(description="steps kept (after outliers)")
+    outliers: int = Field(description="outlier steps left out")
+    devices: list[str]
+
+
 class CompareResponse(Model):
     view: Literal["kernels", "operators"]
     a: str
@@ -235,6 +273,30 @@ class CompareResponse(Model):
     rows: list[dict[str, Any]] = Field(description="name, a_us, b_us, delta_us, delta_pct, a_count, b_count, status")
     total: int
     query: dict[str, Any]
+    verdicts: list[Verdict] = Field(description="per-step figures with their statistical verdict (aiprof diff)")
+    note: str | None = Field(description="why totals only were compared (too few steps), if so")
+    gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")
+    failed: bool = Field(description="a fail_if rule failed")
+    sides: dict[str, DiffSide] = Field(description="a and b: steps kept, outliers left out, devices")
+
+
+class ClusterJob(Model):
+    from_index: bool = Field(description="read from OUT/cluster (aiprof import of many ranks), else computed")
+    ranks: list[int]
+    world_size: int | None
+    failed: list[dict[str, Any]] = Field(description="rank, path, error of the ranks the import skipped")
+    mixed: bool = Field(description="ranks of different jobs imported with --allow-mixed")
+    warnings: list[str]
+    tables: dict[str, int] = Field(description="rows of the index tables (steps, collectives, ranks)")
+
+
+class ClusterResponse(Model):
+    profile: str
+    job: ClusterJob
+    views: dict[str, ViewResult] = Field(
+        description="stragglers, collectives, links, exposed_comm: the first rows of each in its default order "
+        "(page one with /profiles/{pid}/views/{view})"
+    )
 
 
 class AdviceResponse(Model):

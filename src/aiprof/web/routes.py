@@ -383,6 +383,25 @@ def build_router(lib: Library) -> APIRouter:
         with e.reading() as prof:
             return json_response(sample_window(prof, w.t0, w.t1, w.width))
 
+    @r.get(
+        "/profiles/{pid}/cluster",
+        response_model=m.ClusterResponse,
+        summary="A many-rank job: its facts and the first rows of the stragglers, collectives, links and "
+        "exposed_comm views, from the cluster index",
+    )
+    def cluster(pid: Pid, limit: Annotated[int, Query(ge=0, le=MAX_LIMIT)] = DEFAULT_LIMIT) -> Response:
+        from ..cluster.index import PAGE_VIEWS, job_facts
+
+        e = entry(pid)
+        assert e.profile is not None
+        out: dict[str, Any] = {"profile": e.id, "views": {}}
+        with e.reading() as prof:
+            out["job"] = job_facts(prof)
+            for name in PAGE_VIEWS:
+                res = query_view(e, name, ViewQuery(limit=limit), {}, profile=prof)
+                out["views"][name] = {**res.to_json(), "query": res.query.to_json(), "profile": e.id}
+        return json_response(out)
+
     @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
     def advice(pid: Pid) -> Response:
         return json_response(entry(pid).once("advice", advice_for))
@@ -390,7 +409,8 @@ def build_router(lib: Library) -> APIRouter:
     @r.get(
         "/compare",
         response_model=m.CompareResponse,
-        summary="Profile B against A: step time, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
+        summary="Profile B against A: per-step verdicts and gate (as aiprof diff --format json), "
+        "and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
     )
     def compare(
         a: Annotated[str, Query(description="profile id of A")],
@@ -400,20 +420,30 @@ def build_router(lib: Library) -> APIRouter:
         sort: Annotated[list[str] | None, Query()] = None,
         limit: Annotated[int | None, Query(ge=0, le=MAX_LIMIT)] = None,
         offset: Annotated[int, Query(ge=0)] = 0,
+        fail_if: Annotated[
+            list[str] | None, Query(description="gate rules FIG>+N% / FIG<-N%, as aiprof diff --fail-if")
+        ] = None,
     ) -> Response:
         from ..analysis.compare import compare_tables, step_summary
+        from ..analysis.gate import judge, parse_rule
+        from ..analysis.regression import parse_pattern, side, step_series
+
+        rules = [parse_rule(t) for t in fail_if or []]
+        patterns = [r.figure for r in rules if parse_pattern(r.figure)]
 
         ea, eb = lib.get(a), lib.get(b)
         q = _limited(ViewQuery.parse(filters or [], sort or [], limit, offset))
         if not q.sort:
             q.sort = [("delta_us", True)]
-        halves = []
+        halves, series = [], []
         for e in (ea, eb):
             # The full views come from the same cache that paging through a view uses.
             with e.reading() as prof:
                 halves.append((query_view(e, view, ViewQuery(), {}, profile=prof).table, step_summary(prof)))
+                series.append(step_series([prof], patterns))
         table = compare_tables(halves[0][0], halves[1][0], view)
         page, total = q.apply(table)
+        judged = judge(series[0], series[1], rules)
         return json_response(
             {
                 "view": view,
@@ -423,6 +453,8 @@ def build_router(lib: Library) -> APIRouter:
                 "rows": page.to_pylist(),
                 "total": total,
                 "query": q.to_json(),
+                **judged,
+                "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
             }
         )
 

@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Profile B against A: step time, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status */
+        /** Profile B against A: per-step verdicts and gate (as aiprof diff --format json), and per kernel or operator name a_us, b_us, delta_us, delta_pct, status */
         get: operations["compare_api_v1_compare_get"];
         put?: never;
         post?: never;
@@ -64,6 +64,23 @@ export interface paths {
         };
         /** Optimization advice */
         get: operations["advice_api_v1_profiles__pid__advice_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/profiles/{pid}/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A many-rank job: its facts and the first rows of the stragglers, collectives, links and exposed_comm views, from the cluster index */
+        get: operations["cluster_api_v1_profiles__pid__cluster_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -299,6 +316,56 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** ClusterJob */
+        ClusterJob: {
+            /**
+             * Failed
+             * @description rank, path, error of the ranks the import skipped
+             */
+            failed: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * From Index
+             * @description read from OUT/cluster (aiprof import of many ranks), else computed
+             */
+            from_index: boolean;
+            /**
+             * Mixed
+             * @description ranks of different jobs imported with --allow-mixed
+             */
+            mixed: boolean;
+            /** Ranks */
+            ranks: number[];
+            /**
+             * Tables
+             * @description rows of the index tables (steps, collectives, ranks)
+             */
+            tables: {
+                [key: string]: number;
+            };
+            /** Warnings */
+            warnings: string[];
+            /** World Size */
+            world_size: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** ClusterResponse */
+        ClusterResponse: {
+            job: components["schemas"]["ClusterJob"];
+            /** Profile */
+            profile: string;
+            /**
+             * Views
+             * @description stragglers, collectives, links, exposed_comm: the first rows of each in its default order (page one with /profiles/{pid}/views/{view})
+             */
+            views: {
+                [key: string]: components["schemas"]["ViewResult"];
+            };
+        } & {
+            [key: string]: unknown;
+        };
         /** Column */
         Column: {
             /** Name */
@@ -316,6 +383,21 @@ export interface components {
             a: string;
             /** B */
             b: string;
+            /**
+             * Failed
+             * @description a fail_if rule failed
+             */
+            failed: boolean;
+            /**
+             * Gate
+             * @description one result per fail_if rule, in the given order
+             */
+            gate: components["schemas"]["GateResult"][];
+            /**
+             * Note
+             * @description why totals only were compared (too few steps), if so
+             */
+            note: string | null;
             /** Query */
             query: {
                 [key: string]: unknown;
@@ -327,12 +409,24 @@ export interface components {
             rows: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Sides
+             * @description a and b: steps kept, outliers left out, devices
+             */
+            sides: {
+                [key: string]: components["schemas"]["DiffSide"];
+            };
             /** Steps */
             steps: {
                 [key: string]: unknown;
             };
             /** Total */
             total: number;
+            /**
+             * Verdicts
+             * @description per-step figures with their statistical verdict (aiprof diff)
+             */
+            verdicts: components["schemas"]["Verdict"][];
             /**
              * View
              * @enum {string}
@@ -392,6 +486,30 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** DiffSide */
+        DiffSide: {
+            /** Devices */
+            devices: string[];
+            /**
+             * Outliers
+             * @description outlier steps left out
+             */
+            outliers: number;
+            /**
+             * Path
+             * @description the profile id
+             */
+            path: string;
+            /** Runs */
+            runs: number;
+            /**
+             * Steps
+             * @description steps kept (after outliers)
+             */
+            steps: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** ErrorResponse */
         ErrorResponse: {
             /**
@@ -437,6 +555,19 @@ export interface components {
             to_track: number[];
             /** To Ts */
             to_ts: number[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** GateResult */
+        GateResult: {
+            /** Detail */
+            detail: string;
+            /** Failed */
+            failed: boolean;
+            /** Figure */
+            figure: string;
+            /** Rule */
+            rule: string;
         } & {
             [key: string]: unknown;
         };
@@ -815,6 +946,60 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * Verdict
+         * @description One per-step figure of B against A, as in ``aiprof diff --format json``'s verdicts.
+         */
+        Verdict: {
+            /** A Median */
+            a_median: number | null;
+            /** A N */
+            a_n: number;
+            /** A Total */
+            a_total: number | null;
+            /** B Median */
+            b_median: number | null;
+            /** B N */
+            b_n: number;
+            /** B Total */
+            b_total: number | null;
+            /**
+             * Change Pct
+             * @description of the median (of the mean run median with the run-level test; of the total per run with too few steps)
+             */
+            change_pct: number | null;
+            /** Ci High Pct */
+            ci_high_pct: number | null;
+            /**
+             * Ci Low Pct
+             * @description 95% bootstrap interval of the median change
+             */
+            ci_low_pct: number | null;
+            /**
+             * Figure
+             * @description step_time_us, a steps-view column (communication_us, energy_j...), kernel:GLOB
+             */
+            figure: string;
+            /**
+             * P Value
+             * @description Mann-Whitney U, two-sided
+             */
+            p_value: number | null;
+            /**
+             * Test
+             * @description mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps
+             */
+            test: string | null;
+            /** Unit */
+            unit: string;
+            /**
+             * Verdict
+             * @description slower, faster, no significant change, too few steps; higher/lower (J, W)
+             */
+            verdict: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** ViewInfo */
         ViewInfo: {
             /** Default Sort */
@@ -958,6 +1143,8 @@ export interface operations {
                 sort?: string[] | null;
                 limit?: number | null;
                 offset?: number;
+                /** @description gate rules FIG>+N% / FIG<-N%, as aiprof diff --fail-if */
+                fail_if?: string[] | null;
             };
             header?: never;
             path?: never;
@@ -1173,6 +1360,76 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AdviceResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    cluster_api_v1_profiles__pid__cluster_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description profile id (from /profiles) */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterResponse"];
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */
