@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Profile
-from .base import RULES, SEVERITIES, Advice, Context, NotEnoughData, Rule, severity
+from .base import RULES, SEVERITIES, Advice, Context, Finding, NotEnoughData, Rule, severity
 
 #: Rule modules, one per area.
 AREAS: list[str] = [
@@ -75,8 +75,8 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
         if only and rid not in only:
             continue
         res = r.fn(ctx)
-        if isinstance(res, Advice):
-            out.append(Verdict(rid, "fired", advice=res))
+        if isinstance(res, Finding):
+            out.append(Verdict(rid, "fired", advice=r.advise(res)))
         elif isinstance(res, NotEnoughData):
             out.append(Verdict(rid, "no_data", reason=res.reason))
         else:

@@ -2,7 +2,9 @@
 
 A rule is a small function over a :class:`Context` (the profile and the analyser
 views it may read, nothing else). It returns:
-- an :class:`Advice` when its threshold is crossed, with the numbers that crossed it;
+- a :class:`Finding` (built with :func:`make`) when its threshold is crossed, with the
+  numbers that crossed it; the proposer turns it into :class:`Advice` under the rule's
+  registered id, title and cause;
 - :class:`NotEnoughData` when the profile lacks what the rule needs (it never guesses);
 - ``None`` when the data is there and nothing is wrong.
 
@@ -18,13 +20,16 @@ its cause, as a share of the profiled step time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..analysis.base import run
 from ..errors import AiprofError
 from ..store import Profile
+
+T = TypeVar("T")
 
 #: Expected gain (share of step time) from which advice is high / medium (msprof-analyze)...
 HIGH = 0.05
@@ -107,7 +112,19 @@ class NotEnoughData:
     reason: str
 
 
-Outcome = Advice | NotEnoughData | None
+@dataclass
+class Finding:
+    """What a rule saw: :func:`make` builds it, and the proposer turns it into
+    :class:`Advice` under the rule's registered id, title, cause and thresholds."""
+
+    summary: str
+    evidence: dict[str, Any]
+    estimate_us: float
+    fix: str
+    snippets: dict[str, str]
+
+
+Outcome = Finding | NotEnoughData | None
 
 
 class Context:
@@ -196,6 +213,22 @@ class Rule:
     cause: str | None = None
     """The attribution cause whose time this rule's fix saves."""
 
+    def advise(self, found: Finding) -> Advice:
+        """The advice of this rule from what it found (the gain is set later)."""
+        return Advice(
+            rule=self.id,
+            title=self.title,
+            area=self.area,
+            summary=found.summary,
+            evidence=found.evidence,
+            gain=0.0,
+            fix=found.fix,
+            snippets=found.snippets,
+            thresholds=dict(self.thresholds),
+            cause=self.cause,
+            estimate_us=max(found.estimate_us, 0.0) if self.cause else 0.0,
+        )
+
 
 RULES: dict[str, Rule] = {}
 
@@ -217,26 +250,38 @@ def rule(
     return deco
 
 
-def make(
-    ctx_rule: str, summary: str, evidence: dict[str, Any], estimate_us: float, fix: str, **snippets: str
-) -> Advice:
-    """Advice from rule ``ctx_rule`` (id) with its registered title, cause and thresholds;
-    ``estimate_us`` is what the rule expects its fix to save. The gain is set by the
-    proposer (:func:`aiprof.advise.evaluate`), which bounds it by the cause's time."""
-    r = RULES[ctx_rule]
-    return Advice(
-        rule=r.id,
-        title=r.title,
-        area=r.area,
+def make(summary: str, evidence: dict[str, Any], estimate_us: float, fix: str, **snippets: str) -> Finding:
+    """What a rule found: one sentence, the numbers behind it (floats rounded to 3
+    places), what it expects its fix to save (µs), the fix and its code snippets. The
+    rule's id, title and cause come from its registration (:func:`rule`); the gain is
+    set by the proposer (:func:`aiprof.advise.evaluate`), which bounds the estimate by
+    the cause's time."""
+    return Finding(
         summary=summary,
         evidence={k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items()},
-        gain=0.0,
+        estimate_us=float(estimate_us),
         fix=fix,
         snippets=dict(snippets),
-        thresholds=dict(r.thresholds),
-        cause=r.cause,
-        estimate_us=max(float(estimate_us), 0.0) if r.cause else 0.0,
     )
+
+
+def needs(
+    precondition: Callable[[Context], T | NotEnoughData],
+) -> Callable[[Callable[[Context, T], Outcome]], RuleFn]:
+    """A rule that runs on what ``precondition`` reads from the context; where that
+    says there is not enough data, the rule says so too without running."""
+
+    def deco(fn: Callable[[Context, T], Outcome]) -> RuleFn:
+        @functools.wraps(fn)
+        def run(ctx: Context) -> Outcome:
+            got = precondition(ctx)
+            if isinstance(got, NotEnoughData):
+                return got
+            return fn(ctx, got)
+
+        return run
+
+    return deco
 
 
 def share(part: float | None, whole: float | None) -> float:

@@ -33,7 +33,6 @@ def slow_rank(ctx: Context) -> Outcome:
     # The other ranks wait for the slow one at every step (in their collectives).
     waited = sum((max(means) - float(r["step_mean_us"])) * int(r["steps"]) for r in rows if r is not slow)
     return make(
-        "cluster.slow_rank",
         f"Rank {slow['rank']} is the slowest: mean step times spread {100 * spread:.1f}% across ranks.",
         {
             "slowest_rank": slow["rank"],
@@ -87,7 +86,6 @@ def backward_wait(ctx: Context) -> Outcome:
     )
     waiters = [r for r in rows if r is not slow and float(r["wait_pct"] or 0.0) >= 100 * WAIT_SHARE]
     return make(
-        "cluster.backward_wait",
         f"Rank {slow['rank']} is the slow rank: rank{'s' if len(waiters) > 1 else ''} "
         f"{', '.join(str(r['rank']) for r in waiters)} wait{'' if len(waiters) > 1 else 's'} for it in backward "
         f"(the gradient all-reduce) {100 * share:.1f}% of the step; balanced, the job gains "
@@ -132,7 +130,6 @@ def straggler(ctx: Context) -> Outcome:
         max(worst_late - float(r["mean_late_us"] or 0.0), 0.0) * int(r["collectives"]) for r in rows if r is not worst
     )
     return make(
-        "cluster.straggler",
         f"Rank {worst['rank']} starts {100 * s:.0f}% of the collectives last; the others wait for it.",
         {
             "rank": worst["rank"],
@@ -168,7 +165,6 @@ def slow_link(ctx: Context) -> Outcome:
         return None
     slow = min(rows, key=lambda r: float(r["comm_gbps"]))
     return make(
-        "cluster.slow_link",
         f"Rank {slow['rank']} reaches {float(slow['comm_gbps']):.2f} GB/s in collectives; "
         f"bandwidth spreads {100 * spread:.1f}% across ranks.",
         {"slowest_rank": slow["rank"], "min_gbps": min(bw), "max_gbps": max(bw), "spread_pct": 100 * spread},
@@ -203,7 +199,6 @@ def slow_stage(ctx: Context) -> Outcome:
         return None
     slow = max(rows, key=lambda r: float(r["stage_ms"]))
     return make(
-        "cluster.slow_stage",
         f"Pipeline stage {slow['stage']} (ranks {slow['ranks']}) is the slowest: stage times spread "
         f"{100 * spread:.1f}% across the {len(rows)} stages.",
         {

@@ -36,7 +36,6 @@ def persistent_straggler(ctx: Context) -> Outcome:
     lost = float(worst["lost_pct"] or 0.0)
     others = ", ".join(str(r["rank"]) for r in slow[1:6])
     return make(
-        "cluster.persistent_straggler",
         f"Rank {worst['rank']} is slow in {worst['slow_steps']} of {worst['steps']} steps "
         f"(compute z-score {float(worst['compute_z'] or 0.0):.1f}); the job waits {lost:.1f}% of each step for it"
         + (f"; also slow: ranks {others}." if others else "."),
@@ -84,7 +83,6 @@ def slow_group_link(ctx: Context) -> Outcome:
         f"{worst['pg']}'s bus bandwidth in {worst['op']}"
     )
     return make(
-        "cluster.slow_group_link",
         f"Slow link: {what} ({float(worst['busbw_gbps']):.2f} GB/s).",
         {
             "pg": worst["pg"],

@@ -43,7 +43,6 @@ def comm_share(ctx: Context) -> Outcome:
     if s <= COMM_SHARE:
         return None
     return make(
-        "comm.share",
         f"Communication not hidden by computation takes {100 * s:.1f}% of the step.",
         {"communication_us": t, "step_us": step, "communication_pct": 100 * s},
         t,
@@ -75,7 +74,6 @@ def low_overlap(ctx: Context) -> Outcome:
     if o >= OVERLAP_LOW or s < EXPOSED_SHARE:
         return None
     return make(
-        "comm.low_overlap",
         f"Only {100 * o:.1f}% of communication time overlaps computation; {100 * s:.1f}% of the step is exposed.",
         {"overlap_pct": 100 * o, "comm_us": comm, "overlap_us": ov, "exposed_us": exposed, "step_us": step},
         exposed * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
@@ -105,7 +103,6 @@ def small_packets(ctx: Context) -> Outcome:
         return None
     t = sum(float(r["total_us"]) for r in sized if float(r["mean_bytes"]) < SMALL_PACKET_BYTES)
     return make(
-        "comm.small_packets",
         f"{100 * s:.0f}% of sized collectives move less than 1 MiB each.",
         {"small_calls": small, "sized_calls": calls, "small_pct": 100 * s, "small_comm_us": t},
         t * 0.5,
@@ -128,7 +125,6 @@ def backend(ctx: Context) -> Outcome:
     comm = ctx.rows("steps") or []
     t = sum(float(r["communication_us"] or 0.0) for r in comm)
     return make(
-        "comm.backend",
         f"Collectives use {', '.join(bad)} on NVIDIA GPUs, where NCCL is much faster.",
         {"backends": bad, "gpus": len(gpus), "communication_us": t},
         t * 0.5,
@@ -155,7 +151,6 @@ def dataparallel(ctx: Context) -> Outcome:
     if devs < 2 or not dp:
         return None
     return make(
-        "comm.dataparallel",
         f"One process drives {devs} devices through DataParallel ({', '.join(dp[:3])}).",
         {"devices_per_process": devs, "dataparallel_ops": dp[:5]},
         0.0,

@@ -31,7 +31,6 @@ def pageable_memcpy(ctx: Context) -> Outcome:
         return None
     t = sum(float(r["total_us"]) for r in sel)
     return make(
-        "data.pageable_memcpy",
         f"{n} asynchronous copies use pageable host memory: they run synchronously and cannot overlap.",
         {
             "copies": n,
@@ -63,7 +62,6 @@ def memcpy_share(ctx: Context) -> Outcome:
     if s < MEMCPY_SHARE:
         return None
     return make(
-        "data.memcpy_share",
         f"Copies occupy {100 * s:.1f}% of the step with nothing else running on the device.",
         {"memcpy_us": t, "step_us": step, "memcpy_pct": 100 * s},
         t,

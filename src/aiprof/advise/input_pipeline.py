@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, needs, rule, share
 
 #: tb-profiler: DataLoader time above this share of the step time.
 DATALOADER_SHARE = 0.05
@@ -46,16 +46,13 @@ def _loader(ctx: Context) -> tuple[list[dict[str, Any]], float, float, int] | No
     cause="dataloader",
     thresholds={"dataloader_share": DATALOADER_SHARE},
 )
-def dataloader_share(ctx: Context) -> Outcome:
-    got = _loader(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_loader)
+def dataloader_share(ctx: Context, got: tuple[list[dict[str, Any]], float, float, int]) -> Outcome:
     _, step, dl, calls = got
     s = share(dl, step)
     if s <= DATALOADER_SHARE:
         return None
     return make(
-        "input.dataloader_share",
         f"Data loading takes {100 * s:.1f}% of the step time (threshold {100 * DATALOADER_SHARE:.0f}%).",
         {"dataloader_us": dl, "step_us": step, "dataloader_pct": 100 * s, "loader_calls": calls},
         dl,
@@ -72,10 +69,8 @@ def dataloader_share(ctx: Context) -> Outcome:
     cause="dataloader",
     thresholds={"moderate": INPUT_BOUND_MODERATE, "high": INPUT_BOUND_HIGH},
 )
-def input_bound(ctx: Context) -> Outcome:
-    got = _loader(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_loader)
+def input_bound(ctx: Context, got: tuple[list[dict[str, Any]], float, float, int]) -> Outcome:
     rows, step, _, _ = got
     idle = float(sum(float(r["idle_in_loader_us"] or 0.0) for r in rows))
     s = share(idle, step)
@@ -83,7 +78,6 @@ def input_bound(ctx: Context) -> Outcome:
         return None
     level = "highly" if s >= INPUT_BOUND_HIGH else "moderately"
     return make(
-        "input.input_bound",
         f"The program is {level} input-bound: the device idles {100 * s:.1f}% of the step while the host loads data.",
         {"idle_in_loader_us": idle, "step_us": step, "input_bound_pct": 100 * s},
         idle,
@@ -100,10 +94,8 @@ def input_bound(ctx: Context) -> Outcome:
     cause="dataloader",
     thresholds={"dataloader_us_per_step": DATALOADER_US_PER_STEP},
 )
-def dataloader_per_step(ctx: Context) -> Outcome:
-    got = _loader(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_loader)
+def dataloader_per_step(ctx: Context, got: tuple[list[dict[str, Any]], float, float, int]) -> Outcome:
     rows, _step, dl, _ = got
     # The per-step mean leaves the outlier steps out (they get their own advice).
     out = ctx.outliers()
@@ -115,7 +107,6 @@ def dataloader_per_step(ctx: Context) -> Outcome:
     if per <= DATALOADER_US_PER_STEP:
         return None
     return make(
-        "input.dataloader_per_step",
         f"Data loading takes {per / 1000:.1f} ms per step (threshold {DATALOADER_US_PER_STEP / 1000:.0f} ms).",
         {"dataloader_us_per_step": per, "steps": n, "dataloader_us": dl},
         dl,
@@ -148,7 +139,6 @@ def step_interval(ctx: Context) -> Outcome:
     if s <= STEP_INTERVAL_SHARE:
         return None
     return make(
-        "input.step_interval",
         f"Between two steps the host spends {mean_gap / 1000:.2f} ms ({100 * s:.1f}% of a step) outside any step.",
         {"mean_gap_us": mean_gap, "mean_step_us": mean_step, "gap_pct": 100 * s, "gaps": len(gaps)},
         sum(float(r["gap_before_us"] or 0.0) for r in rows),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.ranks import MIN_GAP_NS
 from .base import Context, NotEnoughData, Outcome, make, rule, share
 
 #: tb-profiler: GPU utilization below this share of the step.
@@ -13,6 +14,8 @@ LOW_REGION_SHARE = 0.10
 #: HTA: host wait is the main idle cause when it is the largest part of idle time and
 #: idle time is at least this share of the device's active span.
 IDLE_SHARE = 0.10
+#: nsys analyze gpu_gaps: device idle gaps of this length or more (µs; the gaps view's default).
+IDLE_GAP_US = MIN_GAP_NS / 1000
 
 _UTIL_FIX = (
     "Find what the device waits for (input, host launches, synchronization, communication: see the "
@@ -37,7 +40,6 @@ def low_utilization(ctx: Context) -> Outcome:
     if u >= LOW_UTILIZATION:
         return None
     return make(
-        "kernels.low_utilization",
         f"The device is busy only {100 * u:.1f}% of the step time.",
         {"device_busy_us": busy, "step_us": step, "utilization_pct": 100 * u},
         (LOW_UTILIZATION - u) * step,
@@ -51,20 +53,19 @@ def low_utilization(ctx: Context) -> Outcome:
     "Long device idle gaps",
     anchor="nsys analyze (gpu_gaps)",
     cause="unaccounted",
-    thresholds={"gap_us": 500_000.0},
+    thresholds={"gap_us": IDLE_GAP_US},
 )
 def idle_gaps(ctx: Context) -> Outcome:
     if not ctx.rows("launch"):
         return NotEnoughData("no device work in the profile")
-    rows = ctx.rows("gaps")
+    rows = ctx.rows("gaps", min_gap_us=IDLE_GAP_US)
     if rows is None:
         return NotEnoughData("gaps view unavailable")
     if not rows:
         return None
     t = sum(float(r["gap_us"]) for r in rows)
     return make(
-        "kernels.idle_gaps",
-        f"{len(rows)} device idle gaps of 500 ms or more, {t / 1000:.0f} ms in all.",
+        f"{len(rows)} device idle gaps of {IDLE_GAP_US / 1000:.0f} ms or more, {t / 1000:.0f} ms in all.",
         {"gaps": len(rows), "gap_us": t, "longest_gap_us": max(float(r["gap_us"]) for r in rows)},
         t,
         _UTIL_FIX,
@@ -90,7 +91,6 @@ def low_util_regions(ctx: Context) -> Outcome:
     idle = sum(float(r["dur_us"]) - float(r["busy_us"]) for r in low)
     span = sum(float(r["dur_us"]) for r in rows)
     return make(
-        "kernels.low_util_regions",
         f"{len(low)} of {len(rows)} time chunks have the device under 50% busy.",
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
         idle * 0.5,
@@ -124,7 +124,6 @@ def host_wait(ctx: Context) -> Outcome:
     main = max(rows, key=lambda r: float(r["busy_us"] or 0.0))
     m_idle, m_span = float(main["idle_us"] or 0.0), float(main["span_us"] or 0.0)
     return make(
-        "kernels.host_wait",
         f"The device is idle {100 * d_idle / d_span:.1f}% of its active span, and waiting for the host is the "
         f"main cause: {100 * hw / idle:.0f}% of the streams' idle time (busiest stream {main['stream']} of "
         f"device {main['device']}: idle {100 * m_idle / m_span if m_span else 0.0:.1f}% of its own span).",

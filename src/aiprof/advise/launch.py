@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, needs, rule, share
 
 #: XProf kernel-launch-bound classification (share of step time).
 LAUNCH_BOUND_MODERATE = 0.03
@@ -46,10 +46,8 @@ def _overall(ctx: Context) -> tuple[list[dict[str, Any]], float] | NotEnoughData
     cause="launch",
     thresholds={"moderate": LAUNCH_BOUND_MODERATE, "high": LAUNCH_BOUND_HIGH},
 )
-def launch_bound(ctx: Context) -> Outcome:
-    got = _overall(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_overall)
+def launch_bound(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     idle = sum(float(r["launch_idle_us"] or 0.0) for r in rows)
     s = share(idle, step)
@@ -57,7 +55,6 @@ def launch_bound(ctx: Context) -> Outcome:
         return None
     level = "highly" if s >= LAUNCH_BOUND_HIGH else "moderately"
     return make(
-        "launch.launch_bound",
         f"The program is {level} kernel-launch bound: {100 * s:.1f}% of the step the host is launching "
         "while the device has nothing to do.",
         {
@@ -84,10 +81,8 @@ def launch_bound(ctx: Context) -> Outcome:
         "min_short_kernels": MIN_SHORT_KERNELS,
     },
 )
-def short_kernels(ctx: Context) -> Outcome:
-    got = _overall(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_overall)
+def short_kernels(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, _step = got
     kus = sum(float(r["kernel_us"] or 0.0) for r in rows)
     sus = sum(float(r["short_kernel_us"] or 0.0) for r in rows)
@@ -99,7 +94,6 @@ def short_kernels(ctx: Context) -> Outcome:
         return None
     idle = sum(float(r["launch_idle_us"] or 0.0) for r in rows)
     return make(
-        "launch.short_kernels",
         f"Kernels shorter than 10 µs take {100 * s:.1f}% of kernel time; launch overhead dominates them.",
         {
             "short_kernel_us": sus,
@@ -122,17 +116,14 @@ def short_kernels(ctx: Context) -> Outcome:
     cause="launch_delay",
     thresholds={"delay_us": 100.0, "delay_idle_share": DELAY_IDLE_SHARE},
 )
-def high_delay(ctx: Context) -> Outcome:
-    got = _overall(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_overall)
+def high_delay(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     idle = sum(float(r["delay_idle_us"] or 0.0) for r in rows)
     s = share(idle, step)
     if s < DELAY_IDLE_SHARE:
         return None
     return make(
-        "launch.high_delay",
         f"Launches that wait more than 100 µs to start leave the device idle {100 * s:.1f}% of the step.",
         {
             "delay_idle_us": idle,
@@ -154,10 +145,8 @@ def high_delay(ctx: Context) -> Outcome:
     cause="launch",
     thresholds={"runtime_us": 50.0, "long_runtime_share": LONG_RUNTIME_SHARE},
 )
-def long_runtime(ctx: Context) -> Outcome:
-    got = _overall(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_overall)
+def long_runtime(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, _step = got
     n = sum(int(r["launches"]) for r in rows)
     long_ = sum(int(r["long_runtime"]) for r in rows)
@@ -166,7 +155,6 @@ def long_runtime(ctx: Context) -> Outcome:
         return None
     idle = sum(float(r["launch_idle_us"] or 0.0) for r in rows)
     return make(
-        "launch.long_runtime",
         f"{100 * s:.1f}% of launch calls take longer than 50 µs on the host.",
         {
             "long_runtime_calls": long_,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule
+from .base import Context, NotEnoughData, Outcome, make, needs, rule
 
 #: tb-profiler: peak allocated memory above this share of device memory.
 PEAK_HIGH = 0.90
@@ -45,16 +45,13 @@ def _peaks(ctx: Context) -> list[tuple[dict[str, Any], float, float, float]] | N
     cause=None,
     thresholds={"peak_share": PEAK_HIGH},
 )
-def peak_high(ctx: Context) -> Outcome:
-    got = _peaks(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_peaks)
+def peak_high(ctx: Context, got: list[tuple[dict[str, Any], float, float, float]]) -> Outcome:
     d, pa_, _, cap = max(got, key=lambda x: x[1] / x[3])
     s = pa_ / cap
     if s <= PEAK_HIGH:
         return None
     return make(
-        "memory.peak_high",
         f"Peak allocated memory reaches {100 * s:.1f}% of {d.get('name')}'s memory.",
         {"peak_allocated_bytes": int(pa_), "memory_bytes": int(cap), "peak_pct": 100 * s, "device": d.get("index")},
         0.0,
@@ -71,10 +68,8 @@ def peak_high(ctx: Context) -> Outcome:
     cause="host",
     thresholds={"peak_share": PEAK_LOW},
 )
-def underused(ctx: Context) -> Outcome:
-    got = _peaks(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_peaks)
+def underused(ctx: Context, got: list[tuple[dict[str, Any], float, float, float]]) -> Outcome:
     _, pa_, _, cap = max(got, key=lambda x: x[1] / x[3])
     s = pa_ / cap
     if s >= PEAK_LOW:
@@ -82,7 +77,6 @@ def underused(ctx: Context) -> Outcome:
     steps = ctx.rows("steps") or []
     idle = sum(float(r["idle_us"] or 0.0) for r in steps)
     return make(
-        "memory.underused",
         f"Peak allocated memory is only {100 * s:.1f}% of the device's memory.",
         {"peak_allocated_bytes": int(pa_), "memory_bytes": int(cap), "peak_pct": 100 * s, "device_idle_us": idle},
         # A larger batch spreads the host's per-step work (the time the device waits for
@@ -100,15 +94,12 @@ def underused(ctx: Context) -> Outcome:
     cause=None,
     thresholds={"reserved_over_allocated": FRAGMENTATION_RATIO},
 )
-def fragmentation(ctx: Context) -> Outcome:
-    got = _peaks(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_peaks)
+def fragmentation(ctx: Context, got: list[tuple[dict[str, Any], float, float, float]]) -> Outcome:
     _, pa_, pr, cap = max(got, key=lambda x: x[2] / max(x[1], 1.0))
     if pa_ <= 0 or pr / pa_ <= FRAGMENTATION_RATIO:
         return None
     return make(
-        "memory.fragmentation",
         f"The allocator reserves {pr / pa_:.2f}x the peak allocated memory.",
         {"peak_reserved_bytes": int(pr), "peak_allocated_bytes": int(pa_), "ratio": pr / pa_, "memory_bytes": int(cap)},
         0.0,

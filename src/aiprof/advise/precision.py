@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule
+from .base import Context, NotEnoughData, Outcome, make, needs, rule
 
 #: tb-profiler: tensor cores exist from compute capability 7.0; TF32 from 8.0.
 MIN_TC_CC = 7.0
@@ -48,6 +48,17 @@ def _cc(ctx: Context) -> float | None:
     return min(ccs)
 
 
+def _eligible_on_nvidia(ctx: Context) -> tuple[float, float, float, float] | NotEnoughData:
+    """(compute capability, *:func:`_eligible`) on a profile of NVIDIA devices."""
+    cc = _cc(ctx)
+    if cc is None:
+        return NotEnoughData("no NVIDIA device with a known compute capability")
+    got = _eligible(ctx)
+    if isinstance(got, NotEnoughData):
+        return got
+    return (cc, *got)
+
+
 def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
     """(eligible-op kernel time on tensor cores, eligible-op time off them, all kernel time) in µs."""
     rows = ctx.rows("launches")
@@ -76,18 +87,12 @@ def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
     cause="compute",
     thresholds={"min_compute_capability": MIN_TC_CC},
 )
-def amp(ctx: Context) -> Outcome:
-    cc = _cc(ctx)
-    if cc is None:
-        return NotEnoughData("no NVIDIA device with a known compute capability")
-    got = _eligible(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
-    on, off, total = got
+@needs(_eligible_on_nvidia)
+def amp(ctx: Context, got: tuple[float, float, float, float]) -> Outcome:
+    cc, on, off, total = got
     if cc < MIN_TC_CC or on > 0:
         return None
     return make(
-        "precision.amp",
         f"Compute capability {cc:g} has Tensor Cores, but none of the eligible operators' kernels used them "
         f"({off / 1000:.1f} ms of kernels in GEMMs/convolutions).",
         {"compute_capability": cc, "eligible_kernel_us": off, "kernel_us": total, "tensor_core_kernel_us": on},
@@ -105,10 +110,8 @@ def amp(ctx: Context) -> Outcome:
     cause="compute",
     thresholds={"fp32_eligible_share": FP32_ELIGIBLE_SHARE},
 )
-def fp32_eligible(ctx: Context) -> Outcome:
-    got = _eligible(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_eligible)
+def fp32_eligible(ctx: Context, got: tuple[float, float, float]) -> Outcome:
     on, off, total = got
     if on == 0:
         return None  # precision.amp covers the all-FP32 case
@@ -116,7 +119,6 @@ def fp32_eligible(ctx: Context) -> Outcome:
     if s < FP32_ELIGIBLE_SHARE:
         return None
     return make(
-        "precision.fp32_eligible",
         f"Eligible operators spend {100 * s:.1f}% of kernel time in kernels that skip Tensor Cores.",
         {"eligible_fp32_kernel_us": off, "tensor_core_kernel_us": on, "kernel_us": total, "fp32_pct": 100 * s},
         off * TC_SAVING,
@@ -134,20 +136,14 @@ def fp32_eligible(ctx: Context) -> Outcome:
     cause="compute",
     thresholds={"min_compute_capability": MIN_TF32_CC, "share": FP32_ELIGIBLE_SHARE},
 )
-def tf32(ctx: Context) -> Outcome:
-    cc = _cc(ctx)
-    if cc is None:
-        return NotEnoughData("no NVIDIA device with a known compute capability")
-    got = _eligible(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
-    _, off, total = got
+@needs(_eligible_on_nvidia)
+def tf32(ctx: Context, got: tuple[float, float, float, float]) -> Outcome:
+    cc, _, off, total = got
     s = off / total if total else 0.0
     if cc < MIN_TF32_CC or s < FP32_ELIGIBLE_SHARE:
         return None
     ev: dict[str, Any] = {"compute_capability": cc, "fp32_gemm_kernel_us": off, "kernel_us": total, "fp32_pct": 100 * s}
     return make(
-        "precision.tf32",
         f"{100 * s:.1f}% of kernel time is FP32 GEMM/convolution on a GPU with TF32 Tensor Cores.",
         ev,
         off * TC_SAVING,

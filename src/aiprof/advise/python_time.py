@@ -122,7 +122,6 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
                 f"{estimate / 1000:.1f} ms at most."
             )
     return make(
-        rule_id,
         f"{what} takes {100 * s:.1f}% of the step time (threshold {100 * threshold:.0f}%, from Python samples).{where}",
         evidence,
         estimate,

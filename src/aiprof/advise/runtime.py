@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..analysis.runtime import ALL
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, needs, rule, share
 
 #: nsys analyze flags synchronous allocator calls; we fire when they take this share of step time.
 MEMORY_MGMT_SHARE = 0.01
@@ -37,17 +38,14 @@ def _union(rows: list[dict[str, Any]], col: str) -> float:
     cause="memory_mgmt",
     thresholds={"memory_mgmt_share": MEMORY_MGMT_SHARE},
 )
-def memory_mgmt(ctx: Context) -> Outcome:
-    got = _classes(ctx, "memory")
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(functools.partial(_classes, cls="memory"))
+def memory_mgmt(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     t = _union(rows, "in_steps_us")
     s = share(t, step)
     if s < MEMORY_MGMT_SHARE:
         return None
     return make(
-        "runtime.memory_mgmt",
         f"Allocator calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step on the host.",
         {
             "memory_mgmt_us": t,
@@ -70,10 +68,8 @@ def memory_mgmt(ctx: Context) -> Outcome:
     cause="setup",
     thresholds={"setup_share": SETUP_SHARE},
 )
-def setup(ctx: Context) -> Outcome:
-    got = _classes(ctx, "setup")
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(functools.partial(_classes, cls="setup"))
+def setup(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     t = _union(rows, "in_steps_us")
     startup = _union([r for r in ctx.rows("runtime") or [] if r["class"] in ("setup", "memory")], "outside_steps_us")
@@ -81,7 +77,6 @@ def setup(ctx: Context) -> Outcome:
     if s < SETUP_SHARE:
         return None
     return make(
-        "runtime.setup",
         f"Setup calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step; "
         f"{startup / 1000:.1f} ms more of setup and allocation runs outside the steps (startup cost, not step time).",
         {

@@ -23,7 +23,6 @@ def outlier(ctx: Context) -> Outcome:
     what = f"; it runs {worst['what']}" if worst["what"] else ""
     more = f" ({len(rows) - 1} more outlier steps)" if len(rows) > 1 else ""
     return make(
-        "steps.outlier",
         f"Step {worst['step']} took {float(worst['duration_us']) / 1000:,.0f} ms, "
         f"{float(worst['ratio']):.0f}x the median ({float(worst['median_us']) / 1000:,.1f} ms){what}{more}. "
         "Per-step means leave outlier steps out.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .base import Context, NotEnoughData, Outcome, make, needs, rule, share
 
 #: nsys analyze flags every synchronizing call; we fire from this share of step time.
 SYNC_SHARE = 0.01
@@ -59,17 +59,14 @@ _SYNC_NPU = "# Ascend: the same with torch.npu.Event(); avoid torch.npu.synchron
     cause="sync",
     thresholds={"sync_share": SYNC_SHARE},
 )
-def sync_api(ctx: Context) -> Outcome:
-    got = _in_steps(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_in_steps)
+def sync_api(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     t, n, names = _blocked(rows, ("sync_api",))
     s = share(t, step)
     if s < SYNC_SHARE:
         return None
     return make(
-        "sync.sync_api",
         f"Synchronize calls block the host {100 * s:.1f}% of the step ({', '.join(names)}).",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "calls_names": names},
         t,
@@ -86,10 +83,8 @@ def sync_api(ctx: Context) -> Outcome:
     cause="sync",
     thresholds={"calls_per_step": SYNC_CALLS_PER_STEP},
 )
-def frequent_sync(ctx: Context) -> Outcome:
-    got = _in_steps(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_in_steps)
+def frequent_sync(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, _step = got
     steps = ctx.steps()
     if steps == 0:
@@ -101,7 +96,6 @@ def frequent_sync(ctx: Context) -> Outcome:
         return None
     t = sum(float(r["blocked_us"]) for r in rows if r["category"] == "all")
     return make(
-        "sync.frequent_sync",
         f"{per:.1f} blocking calls per step (threshold {SYNC_CALLS_PER_STEP}).",
         {"calls_per_step": per, "calls": calls, "steps": steps, "blocked_us": t},
         t,
@@ -118,17 +112,14 @@ def frequent_sync(ctx: Context) -> Outcome:
     cause="sync",
     thresholds={"item_share": ITEM_SHARE},
 )
-def item(ctx: Context) -> Outcome:
-    got = _in_steps(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
+@needs(_in_steps)
+def item(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     rows, step = got
     t, n, names = _blocked([r for r in rows if r["name"] != "aten::_local_scalar_dense"], ("item", "to_host"))
     s = share(t, step)
     if s < ITEM_SHARE:
         return None
     return make(
-        "sync.item",
         f"Reading device values on the host (.item(), .cpu()) blocks {100 * s:.1f}% of the step.",
         {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "ops": names},
         t,
@@ -139,57 +130,50 @@ def item(ctx: Context) -> Outcome:
     )
 
 
-@rule(
-    "sync.sync_memcpy",
+def _blocking_rule(category: str, what: str, title: str, anchor: str, fix: str, **snippets: str) -> None:
+    """Register rule ``sync.CATEGORY``: blocking calls of one ``sync`` view category
+    (synchronous copies, synchronous memsets) above SYNC_COPY_SHARE of the step."""
+
+    @rule(
+        f"sync.{category}",
+        title,
+        anchor=anchor,
+        cause="sync",
+        thresholds={"sync_copy_share": SYNC_COPY_SHARE},
+    )
+    @needs(_in_steps)
+    def blocking(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
+        rows, step = got
+        t, n, names = _blocked(rows, (category,))
+        s = share(t, step)
+        if s < SYNC_COPY_SHARE:
+            return None
+        return make(
+            f"Synchronous {what} ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
+            {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
+            t,
+            fix,
+            **snippets,
+        )
+
+
+_blocking_rule(
+    "sync_memcpy",
+    "copies",
     "Synchronous memory copies",
-    anchor="nsys analyze (cuda-memcpy-sync)",
-    cause="sync",
-    thresholds={"sync_copy_share": SYNC_COPY_SHARE},
+    "nsys analyze (cuda-memcpy-sync)",
+    "Copy with the asynchronous API from pinned memory so the host goes on while the copy runs.",
+    pytorch="x = x.pin_memory().to('cuda', non_blocking=True)",
+    rocm="x = x.pin_memory().to('cuda', non_blocking=True)  # hipMemcpyAsync under the hood",
 )
-def sync_memcpy(ctx: Context) -> Outcome:
-    got = _in_steps(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
-    rows, step = got
-    t, n, names = _blocked(rows, ("sync_memcpy",))
-    s = share(t, step)
-    if s < SYNC_COPY_SHARE:
-        return None
-    return make(
-        "sync.sync_memcpy",
-        f"Synchronous copies ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
-        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
-        t,
-        "Copy with the asynchronous API from pinned memory so the host goes on while the copy runs.",
-        pytorch="x = x.pin_memory().to('cuda', non_blocking=True)",
-        rocm="x = x.pin_memory().to('cuda', non_blocking=True)  # hipMemcpyAsync under the hood",
-    )
-
-
-@rule(
-    "sync.sync_memset",
+_blocking_rule(
+    "sync_memset",
+    "memsets",
     "Synchronous memsets",
-    anchor="nsys analyze (cuda-memset-sync)",
-    cause="sync",
-    thresholds={"sync_copy_share": SYNC_COPY_SHARE},
+    "nsys analyze (cuda-memset-sync)",
+    "Use cudaMemsetAsync on the work stream (PyTorch's zero_() already does).",
+    pytorch="buf.zero_()  # asynchronous on the current stream",
 )
-def sync_memset(ctx: Context) -> Outcome:
-    got = _in_steps(ctx)
-    if isinstance(got, NotEnoughData):
-        return got
-    rows, step = got
-    t, n, names = _blocked(rows, ("sync_memset",))
-    s = share(t, step)
-    if s < SYNC_COPY_SHARE:
-        return None
-    return make(
-        "sync.sync_memset",
-        f"Synchronous memsets ({', '.join(names)}) block the host {100 * s:.1f}% of the step.",
-        {"blocked_us": t, "calls": n, "step_us": step, "blocked_pct": 100 * s, "apis": names},
-        t,
-        "Use cudaMemsetAsync on the work stream (PyTorch's zero_() already does).",
-        pytorch="buf.zero_()  # asynchronous on the current stream",
-    )
 
 
 #: CPython names its collections ``gc gen<N>`` (record/collectors/system.py); the oldest
@@ -227,7 +211,6 @@ def gc_pauses(ctx: Context) -> Outcome:
     young = sum(float(r["blocked_us"]) for r in gc if str(r["name"]).startswith("gc gen") and r["name"] != FULL_GC)
     full = t - young
     return make(
-        "sync.gc_pauses",
         f"Garbage collection pauses the steps for up to {worst / 1000:.1f} ms ({t / 1000:.1f} ms in all; "
         f"{full / 1000:.1f} ms in full collections, which walk the long-lived heap).",
         {
