@@ -413,6 +413,7 @@ def test_every_page_opens_without_console_errors_in_both_themes(browser: Any, ba
             "counters",
             "compare",
             "advice",
+            "sql",
         ):
             _open(pg, base, "mem.aiprof", view)
             # Nothing wider than the window (no horizontal overflow of the page).

@@ -3,7 +3,7 @@
 // bar, the summary and how the gain was bounded, the evidence as a table with units,
 // the fix with its code snippets (copy buttons) and "show on timeline" where the
 // evidence names a step or an event.
-import { api, profilePath, type AdviceResponse } from "../lib/api";
+import { api, EMBED, profilePath, type AdviceResponse, type ProfileMeta } from "../lib/api";
 import { h } from "../lib/dom";
 import { exportButtons } from "../lib/export";
 import { columnUnit, fmtNs, fmtValue } from "../lib/format";
@@ -27,10 +27,7 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
   }
   for (const w of a.warnings ?? []) box.append(h("p", { class: "warn-line" }, "Warning: " + w));
   if (!a.advice.length) {
-    box.append(h("p", { class: "muted empty" },
-      "No advice: no rule fired above 1% of step time. `aiprof advise --all` lists the smaller items; rules that need " +
-      "what this profile lacks (device kernels, steps, memory, Python samples) stay silent: record with " +
-      "`aiprof record --memory --python` or the PyTorch profiler with profile_memory=True and ProfilerStep annotations."));
+    box.append(h("p", { class: "muted empty" }, await whyEmpty()));
     return box;
   }
   const items = a.advice.slice(0, n ?? a.advice.length);
@@ -85,6 +82,27 @@ function card(a: Item, rank: number, full: boolean): HTMLElement {
   return div;
 }
 
+/** Why no rule fired, from what the profile holds, and the command that records what is missing. */
+async function whyEmpty(): Promise<string> {
+  let meta: ProfileMeta | null = null;
+  try {
+    meta = await api<ProfileMeta>(profilePath(pid()));
+  } catch {
+    // The reason is then the general one.
+  }
+  const t = (meta?.tables ?? {}) as Record<string, number>;
+  if (meta && !t.events) {
+    const rows = Object.entries(t).filter(([, n]) => n > 0).map(([k, n]) => `${n.toLocaleString("en-US")} rows of ${k}`);
+    const held = rows.length ? ` (it holds ${rows.join(", ")} only)` : "";
+    return `No advice: this profile has no trace events${held}, and every rule reads the run's events. ` +
+      "Record a trace with `aiprof record -o OUT -- python train.py` (add --ops for operators), or import the framework profiler's trace (`aiprof import trace.json`).";
+  }
+  if (meta && !(meta.steps ?? []).length)
+    return "No advice: no training steps were found, and gains are shares of step time. Mark steps (torch.profiler's prof.step(), " +
+      "or aiprof.annotate) or let `aiprof record` find them (one per optimizer.step()).";
+  return "No advice: nothing stands out; no rule's expected gain reaches 1% of step time (`aiprof advise --all` lists the smaller items).";
+}
+
 /** How the gain was bounded, in the CLI's words. */
 function gainLine(a: Item): string {
   if (!a.cause) return "Gain: this advice saves no step time.";
@@ -106,7 +124,9 @@ function evidenceTable(ev: Record<string, unknown>, rule: string): HTMLElement {
     const shown = typeof v === "number" ? fmtValue(v, unit) : v === null || v === undefined ? "" : typeof v === "object" ? listText(v) : String(v);
     const act = h("td", { class: "act" });
     const step = Array.isArray(v) ? v[0] : v;
-    if (STEP_KEYS.has(k) && (typeof step === "number" || typeof step === "string"))
+    if (EMBED) {
+      // The one-file report has no timeline to show it on.
+    } else if (STEP_KEYS.has(k) && (typeof step === "number" || typeof step === "string"))
       act.append(showButton(`show step ${step} on the timeline`, () => showStep({ step })));
     else if (NAME_KEYS.has(k) && typeof v === "string" && v)
       act.append(showButton("show the longest instance on the timeline", () => showName(v)));
