@@ -21,7 +21,7 @@ import pytest
 
 from test_all_formats import CAPTURES
 from test_serve_support import running_server
-from test_ui import _open, browser, page  # noqa: F401 (fixtures)
+from test_ui import _open, browser, checked_page  # noqa: F401 (browser: a fixture)
 
 #: Every capture of test_all_formats, and the two Kineto traces it leaves out.
 TRACES = sorted([*CAPTURES, "kineto/V100/df_index_resolver.json.gz", "kineto/sampled-128-ranks/sampled_rank-1.json.gz"])
@@ -51,9 +51,15 @@ def base(served: Path) -> Iterator[str]:
         yield url
 
 
-def _download(page: Any, selector: str) -> bytes:
-    with page.expect_download() as d:
-        page.click(selector)
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:  # noqa: F811 (the fixture test_ui imports)
+    with checked_page(browser, base) as pg:
+        yield pg
+
+
+def _download(pg: Any, selector: str) -> bytes:
+    with pg.expect_download() as d:
+        pg.click(selector)
     return Path(d.value.path()).read_bytes()
 
 

@@ -75,7 +75,9 @@ class ReadOnlySql:
                 for (sql,) in views:
                     w.execute(sql)
             self.con = duckdb.connect(str(db), read_only=True, config={"threads": 2})
-            self.con.execute("SET allowed_directories = ?", [[str(p.resolve()) for p in profile.paths]])
+            # The views name the folders as they were opened; a link may resolve elsewhere.
+            dirs = sorted({str(p) for p in profile.paths} | {str(p.resolve()) for p in profile.paths})
+            self.con.execute("SET allowed_directories = ?", [dirs])
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
         except BaseException:
