@@ -9,7 +9,7 @@ import {
 } from "../lib/api";
 import { theme } from "../lib/colors";
 import { h } from "../lib/dom";
-import { serverDownload } from "../lib/export";
+import { exportButtons, serverDownload } from "../lib/export";
 import { fmtNs, fmtNum, fmtTick, fmtValue, rulerTicks } from "../lib/format";
 import { lastAtOrBefore } from "../lib/series";
 import {
@@ -620,7 +620,10 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const t2 = h("table", { class: "data" }, h("tr", {}, h("th", {}, "name"), h("th", {}, "kind"), h("th", {}, "events"), h("th", {}, "time")));
     for (const k of s.top.slice(0, 10))
       t2.append(h("tr", {}, h("td", { title: k.name }, k.name), h("td", {}, k.kind), h("td", { class: "num" }, fmtNum(k.events)), h("td", { class: "num" }, fmtNs(k.time_ns))));
-    summary.append(t, h("div", { class: "muted" }, "Top names"), t2);
+    const kindCols = ["kind", "events", "time_ns"].map((name) => ({ name }));
+    const nameCols = ["name", "kind", "events", "time_ns"].map((name) => ({ name }));
+    summary.append(exportButtons(`${pid()}.selection.kinds`, () => ({ columns: kindCols, rows: s.by_kind, raw: s })), t,
+      h("div", { class: "muted" }, "Top names ", exportButtons(`${pid()}.selection.names`, () => ({ columns: nameCols, rows: s.top, raw: s }))), t2);
   }
 
   // -- search ----------------------------------------------------------------------------------
