@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,13 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, base: str) -> Iterator[Any]:
+    with checked_page(browser, base) as pg:
+        yield pg
+
+
+@contextmanager
+def checked_page(browser: Any, base: str) -> Iterator[Any]:
+    """A page that fails the test on a JavaScript error or a request outside the server."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = ctx.new_page()
     errors: list[str] = []
@@ -413,6 +421,7 @@ def test_every_page_opens_without_console_errors_in_both_themes(browser: Any, ba
             "counters",
             "compare",
             "advice",
+            "sql",
         ):
             _open(pg, base, "mem.aiprof", view)
             # Nothing wider than the window (no horizontal overflow of the page).

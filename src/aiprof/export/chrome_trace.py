@@ -26,6 +26,7 @@ With several ranks, pids become ``rank * 10**7 + pid`` so ranks do not collide.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from pathlib import Path
 from typing import IO, Any, cast
@@ -69,9 +70,17 @@ def _js(col: str) -> str:
     return f"coalesce(to_json({col})::VARCHAR, 'null')"
 
 
-def write_chrome_trace(profile: Profile, path: str | os.PathLike[str], *, batch_rows: int = 100_000) -> dict[str, int]:
+def write_chrome_trace(
+    profile: Profile,
+    path: str | os.PathLike[str],
+    *,
+    batch_rows: int = 100_000,
+    window: tuple[int, int] | None = None,
+) -> dict[str, int]:
     """Write ``profile`` as Chrome Trace JSON to ``path`` (gzipped when it ends in .gz).
 
+    ``window``: (t0, t1) ns on the profile's time axis; only the events that overlap it
+    (and the counter and memory samples inside it) are written.
     Returns counts of what was written: events, flows, counters, memory, metadata.
     """
     out = Path(path)
@@ -80,7 +89,7 @@ def write_chrome_trace(profile: Profile, path: str | os.PathLike[str], *, batch_
     try:
         raw = cast(IO[bytes], gzip.open(tmp, "wb", compresslevel=6)) if out.name.endswith(".gz") else open(tmp, "wb")
         with raw as f:
-            _write(profile, f, counts, batch_rows)
+            _write(profile, f, counts, batch_rows, window)
         os.replace(tmp, out)
     finally:
         if tmp.exists():
@@ -120,8 +129,31 @@ def _header(profile: Profile) -> dict[str, Any]:
     return h
 
 
-def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: int) -> None:
+def chrome_trace_bytes(profile: Profile, window: tuple[int, int] | None = None) -> tuple[bytes, dict[str, int]]:
+    """The Chrome Trace JSON of ``profile`` (or of ``window``, see write_chrome_trace) in memory."""
+    buf = io.BytesIO()
+    counts = dict.fromkeys(("events", "flows", "synthetic_flows", "counters", "memory", "metadata"), 0)
+    _write(profile, buf, counts, 100_000, window)
+    return buf.getvalue(), counts
+
+
+def _sources(window: tuple[int, int] | None) -> tuple[str, str, str]:
+    """The events, counters and memory tables to read: whole, or what overlaps the window."""
+    if window is None:
+        return "events", "counters", "memory"
+    t0, t1 = int(window[0]), int(window[1])
+    return (
+        f"(SELECT * FROM events WHERE ts <= {t1} AND ts + greatest(dur, 0) >= {t0})",
+        f"(SELECT * FROM counters WHERE ts BETWEEN {t0} AND {t1})",
+        f"(SELECT * FROM memory WHERE ts BETWEEN {t0} AND {t1})",
+    )
+
+
+def _write(
+    profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: int, window: tuple[int, int] | None = None
+) -> None:
     con = profile.con
+    events, counters, memory = _sources(window)
     multi = next(iter(con.execute("SELECT count(DISTINCT rank) FROM events").fetchall()), None)
     many = bool(multi and int(multi[0]) > 1)
 
@@ -187,20 +219,20 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
                || coalesce(',"id":' || {_flow_id(many_ranks)}, '')
                || coalesce(',"bp":' || json_extract(args, '$.bp')::VARCHAR, '')
                || coalesce(',"args":' || json_extract(args, '$.args')::VARCHAR, '') || '}}' AS j
-            FROM events WHERE {_FLOW}""",
+            FROM {events} WHERE {_FLOW}""",
         # Instants.
         f"""SELECT ts, 0 AS k, '{{"ph":"i","s":"t"' || {common} || ',"args":' || {ev_args} || '}}' AS j
-            FROM events WHERE kind = 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
+            FROM {events} WHERE kind = 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Spans.
         f"""SELECT ts, 0 AS k, '{{"ph":"X"' || {common} || ',"dur":' || {_us("dur")} || ',"args":' || {ev_args}
                || '}}' AS j
-            FROM events WHERE kind <> 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
+            FROM {events} WHERE kind <> 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Counters.
         f"""SELECT ts, 2 AS k, '{{"ph":"C","name":' || to_json(metric)::VARCHAR || ',"pid":'
                || {pid_of("coalesce(device, 0)")} || ',"tid":0,"ts":'
                || {_us("ts")} || ',"args":{{' || to_json(metric)::VARCHAR || ':'
                || CASE WHEN isfinite(value) THEN value::VARCHAR ELSE '0' END || '}}}}' AS j
-            FROM counters""",
+            FROM {counters}""",
         # Allocator events, as Kineto writes them.
         f"""SELECT ts, 3 AS k, '{{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":'
                || {pid_of("coalesce(pid, 0)")}
@@ -210,14 +242,14 @@ def _write(profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: i
                || ',"Device Id":' || coalesce(device, -1) || ',"Addr":' || coalesce(addr, 0)
                || ',"Bytes":' || coalesce(bytes, 0) || ',"Total Allocated":' || coalesce(allocated, 0)
                || ',"Total Reserved":' || coalesce(reserved, 0) || '}}}}' AS j
-            FROM memory""",
+            FROM {memory}""",
     ]
     if synth:
         # No flow events were imported: draw launch -> kernel arrows from correlation.
         parts.append(
-            f"""WITH d AS (SELECT * FROM events WHERE correlation IS NOT NULL AND device_type <> 'cpu'
+            f"""WITH d AS (SELECT * FROM {events} WHERE correlation IS NOT NULL AND device_type <> 'cpu'
                            AND kind IN ('kernel', 'memcpy', 'memset', 'collective')),
-                     h AS (SELECT * FROM events WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
+                     h AS (SELECT * FROM {events} WHERE correlation IS NOT NULL AND kind IN ('runtime', 'driver'))
                 SELECT h.ts, 4 AS k, '{{"ph":"s","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || {_rank_id("h.correlation", "h.rank", many_ranks)}
                        || ',"pid":' || {pid_of("h.pid", "h.")}
                        || ',"tid":' || h.tid || ',"ts":' || {_us("h.ts")} || '}},' ||

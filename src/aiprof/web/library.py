@@ -24,6 +24,7 @@ from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, open_profile
 from ..store.library import discover, is_run, rank_profiles
 from ..store.reader import _read_meta
+from ..store.readonly_sql import ReadOnlySql
 from ..store.writer import META_FILE
 from .jsonio import dumps
 from .timeline import Timeline
@@ -69,6 +70,8 @@ class Entry:
     """Window-independent series answers (memory peaks), see SeriesQuery."""
     name: str = ""
     """Readable and unique: the path below the served folder (store.library)."""
+    sql: ReadOnlySql | None = None
+    """The SQL page's read-only connection (made on its first query)."""
     answers: dict[str, Any] = field(default_factory=dict)
     """Answers that depend on nothing but the profile (its advice), see :meth:`once`."""
     idle: list[Profile] = field(default_factory=list)
@@ -260,6 +263,9 @@ class Library:
                 if e.profile is not None:
                     e.profile.close()
                     e.profile = None
+                if e.sql is not None:
+                    e.sql.close()
+                    e.sql = None
 
 
 def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: Profile | None = None) -> Result:

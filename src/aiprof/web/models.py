@@ -299,10 +299,74 @@ class ClusterResponse(Model):
     )
 
 
+class AdviceItem(Model):
+    """One item of ``aiprof advise --format json`` (advise.base.Advice.to_json)."""
+
+    rule: str
+    title: str
+    area: str
+    severity: Literal["info", "low", "medium", "high"]
+    gain_pct: float = Field(description="expected gain, % of the profiled step time")
+    raw_gain_pct: float
+    gain_us: float
+    estimate_us: float
+    cause: str | None
+    cause_us: float
+    summary: str
+    evidence: dict[str, Any] = Field(description="the numbers that fired the rule; a key's suffix names its unit")
+    fix: str
+    snippets: dict[str, str] = Field(description="code for the fix: pytorch, mindspore, the vendor's")
+    thresholds: dict[str, float]
+    also: list[dict[str, Any]]
+
+
 class AdviceResponse(Model):
+    """``advise_json``'s document (what ``aiprof advise --format json`` prints), and
+    whether the proposer is installed."""
+
     available: bool
-    advice: list[Any]
+    advice: list[AdviceItem]
     reason: str | None = None
+    total_us: float | None = None
+    causes: dict[str, float] | None = None
+    gain_sum_pct: float | None = None
+    warnings: list[str] = []
+
+
+class SqlBody(BaseModel):
+    """A read-only query over the profile's tables (POST /sql)."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=100_000, description="one SELECT (DuckDB dialect)")
+    max_rows: int = Field(1000, ge=1, le=10000, description="most rows returned")
+    timeout_s: float = Field(10.0, gt=0, le=60, description="the query is stopped after this many seconds")
+
+
+class SqlColumn(Model):
+    name: str
+    type: str
+
+
+class SqlResponse(Model):
+    columns: list[SqlColumn]
+    rows: list[dict[str, Any]]
+    total: int = Field(description="rows returned (at most max_rows)")
+    truncated: bool = Field(description="the query had more rows than max_rows")
+    elapsed_ms: float
+    max_rows: int
+    timeout_s: float
+
+
+class SqlTable(Model):
+    name: str
+    rows: int
+    columns: list[SqlColumn]
+
+
+class SqlSchema(Model):
+    tables: list[SqlTable]
+    max_rows: int
+    timeout_s: float
 
 
 class SampleFrame(Model):

@@ -1,18 +1,16 @@
 """The REST API's routes (FastAPI, typed): paths, parameters and answer models.
 
 Everything returned comes from the analysers (:func:`aiprof.analysis.run`), the
-timeline windows (:mod:`aiprof.web.timeline`) and, when it is installed, the advice
-proposer; nothing is computed here. Handlers are plain functions, so FastAPI runs
-them in its thread pool. Queries take a connection of their own from the profile's
-entry (:meth:`Entry.reading`), so several run at once; the timeline's keep to its lock.
+timeline windows (:mod:`aiprof.web.timeline`) and the advice proposer; nothing is
+computed here (the SQL page and the trace export: :mod:`aiprof.web.routes_sql`).
+Handlers are plain functions, so FastAPI runs them in its thread pool. Queries take a
+connection of their own from the profile's entry (:meth:`Entry.reading`), so several
+run at once; the timeline's keep to its lock.
 Bad parameters are refused by the models with a 422 that names the field.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import importlib.util
 from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
@@ -26,6 +24,7 @@ from ..store import Profile
 from . import models as m
 from .jsonio import json_response
 from .library import ApiError, Entry, Library, query_view
+from .routes_sql import add_sql_routes
 from .timeline import MAX_ITEMS, SEARCH_LIMIT, SeriesQuery, Timeline, Window
 
 #: Rows a view returns when the request gives no limit, and the most it may ask for.
@@ -90,30 +89,11 @@ def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[
 
 
 def advice_for(profile: Profile) -> dict[str, Any]:
-    """Advice from ``aiprof.advise`` when that module exists: {available, advice}."""
-    if importlib.util.find_spec("aiprof.advise") is None:
-        return {"available": False, "advice": [], "reason": "the advice proposer is not installed"}
-    mod = importlib.import_module("aiprof.advise")
-    for name in ("advise_json", "advice_json", "to_json", "advise"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            out = fn(profile)
-            break
-    else:
-        return {"available": False, "advice": [], "reason": "aiprof.advise has no advise function"}
-    if hasattr(out, "to_json"):
-        out = out.to_json()
-    items = out["advice"] if isinstance(out, dict) and "advice" in out else out
-    if not isinstance(items, list):
-        items = [items]
-    norm: list[Any] = []
-    for a in items:
-        if hasattr(a, "to_json"):
-            a = a.to_json()
-        elif dataclasses.is_dataclass(a) and not isinstance(a, type):
-            a = dataclasses.asdict(a)
-        norm.append(a)
-    return {"available": True, "advice": norm}
+    """The advice exactly as ``aiprof advise --format json`` prints it (``advise_json``:
+    same items, order and gains), with ``available`` for the page."""
+    from ..advise import advise_json
+
+    return {"available": True, **advise_json(profile)}
 
 
 def _param_values(request: Request) -> dict[str, Any]:
@@ -458,4 +438,5 @@ def build_router(lib: Library) -> APIRouter:
             }
         )
 
+    add_sql_routes(r, lib)
     return r

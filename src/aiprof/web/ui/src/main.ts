@@ -12,6 +12,7 @@ import { memoryPage } from "./views/memory";
 import { notFoundPage } from "./views/notfound";
 import { overviewPage } from "./views/overview";
 import { showName, showStep } from "./views/show";
+import { sqlPage } from "./views/sql";
 import { makeTable, type TableOptions } from "./views/table";
 import { timelinePage } from "./views/timeline";
 import { initTheme } from "./views/theme";
@@ -20,7 +21,7 @@ type PageFn = (main: HTMLElement) => Promise<void | (() => void)>;
 
 const TITLES: Record<string, string> = {
   overview: "Overview", timeline: "Timeline", flame: "Flame graph", operators: "Operators", kernels: "Kernels", steps: "Steps",
-  memory: "Memory", counters: "Counters", compare: "Compare", advice: "Advice",
+  memory: "Memory", counters: "Counters", compare: "Compare", advice: "Advice", sql: "SQL",
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
 
@@ -44,6 +45,7 @@ const PAGE_FNS: Record<string, PageFn> = {
   counters: countersPage,
   compare: comparePage,
   advice: advicePage,
+  sql: sqlPage,
 };
 
 function renderNav(): void {

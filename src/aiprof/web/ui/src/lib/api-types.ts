@@ -176,6 +176,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/profiles/{pid}/sql": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** One read-only SELECT over the profile's tables, with a time and a row limit */
+        post: operations["sql_query_api_v1_profiles__pid__sql_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/profiles/{pid}/sql/schema": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tables a query can read */
+        get: operations["sql_schema_api_v1_profiles__pid__sql_schema_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/profiles/{pid}/timeline": {
         parameters: {
             query?: never;
@@ -188,6 +222,23 @@ export interface paths {
         put?: never;
         /** Same, with a JSON body */
         post: operations["timeline_post_api_v1_profiles__pid__timeline_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/profiles/{pid}/timeline/chrome-trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The events of [t0, t1] as a Chrome trace (Perfetto, chrome://tracing), as a download */
+        get: operations["chrome_trace_api_v1_profiles__pid__timeline_chrome_trace_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -305,14 +356,91 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        /** AdviceResponse */
+        /**
+         * AdviceItem
+         * @description One item of ``aiprof advise --format json`` (advise.base.Advice.to_json).
+         */
+        AdviceItem: {
+            /** Also */
+            also: {
+                [key: string]: unknown;
+            }[];
+            /** Area */
+            area: string;
+            /** Cause */
+            cause: string | null;
+            /** Cause Us */
+            cause_us: number;
+            /** Estimate Us */
+            estimate_us: number;
+            /**
+             * Evidence
+             * @description the numbers that fired the rule; a key's suffix names its unit
+             */
+            evidence: {
+                [key: string]: unknown;
+            };
+            /** Fix */
+            fix: string;
+            /**
+             * Gain Pct
+             * @description expected gain, % of the profiled step time
+             */
+            gain_pct: number;
+            /** Gain Us */
+            gain_us: number;
+            /** Raw Gain Pct */
+            raw_gain_pct: number;
+            /** Rule */
+            rule: string;
+            /**
+             * Severity
+             * @enum {string}
+             */
+            severity: "info" | "low" | "medium" | "high";
+            /**
+             * Snippets
+             * @description code for the fix: pytorch, mindspore, the vendor's
+             */
+            snippets: {
+                [key: string]: string;
+            };
+            /** Summary */
+            summary: string;
+            /** Thresholds */
+            thresholds: {
+                [key: string]: number;
+            };
+            /** Title */
+            title: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AdviceResponse
+         * @description ``advise_json``'s document (what ``aiprof advise --format json`` prints), and
+         *     whether the proposer is installed.
+         */
         AdviceResponse: {
             /** Advice */
-            advice: unknown[];
+            advice: components["schemas"]["AdviceItem"][];
             /** Available */
             available: boolean;
+            /** Causes */
+            causes?: {
+                [key: string]: number;
+            } | null;
+            /** Gain Sum Pct */
+            gain_sum_pct?: number | null;
             /** Reason */
             reason?: string | null;
+            /** Total Us */
+            total_us?: number | null;
+            /**
+             * Warnings
+             * @default []
+             */
+            warnings: string[];
         } & {
             [key: string]: unknown;
         };
@@ -887,6 +1015,87 @@ export interface components {
             total: number;
             /** Truncated */
             truncated: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SqlBody
+         * @description A read-only query over the profile's tables (POST /sql).
+         */
+        SqlBody: {
+            /**
+             * Max Rows
+             * @description most rows returned
+             * @default 1000
+             */
+            max_rows: number;
+            /**
+             * Query
+             * @description one SELECT (DuckDB dialect)
+             */
+            query: string;
+            /**
+             * Timeout S
+             * @description the query is stopped after this many seconds
+             * @default 10
+             */
+            timeout_s: number;
+        };
+        /** SqlColumn */
+        SqlColumn: {
+            /** Name */
+            name: string;
+            /** Type */
+            type: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SqlResponse */
+        SqlResponse: {
+            /** Columns */
+            columns: components["schemas"]["SqlColumn"][];
+            /** Elapsed Ms */
+            elapsed_ms: number;
+            /** Max Rows */
+            max_rows: number;
+            /** Rows */
+            rows: {
+                [key: string]: unknown;
+            }[];
+            /** Timeout S */
+            timeout_s: number;
+            /**
+             * Total
+             * @description rows returned (at most max_rows)
+             */
+            total: number;
+            /**
+             * Truncated
+             * @description the query had more rows than max_rows
+             */
+            truncated: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SqlSchema */
+        SqlSchema: {
+            /** Max Rows */
+            max_rows: number;
+            /** Tables */
+            tables: components["schemas"]["SqlTable"][];
+            /** Timeout S */
+            timeout_s: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SqlTable */
+        SqlTable: {
+            /** Columns */
+            columns: components["schemas"]["SqlColumn"][];
+            /** Name */
+            name: string;
+            /** Rows */
+            rows: number;
         } & {
             [key: string]: unknown;
         };
@@ -2001,6 +2210,153 @@ export interface operations {
             };
         };
     };
+    sql_query_api_v1_profiles__pid__sql_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SqlBody"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SqlResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the query ran past its time limit and was stopped */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    sql_schema_api_v1_profiles__pid__sql_schema_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SqlSchema"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     timeline_api_v1_profiles__pid__timeline_get: {
         parameters: {
             query?: {
@@ -2103,6 +2459,78 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WindowResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    chrome_trace_api_v1_profiles__pid__timeline_chrome_trace_get: {
+        parameters: {
+            query?: {
+                /** @description window start, ns (default: the first event) */
+                t0?: number | null;
+                /** @description window end, ns (default: the last event's end) */
+                t1?: number | null;
+            };
+            header?: never;
+            path: {
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Chrome Trace Event JSON */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */

@@ -2,7 +2,7 @@
 // Every view's state that a link should carry lives here (one schema, parsed and
 // defaulted in one place); views read a Route and ask for a new one, never location.
 
-export const PAGES = ["overview", "timeline", "flame", "operators", "kernels", "steps", "memory", "counters", "compare", "advice"] as const;
+export const PAGES = ["overview", "timeline", "flame", "operators", "kernels", "steps", "memory", "counters", "compare", "advice", "sql"] as const;
 export type Page = (typeof PAGES)[number];
 
 export interface Route {
@@ -13,7 +13,7 @@ export interface Route {
   t1?: number;
   /** Selected event: track id, start ts (ns) and duration (ns). */
   sel?: { track: number; ts: number; dur: number };
-  /** Timeline search text and whether it is a regular expression. */
+  /** Timeline search text and whether it is a regular expression (on the SQL page: the query). */
   q?: string;
   re?: boolean;
   /** Table state: filters (';' between), sort column ("-" = descending), first row. */

@@ -1,39 +1,183 @@
-import { api, profilePath, type AdviceResponse } from "../lib/api";
+// The advice page: exactly the document `aiprof advise --format json` prints (the API
+// serves advise_json), one card per item in its order: severity, expected gain as a
+// bar, the summary and how the gain was bounded, the evidence as a table with units,
+// the fix with its code snippets (copy buttons) and "show on timeline" where the
+// evidence names a step or an event.
+import { api, EMBED, profilePath, type AdviceResponse, type ProfileMeta } from "../lib/api";
 import { h } from "../lib/dom";
-import { columnUnit, fmtValue } from "../lib/format";
+import { exportButtons } from "../lib/export";
+import { columnUnit, fmtNs, fmtValue } from "../lib/format";
 import { pid } from "../state/app";
+import { showName, showStep } from "./show";
+
+type Item = AdviceResponse["advice"][number];
 
 export async function adviceList(n?: number): Promise<HTMLElement> {
   const box = h("div", { id: "advice" });
+  let a: AdviceResponse;
   try {
-    const a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
-    if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
-    else if (!a.advice.length) box.append(h("p", { class: "muted" }, "No advice: nothing stands out."));
-    for (const raw of (a.advice || []).slice(0, n ?? 1000)) {
-      const item = raw as Record<string, unknown>;
-      const title = String(item.title || item.rule || item.name || "advice");
-      const div = h("div", { class: "advice" }, h("div", { class: "t" }, title));
-      for (const k of ["message", "summary", "detail", "fix", "expected_gain", "gain", "evidence"]) {
-        const v = item[k];
-        if (v === undefined || v === null) continue;
-        div.append(h("div", {}, h("span", { class: "muted" }, k + ": "), typeof v === "object" ? figures(v as Record<string, unknown>) : String(v)));
-      }
-      box.append(div);
-    }
+    a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
   } catch (e) {
-    box.append(h("p", { class: "muted" }, "Advice unavailable: " + (e as Error).message));
+    box.append(h("p", { class: "error" }, "Advice unavailable: " + (e as Error).message));
+    return box;
+  }
+  if (!a.available) {
+    box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
+    return box;
+  }
+  for (const w of a.warnings ?? []) box.append(h("p", { class: "warn-line" }, "Warning: " + w));
+  if (!a.advice.length) {
+    box.append(h("p", { class: "muted empty" }, await whyEmpty()));
+    return box;
+  }
+  const items = a.advice.slice(0, n ?? a.advice.length);
+  items.forEach((item, i) => box.append(card(item, i + 1, n === undefined)));
+  if (n === undefined) {
+    box.append(h("p", { class: "muted", id: "advice-sum" },
+      `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of step time (each µs counted for one cause)` +
+        (a.total_us ? `; profiled step time ${fmtNs(a.total_us * 1e3)}.` : ".")));
   }
   return box;
 }
 
 export async function advicePage(main: HTMLElement): Promise<void> {
-  main.append(h("h2", {}, "Advice"), await adviceList());
+  const head = h("div", { class: "pagehead" }, h("h2", {}, "Advice"));
+  main.append(head);
+  const list = await adviceList();
+  // The whole document, as `aiprof advise --format json` writes it.
+  head.append(exportButtons(pid() + ".advice", async () => {
+    const a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
+    return { columns: ITEM_COLUMNS, rows: a.advice.map(flat), raw: a };
+  }));
+  main.append(list);
 }
 
-/** An advice's evidence as "name value" pairs in humane units (the key's suffix names the unit). */
-function figures(v: Record<string, unknown>): string {
-  if (Array.isArray(v)) return JSON.stringify(v);
-  return Object.entries(v)
-    .map(([k, x]) => `${k.replace(/_(us|ms|ns|bytes|pct)$/, "")} ${typeof x === "number" ? fmtValue(x, columnUnit(k, null)) : JSON.stringify(x)}`)
-    .join(" · ");
+const ITEM_COLUMNS = ["rule", "title", "severity", "gain_pct", "gain_us", "estimate_us", "cause", "cause_us", "summary", "evidence", "fix"].map((name) => ({ name }));
+const flat = (a: Item): Record<string, unknown> => Object.fromEntries(ITEM_COLUMNS.map((c) => [c.name, (a as Record<string, unknown>)[c.name]]));
+
+function card(a: Item, rank: number, full: boolean): HTMLElement {
+  const gain = Math.max(0, Math.min(100, a.gain_pct));
+  const div = h("div", { class: "advice sev-" + a.severity, "data-rule": a.rule },
+    h("div", { class: "advice-head" },
+      h("span", { class: "rank" }, String(rank) + "."),
+      h("span", { class: "sev sev-" + a.severity, title: "severity: high ≥ 5% of step time, medium ≥ 3%, low ≥ 1%" }, a.severity),
+      h("span", { class: "t" }, a.title),
+      h("span", { class: "gain", title: `expected gain: ${a.gain_pct}% of step time` },
+        h("span", { class: "gainbar" }, h("i", { style: `width:${gain.toFixed(2)}%` })),
+        h("span", { class: "gain-pct" }, `${a.gain_pct.toFixed(1)}%`))),
+    h("div", { class: "summary" }, a.summary));
+  if (!full) return div;
+  div.append(h("div", { class: "muted gainline" }, gainLine(a)));
+  div.append(evidenceTable(a.evidence, a.rule));
+  div.append(h("div", { class: "fix" }, h("b", {}, "Fix: "), a.fix));
+  const snips = Object.entries(a.snippets ?? {});
+  if (snips.length) div.append(h("div", { class: "snippets" }, snips.map(([name, code]) => snippet(name, code))));
+  for (const o of a.also ?? []) {
+    div.append(h("div", { class: "also" }, h("span", { class: "muted" }, "Same time, also seen: "), h("b", {}, String(o.title)),
+      ` (${String(o.rule)}): ${String(o.summary)} Fix: ${String(o.fix)}`));
+  }
+  const evRows = Object.entries(a.evidence).map(([key, value]) => ({ key, value }));
+  div.append(h("div", { class: "muted rule" }, "rule " + a.rule + " · evidence ",
+    exportButtons(pid() + "." + a.rule + ".evidence", () => ({ columns: [{ name: "key" }, { name: "value" }], rows: evRows, raw: a.evidence }))));
+  return div;
+}
+
+/** Why no rule fired, from what the profile holds, and the command that records what is missing. */
+async function whyEmpty(): Promise<string> {
+  let meta: ProfileMeta | null = null;
+  try {
+    meta = await api<ProfileMeta>(profilePath(pid()));
+  } catch {
+    // The reason is then the general one.
+  }
+  const t = (meta?.tables ?? {}) as Record<string, number>;
+  if (meta && !t.events) {
+    const rows = Object.entries(t).filter(([, n]) => n > 0).map(([k, n]) => `${n.toLocaleString("en-US")} rows of ${k}`);
+    const held = rows.length ? ` (it holds ${rows.join(", ")} only)` : "";
+    return `No advice: this profile has no trace events${held}, and every rule reads the run's events. ` +
+      "Record a trace with `aiprof record -o OUT -- python train.py` (add --ops for operators), or import the framework profiler's trace (`aiprof import trace.json`).";
+  }
+  if (meta && !(meta.steps ?? []).length)
+    return "No advice: no training steps were found, and gains are shares of step time. Mark steps (torch.profiler's prof.step(), " +
+      "or aiprof.annotate) or let `aiprof record` find them (one per optimizer.step()).";
+  return "No advice: nothing stands out; no rule's expected gain reaches 1% of step time (`aiprof advise --all` lists the smaller items).";
+}
+
+/** How the gain was bounded, in the CLI's words. */
+function gainLine(a: Item): string {
+  if (!a.cause) return "Gain: this advice saves no step time.";
+  const ms = (us: number) => fmtNs(us * 1e3);
+  return `Gain: ${ms(a.gain_us)}, the rule's estimate (${ms(a.estimate_us)}) bounded by the time attributed to ${a.cause} (${ms(a.cause_us)}).`;
+}
+
+/** Evidence keys that name something on the timeline: a step, or an event by its name. */
+const STEP_KEYS = new Set(["step", "worst_step", "slowest_step", "outlier_steps"]);
+const NAME_KEYS = new Set(["kernel", "operator", "op", "name", "top_kernel", "top_operator", "api", "collective", "event"]);
+
+function evidenceTable(ev: Record<string, unknown>, rule: string): HTMLElement {
+  const t = h("table", { class: "data evidence", "data-rule": rule });
+  t.append(h("thead", {}, h("tr", {}, h("th", {}, "evidence"), h("th", {}, "value"), h("th", { class: "act" }, ""))));
+  const tb = h("tbody");
+  for (const [k, v] of Object.entries(ev)) {
+    const unit = columnUnit(k, null);
+    const label = k.replace(/_(us|ms|ns|bytes|pct)$/, "").replace(/_/g, " ");
+    const shown = typeof v === "number" ? fmtValue(v, unit) : v === null || v === undefined ? "" : typeof v === "object" ? listText(v) : String(v);
+    const act = h("td", { class: "act" });
+    const step = Array.isArray(v) ? v[0] : v;
+    if (EMBED) {
+      // The one-file report has no timeline to show it on.
+    } else if (STEP_KEYS.has(k) && (typeof step === "number" || typeof step === "string"))
+      act.append(showButton(`show step ${step} on the timeline`, () => showStep({ step })));
+    else if (NAME_KEYS.has(k) && typeof v === "string" && v)
+      act.append(showButton("show the longest instance on the timeline", () => showName(v)));
+    tb.append(h("tr", { "data-key": k },
+      h("td", { title: k + (unit ? ` (${unit})` : "") }, label),
+      h("td", { class: typeof v === "number" ? "num" : "", title: v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v) }, shown),
+      act));
+  }
+  t.append(tb);
+  return h("div", { class: "evidence-wrap" }, t);
+}
+
+/** A list or record in evidence, readable: "a, b, c" or "k: v · k: v". */
+function listText(v: object): string {
+  if (Array.isArray(v)) return v.map((x) => (typeof x === "object" && x !== null ? listText(x) : String(x))).join(", ");
+  return Object.entries(v).map(([k, x]) => `${k}: ${typeof x === "number" ? fmtValue(x, columnUnit(k, null)) : typeof x === "object" && x !== null ? listText(x) : String(x)}`).join(" · ");
+}
+
+function showButton(title: string, run: () => Promise<void>): HTMLElement {
+  const b = h("button", { class: "show-tl", title }, "timeline");
+  b.addEventListener("click", () => void run().catch((e: Error) => { b.replaceWith(h("span", { class: "error small" }, e.message)); }));
+  return b;
+}
+
+const SNIPPET_NAMES: Record<string, string> = { pytorch: "PyTorch", mindspore: "MindSpore", torch_npu: "torch_npu (Ascend)", cuda: "CUDA", rocm: "ROCm", ascend: "Ascend", vendor: "vendor" };
+
+function snippet(name: string, code: string): HTMLElement {
+  const copy = h("button", { class: "copy", title: "copy the code" }, "copy");
+  copy.addEventListener("click", () => {
+    void copyText(code).then((ok) => {
+      copy.textContent = ok ? "copied" : "select and copy";
+      setTimeout(() => (copy.textContent = "copy"), 1500);
+    });
+  });
+  return h("div", { class: "snippet", "data-name": name },
+    h("div", { class: "snippet-head" }, h("span", {}, SNIPPET_NAMES[name] ?? name), copy),
+    h("pre", {}, h("code", {}, code)));
+}
+
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    // No clipboard API (plain http on another host, or the report opened from a file).
+    const ta = h("textarea", { style: "position:fixed;left:-9999px" });
+    ta.value = text;
+    document.body.append(ta);
+    ta.select();
+    const ok = document.execCommand("copy");
+    ta.remove();
+    return ok;
+  }
 }

@@ -4,6 +4,7 @@
 // live in the URL (thread, rank, steps, focus, fn).
 import { api, profilePath, type ProfileMeta, type SamplesResponse, type SearchResponse } from "../lib/api";
 import { h } from "../lib/dom";
+import { exportButtons } from "../lib/export";
 import { callTree, functionTotals, icicle, nodeAt, sandwich, type Bar, type FlameNode } from "../lib/flame";
 import { fmtNs, fmtNum } from "../lib/format";
 import { drawIcicle, type IcicleDrawing } from "../render/flame";
@@ -124,8 +125,10 @@ export async function flamePage(main: HTMLElement): Promise<() => void> {
       t.append(h("tr", { class: f === fn ? "active" : "" },
         h("td", {}, h("a", { href: "javascript:void 0", class: "fn", onclick: () => { fn = f; render(); } }, data.frames[f]!.name)),
         h("td", { title: data.frames[f]!.file }, data.frames[f]!.file), h("td", { class: "num" }, pct(v.self, samples)), h("td", { class: "num" }, pct(v.total, samples))));
+    const fnRows = ft.map(([f, v]) => ({ function: data!.frames[f]!.name, file: data!.frames[f]!.file, self_samples: v.self, total_samples: v.total }));
+    const fnCols = ["function", "file", "self_samples", "total_samples"].map((name) => ({ name }));
     fnTable.textContent = "";
-    fnTable.append(t);
+    fnTable.append(exportButtons(`${pid()}.functions`, () => ({ columns: fnCols, rows: fnRows })), t);
     renderSandwich(rs);
     window.__aiprof.flame = { bars: drawing.bars.length, top: name(top.frame), focus: focus.map(name), fn: fn !== null ? name(fn) : null, total: top.total };
   }

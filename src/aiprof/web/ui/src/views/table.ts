@@ -3,6 +3,7 @@
 // Back restore it. Numbers show with humane units; the raw value is the cell's title.
 import { api, EMBED, profilePath, type Row, type ViewResult } from "../lib/api";
 import { h } from "../lib/dom";
+import { exportButtons } from "../lib/export";
 import { columnUnit, fmtValue } from "../lib/format";
 import { pid, state, updateRoute } from "../state/app";
 
@@ -14,6 +15,9 @@ export interface TableOptions {
   action?: { label: string; title: string; run: (row: Row) => void };
   onload?: (res: ViewResult) => void;
 }
+
+/** Most rows an export asks for (the API's MAX_LIMIT). */
+export const EXPORT_LIMIT = 10000;
 
 export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const r = opts.bindUrl ? state.route : { filter: undefined, sort: undefined, offset: undefined };
@@ -28,9 +32,12 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const apply = h("button", { onclick: applyFilter }, "Filter");
   const tw = h("div", { class: "tablewrap" });
   const err = h("div", { class: "error" });
-  wrap.append(h("div", { class: "tablebar" }, input, apply, prev, next, info), err, tw);
+  // Export: every row that matches the filters, in the current order (up to the API's limit).
+  const all = () => fetchPage({ offset: 0, limit: EXPORT_LIMIT });
+  const exp = exportButtons(pid() + "." + view, all, (e) => { err.textContent = "Export failed: " + e.message; });
+  wrap.append(h("div", { class: "tablebar" }, input, apply, prev, next, info, exp), err, tw);
 
-  async function fetchPage(): Promise<ViewResult> {
+  async function fetchPage(page: { offset: number; limit: number } = st): Promise<ViewResult> {
     const filters = st.filters.split(";").map((s) => s.trim()).filter(Boolean);
     if (EMBED) {
       const all = await api<ViewResult>(profilePath(pid(), "/views/" + view));
@@ -40,9 +47,9 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
         const c = st.sort.replace(/^[-+]/, "");
         rows = rows.slice().sort((a, b) => cmp(a[c], b[c]) * (desc ? -1 : 1));
       }
-      return { ...all, rows: rows.slice(st.offset, st.offset + st.limit), total: rows.length };
+      return { ...all, rows: rows.slice(page.offset, page.offset + page.limit), total: rows.length };
     }
-    const params: Record<string, string | number | string[]> = { filter: filters, limit: st.limit, offset: st.offset };
+    const params: Record<string, string | number | string[]> = { filter: filters, limit: page.limit, offset: page.offset };
     if (st.sort) params.sort = st.sort;
     for (const [k, v] of Object.entries(opts.params || {})) params["param." + k] = v;
     return api<ViewResult>(profilePath(pid(), "/views/" + view), params);

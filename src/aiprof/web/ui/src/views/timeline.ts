@@ -9,6 +9,7 @@ import {
 } from "../lib/api";
 import { theme } from "../lib/colors";
 import { h } from "../lib/dom";
+import { exportButtons, serverDownload } from "../lib/export";
 import { fmtNs, fmtNum, fmtTick, fmtValue, rulerTicks } from "../lib/format";
 import { lastAtOrBefore } from "../lib/series";
 import {
@@ -74,7 +75,9 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     "W/S zoom at pointer · A/D pan · F fit selection · M mark · 0 reset · / search · drag pan · Shift+drag measure · Ctrl+wheel zoom");
   const toolbar = h("div", { class: "tl-toolbar" },
     search, h("label", { class: "chk" }, regex, "regex"), prevB, nextB, count,
-    h("label", { class: "chk", title: "draw every flow arrow of the window (default: the selected event's only)" }, flowsAll, "all flows"), help);
+    h("label", { class: "chk", title: "draw every flow arrow of the window (default: the selected event's only)" }, flowsAll, "all flows"),
+    serverDownload("Export trace", "download the visible window as a Chrome trace (Perfetto, chrome://tracing)", P("/timeline/chrome-trace"),
+      () => ({ t0: Math.floor(view.t0), t1: Math.ceil(view.t1) })), help);
   const canvas = h("canvas", { id: "tl-canvas", tabindex: "0" });
   const wrap = h("div", { id: "tl-wrap" }, canvas);
   const details = h("div", { class: "panel", id: "tl-details" }, h("span", { class: "muted" }, "Click an event for its details."));
@@ -617,7 +620,10 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const t2 = h("table", { class: "data" }, h("tr", {}, h("th", {}, "name"), h("th", {}, "kind"), h("th", {}, "events"), h("th", {}, "time")));
     for (const k of s.top.slice(0, 10))
       t2.append(h("tr", {}, h("td", { title: k.name }, k.name), h("td", {}, k.kind), h("td", { class: "num" }, fmtNum(k.events)), h("td", { class: "num" }, fmtNs(k.time_ns))));
-    summary.append(t, h("div", { class: "muted" }, "Top names"), t2);
+    const kindCols = ["kind", "events", "time_ns"].map((name) => ({ name }));
+    const nameCols = ["name", "kind", "events", "time_ns"].map((name) => ({ name }));
+    summary.append(exportButtons(`${pid()}.selection.kinds`, () => ({ columns: kindCols, rows: s.by_kind, raw: s })), t,
+      h("div", { class: "muted" }, "Top names ", exportButtons(`${pid()}.selection.names`, () => ({ columns: nameCols, rows: s.top, raw: s }))), t2);
   }
 
   // -- search ----------------------------------------------------------------------------------
