@@ -35,14 +35,15 @@ _SCHEMA = pa.schema(
 )
 def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, operator) holding memory at the device's peak:
-    peak_allocated_bytes and peak_reserved_bytes of the device, peak_ts_us (µs), the
+    peak_allocated_bytes and peak_reserved_bytes of the device (reserved is null when
+    the trace has no reserved totals), peak_ts_us (µs), the
     operator (innermost host operator running when the block was allocated,
     '(no operator)', or '(allocated before the trace)' for the part of the peak whose
     allocation was not recorded), live_bytes and blocks it holds at the peak, pct_of_peak (%).
     Devices without allocator events have no rows."""
     peaks = fetch(
         profile,
-        "SELECT rank, device_type, device, arg_max(ts, allocated) AS pts, max(allocated) AS pa_, max(reserved) AS pr "
+        "SELECT rank, device_type, device, arg_max(ts, allocated) AS pts, max(allocated) AS pa_, max(reserved) AS pr, count(reserved) > 0 AS has_r "
         "FROM memory WHERE allocated IS NOT NULL GROUP BY rank, device_type, device",
     )
     rows: list[dict[str, Any]] = []
@@ -70,7 +71,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             "WHERE rank = ? AND device_type = 'cpu' AND kind IN ('cpu_op', 'dataloader') ORDER BY pid, tid, ts",
             [r],
         )
-        owner = _owners(live, ops)
+        owner = owners(live, ops)
         by: dict[str, list[int]] = {}
         for name, b in zip(owner, live["bytes"].tolist()):
             acc = by.setdefault(name, [0, 0])
@@ -81,7 +82,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             "device_type": dt,
             "device": d,
             "peak_allocated_bytes": int(peaks["pa_"][i]),
-            "peak_reserved_bytes": int(peaks["pr"][i]),
+            "peak_reserved_bytes": int(peaks["pr"][i]) if peaks["has_r"][i] else None,
             "peak_ts_us": pts / 1000.0,
         }
         peak = int(peaks["pa_"][i])
@@ -104,7 +105,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
 
-def _owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
+def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
     """Innermost operator on the allocating thread whose span holds each allocation."""
     out: list[str] = []
     threads: dict[tuple[int, int], np.ndarray] = {}

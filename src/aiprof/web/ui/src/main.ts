@@ -24,8 +24,8 @@ const TITLES: Record<string, string> = {
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
 
-const tablePage = (view: string, title: string, action?: TableOptions["action"]): PageFn => async (main) => {
-  main.append(h("h2", {}, title), makeTable(view, { bindUrl: true, action: EMBED ? undefined : action }));
+const tablePage = (view: string, title: string, action?: TableOptions["action"], extra: TableOptions = {}): PageFn => async (main) => {
+  main.append(h("h2", {}, title), makeTable(view, { ...extra, bindUrl: true, action: EMBED ? undefined : action }));
 };
 const onTimeline = (run: (r: Record<string, unknown>) => Promise<void>) => ({
   label: "timeline",
@@ -39,7 +39,7 @@ const PAGE_FNS: Record<string, PageFn> = {
   flame: flamePage,
   operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
   kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
-  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }),
+  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, { hideEmpty: true }),
   memory: memoryPage,
   counters: countersPage,
   compare: comparePage,

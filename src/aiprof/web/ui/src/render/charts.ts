@@ -1,5 +1,6 @@
 // Small canvas charts (stacked bars, step lines) with a value readout under the pointer.
 import { theme } from "../lib/colors";
+import { h } from "../lib/dom";
 import { fmtNs } from "../lib/format";
 import { lastAtOrBefore } from "../lib/series";
 import { hideTip, showTip } from "../views/tooltip";
@@ -149,4 +150,23 @@ export function lineChart(canvas: HTMLCanvasElement, series: LineSeries[], fmt: 
     showTip(e.clientX, e.clientY, lines);
   };
   canvas.onmouseleave = hideTip;
+}
+
+export interface HBar {
+  label: string;
+  /** 0-100: the bar's length. */
+  pct: number;
+  color: string;
+  /** The numbers shown beside the bar. */
+  text: string;
+  title?: string;
+}
+
+/** Horizontal bars with their numbers beside them (HTML, so it prints and copies). */
+export function hbars(rows: HBar[]): HTMLElement {
+  return h("table", { class: "hbars" }, rows.map((r) =>
+    h("tr", { title: r.title || "" },
+      h("td", { class: "lab" }, h("i", { class: "swatch", style: `background:${r.color}` }), r.label),
+      h("td", { class: "barcell" }, h("span", { class: "hbar", style: `width:${Math.max(0, Math.min(100, r.pct)).toFixed(2)}%;background:${r.color}` })),
+      h("td", { class: "num" }, r.text))));
 }
