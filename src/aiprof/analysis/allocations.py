@@ -10,7 +10,8 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
-from .memory import owners
+from .memory import OWNER_KINDS, owners
+from .open_spans import open_at
 
 _SCHEMA = pa.schema(
     [
@@ -76,12 +77,12 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
         spans = fetch(
             profile,
             f"SELECT pid, tid, name, kind, ts, ts + dur AS te FROM events "
-            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({kinds}) ORDER BY pid, tid, ts, dur DESC",
+            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({kinds})",
             [rank],
         )
-        ops = {k: v[np.isin(spans["kind"], ["cpu_op", "dataloader"])] for k, v in spans.items()}
+        ops = {k: v[np.isin(spans["kind"], OWNER_KINDS)] for k, v in spans.items()}
         names += owners(sub, ops)
-        stacks += _stacks(sub, spans)
+        stacks += [_stack([str(spans["name"][k]) for k in o]) for o in open_at(sub, spans)]
     freed = t["freed"]
     has_free = t["has_free"]
     ts_us = t["ts"] / 1000.0
@@ -103,32 +104,9 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
     )
 
 
-def _stacks(live: dict[str, np.ndarray], spans: dict[str, np.ndarray]) -> list[str]:
-    """The spans open at each allocation on its thread, outermost first (a sweep over
-    both in time order; ``live`` and ``spans`` are sorted by pid, tid, ts)."""
-    by_thread: dict[tuple[int, int], list[int]] = {}
-    for i, (p, t) in enumerate(zip(spans["pid"].tolist(), spans["tid"].tolist())):
-        by_thread.setdefault((p, t & 0xFFFFFFFF), []).append(i)
-    sts, ste, sname = spans["ts"].tolist(), spans["te"].tolist(), spans["name"].tolist()
-    out: list[str] = []
-    cursor: dict[tuple[int, int], int] = {}
-    open_: dict[tuple[int, int], list[int]] = {}
-    for ts, p, t in zip(live["ts"].tolist(), live["pid"].tolist(), live["tid"].tolist()):
-        key = (p, t & 0xFFFFFFFF)
-        idx = by_thread.get(key, [])
-        j = cursor.get(key, 0)
-        stack = open_.setdefault(key, [])
-        while j < len(idx) and sts[idx[j]] <= ts:
-            while stack and ste[stack[-1]] <= sts[idx[j]]:
-                stack.pop()
-            stack.append(idx[j])
-            j += 1
-        cursor[key] = j
-        while stack and ste[stack[-1]] <= ts:
-            stack.pop()
-        frames = [str(sname[k]) for k in stack if ste[k] > ts]
-        cut = len(frames) - STACK_DEPTH
-        if cut > 0:
-            frames = [f"({cut} more)", *frames[cut:]]
-        out.append(STACK_SEP.join(frames))
-    return out
+def _stack(frames: list[str]) -> str:
+    """Frames outermost first, the innermost STACK_DEPTH kept."""
+    cut = len(frames) - STACK_DEPTH
+    if cut > 0:
+        frames = [f"({cut} more)", *frames[cut:]]
+    return STACK_SEP.join(frames)

@@ -10,6 +10,11 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
+from .open_spans import open_at
+
+#: Host spans that own an allocation: the innermost one open on the allocating thread.
+OWNER_KINDS = ("cpu_op", "dataloader")
+NO_OPERATOR = "(no operator)"
 
 _SCHEMA = pa.schema(
     [
@@ -68,7 +73,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
         ops = fetch(
             profile,
             "SELECT pid, tid, name, ts, ts + dur AS te FROM events "
-            "WHERE rank = ? AND device_type = 'cpu' AND kind IN ('cpu_op', 'dataloader') ORDER BY pid, tid, ts",
+            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({', '.join(repr(k) for k in OWNER_KINDS)})",
             [r],
         )
         owner = owners(live, ops)
@@ -106,26 +111,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
 
 
 def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
-    """Innermost operator on the allocating thread whose span holds each allocation."""
-    out: list[str] = []
-    threads: dict[tuple[int, int], np.ndarray] = {}
-    if len(ops["ts"]):
-        keys = ops["pid"] * (1 << 32) + ops["tid"]
-        for k in np.unique(keys):
-            threads[(int(k) >> 32, int(k) & 0xFFFFFFFF)] = np.flatnonzero(keys == k)
-    for t, pid, tid in zip(live["ts"].tolist(), live["pid"].tolist(), live["tid"].tolist()):
-        idx = threads.get((int(pid), int(tid) & 0xFFFFFFFF))
-        name = "(no operator)"
-        if idx is not None:
-            starts = ops["ts"][idx]
-            j = int(np.searchsorted(starts, t, side="right")) - 1
-            steps = 0
-            while j >= 0 and steps < 512:
-                k = idx[j]
-                if ops["te"][k] > t:
-                    name = str(ops["name"][k])
-                    break
-                j -= 1
-                steps += 1
-        out.append(name)
-    return out
+    """Innermost operator (``ops``: spans of OWNER_KINDS) on the allocating thread whose
+    span holds each allocation, else '(no operator)'."""
+    names = ops["name"]
+    return [str(names[o[-1]]) if o else NO_OPERATOR for o in open_at(live, ops)]

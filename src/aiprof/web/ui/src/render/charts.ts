@@ -131,13 +131,24 @@ export function lineChart(canvas: HTMLCanvasElement, series: LineSeries[], fmt: 
   }
   if (peak) {
     const x = X(peak.ts), y = Y(peak.v);
+    ctx.strokeStyle = "#dc2626";
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, H - bottom);
+    ctx.stroke();
+    ctx.setLineDash([]);
     ctx.fillStyle = "#dc2626";
     ctx.beginPath();
     ctx.arc(x, y, 4, 0, 2 * Math.PI);
     ctx.fill();
     const label = "peak " + fmt(peak.v) + " at " + fmtNs(peak.ts);
     const lw = ctx.measureText(label).width;
-    ctx.fillText(label, Math.min(x + 6, w - right - lw), Math.max(y + 4, 14));
+    const lx = x + 8 + lw < w - right ? x + 8 : x - 8 - lw, ly = Math.max(y + 14, 22);
+    ctx.fillStyle = th.bg;
+    ctx.fillRect(lx - 3, ly - 8, lw + 6, 16);
+    ctx.fillStyle = "#dc2626";
+    ctx.fillText(label, lx, ly);
   }
   canvas.onmousemove = (e) => {
     if (e.offsetX < left) return hideTip();

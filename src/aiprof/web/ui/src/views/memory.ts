@@ -39,7 +39,8 @@ export async function memoryPage(main: HTMLElement): Promise<void> {
   if (!dev.length) main.append(h("p", { class: "muted" }, "Only host (CPU) allocations were recorded; no device memory events."));
   const derived = (meta.warnings || []).map(String).filter((w) => w.includes("running sum of Bytes"));
   if (derived.length)
-    main.append(h("p", { class: "muted", id: "mem-derived" }, "Allocated memory is derived from the running sum of each event's Bytes: the trace records no totals. " + derived.join(" ")));
+    main.append(h("p", { class: "muted", id: "mem-derived", title: derived.join("\n") },
+      "Allocated memory is derived from the running sum of each allocator event's Bytes: the trace records no totals. Memory held before the trace began counts only as far as its frees show."));
   const live = await allocationRows([{ col: "live_at_peak", v: true }]);
   for (const s of list) {
     const pk = m.peaks.find((p) => key(p) === key(s));

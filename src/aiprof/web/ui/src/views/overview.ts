@@ -11,6 +11,8 @@ const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloa
 const UTIL_COLORS: Record<string, string> = { device_busy: "#2563eb", compute: "#16a34a", non_compute: "#f59e0b", idle: "#9ca3af" };
 /** Advice items the overview shows (the rest are on the advice page). */
 const TOP_ADVICE = 3;
+/** Ranks drawn one by one in the overview (the distributed page shows them all). */
+const MAX_RANKS = 8;
 
 export function legend(colors: Record<string, string>, names: string[]): HTMLElement {
   return h("div", { class: "legend" }, names.map((n) => h("span", {}, h("i", { style: "background:" + (colors[n] || "#999") }), n)));
@@ -22,7 +24,7 @@ type Device = { rank: number; type: string; index: number; name?: string | null;
 export function deviceLabel(used: Device[], listed: Device[]): string {
   const devs = used.length ? used : listed.filter((d) => d.type !== "cpu");
   if (!devs.length) return "none (host only)";
-  const kind = (d: Device) => String(d.name || d.type.toUpperCase());
+  const kind = (d: Device) => String(d.name || d.type.toUpperCase() + " device");
   const ranks = new Set(devs.map((d) => d.rank));
   const perRank = new Map<string, number>();
   for (const d of devs) perRank.set(kind(d), (perRank.get(kind(d)) || 0) + 1);
@@ -67,7 +69,7 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
   }
   try {
     const ov = await api<ViewResult>(profilePath(pid(), "/views/overview"), { limit: 10000 });
-    breakdown(left, right, ov.rows);
+    breakdown(right, ov.rows);
   } catch (e) {
     right.append(h("p", { class: "error" }, "overview: " + (e as Error).message));
   }
@@ -89,34 +91,32 @@ function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
   stackedBars(c, labels, series, (v) => fmtValue(v, "µs"));
 }
 
-/** The all-steps breakdown and device figures, as bars with their numbers beside them. */
-function breakdown(left: HTMLElement, right: HTMLElement, rows: Row[]): void {
+/** The device figures and the all-steps breakdown, as bars with their numbers beside them. */
+function breakdown(box: HTMLElement, rows: Row[]): void {
   const all = (r: Row) => r.step === null || r.step === undefined;
   const ranks = [...new Set(rows.filter(all).map((r) => Number(r.rank)))].sort((a, b) => a - b);
-  const bd = rows.filter((r) => r.section === "breakdown" && all(r));
+  const shown = ranks.slice(0, MAX_RANKS);
+  const bars = (id: string, list: Row[], color: (c: string) => string) => {
+    const out = h("div", { id });
+    for (const rank of shown) {
+      const rs = list.filter((r) => Number(r.rank) === rank);
+      if (rs.length) out.append(ranks.length > 1 ? h("div", { class: "muted" }, `rank ${rank}`) : "", hbars(rs.map((r) => barRow(r, color(String(r.category))))));
+    }
+    if (ranks.length > shown.length) out.append(h("p", { class: "muted" }, `${ranks.length - shown.length} more ranks: see the steps view.`));
+    return out;
+  };
   const util = rows.filter((r) => (r.section === "utilization" || r.section === "device") && all(r));
-  const byRank = (list: Row[], rank: number) => list.filter((r) => Number(r.rank) === rank);
-  const title = (rank: number) => h("div", { class: "muted" }, ranks.length > 1 ? `rank ${rank}` : "");
-  left.append(h("h3", {}, "Where step time goes (all steps)"));
-  if (!bd.length) left.append(h("p", { class: "muted" }, "No breakdown: the profile has no steps or no host and device events to split."));
-  const bdBox = h("div", { id: "breakdown-table" });
-  for (const rank of ranks.slice(0, 8)) {
-    const rs = byRank(bd, rank);
-    if (rs.length) bdBox.append(title(rank), hbars(rs.map((r) => barRow(r, CAT_COLORS[String(r.category)] || "#999"))));
-  }
-  left.append(bdBox);
-  right.append(h("h3", {}, "Device utilization (all steps)"));
+  box.append(h("h3", {}, "Device utilization (all steps)"));
   if (!util.length)
-    right.append(emptyState("No device activity recorded.", "The profile has no kernels, copies or collectives on a device.",
+    box.append(emptyState("No device activity recorded.", "The profile has no kernels, copies or collectives on a device.",
       ["with torch.profiler: activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", "aiprof record --ops -- python train.py"]));
-  const uBox = h("div", { id: "util-table" });
-  for (const rank of ranks.slice(0, 8)) {
-    const rs = byRank(util, rank);
-    if (rs.length) uBox.append(title(rank), hbars(rs.map((r) => barRow(r, UTIL_COLORS[String(r.category)] || "#6b7280"))));
-  }
-  if (ranks.length > 8) uBox.append(h("p", { class: "muted" }, `${ranks.length - 8} more ranks: see the steps view.`));
-  right.append(uBox, h("p", { class: "muted small" },
-    "device_busy: any kernel, copy or collective running; compute / non_compute / idle split the device's active span as Holistic Trace Analysis does."));
+  else
+    box.append(bars("util-table", util, (c) => UTIL_COLORS[c] || "#6b7280"), h("p", { class: "muted small" },
+      "device_busy: any kernel, copy or collective running; compute / non_compute / idle split the device's active span as Holistic Trace Analysis does."));
+  const bd = rows.filter((r) => r.section === "breakdown" && all(r));
+  box.append(h("h3", {}, "Where step time goes (all steps)"));
+  if (!bd.length) box.append(h("p", { class: "muted" }, "No breakdown: the profile has no steps, or no host and device events to split."));
+  else box.append(bars("breakdown-table", bd, (c) => CAT_COLORS[c] || "#999"));
 }
 
 function barRow(r: Row, color: string): { label: string; pct: number; text: string; color: string; title: string } {
