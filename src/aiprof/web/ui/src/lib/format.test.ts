@@ -35,6 +35,13 @@ describe("fmtBytes and fmtValue", () => {
     expect(fmtNum(1.42e-11)).toBe("1.42×10⁻¹¹");
     expect(fmtValue(0.0000202, "%")).toBe("< 0.01 %");
     for (const v of [1.42e-11, 3e-7, 0.0005]) expect(fmtNum(v)).not.toMatch(/e/);
+    // Prefixed units scale from their base; units without prefixes print as they come.
+    expect(fmtValue(0.5, "MB")).toBe("500 kB");
+    expect(fmtValue(40000, "MB")).toBe("40.0 GB");
+    expect(fmtValue(1410, "MHz")).toBe("1.41 GHz");
+    expect(fmtValue(1200, "MB/s")).toBe("1.20 GB/s");
+    expect(fmtValue(38, "C")).toBe("38.0 C");
+    expect(fmtValue(0.5, "errors")).toBe("0.500 errors");
   });
 });
 

@@ -72,6 +72,19 @@ const SI_SMALL: [number, string][] = [
   [1e-15, "f"],
 ];
 
+/** Units that take SI prefixes (others are printed as they come). */
+const SI_BASE = new Set(["Hz", "W", "J", "V", "A", "FLOP/s", "FLOPS", "op/s"]);
+const PREFIX: Record<string, number> = { k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, m: 1e-3 };
+const PREFIXED = /^(k|K|M|G|T|m)(Hz|W|J|V|A|FLOP\/s|B\/s|B)$/;
+
+/** ``v`` in ``unit`` with an SI prefix: 1.41 GHz, 250 mW, 14.2 pJ, 2.00 MB (decimal). */
+function si(v: number, unit: string): string {
+  const a = Math.abs(v);
+  for (const [div, p] of SI) if (a >= div) return sig3(v / div) + " " + p + unit;
+  if (a > 0 && a < 1) for (const [div, p] of SI_SMALL) if (a >= div) return sig3(v / div) + " " + p + unit;
+  return sig3(v) + " " + unit;
+}
+
 /** A value in the unit a column or counter declares ("µs", "ms", "B", "%", "Hz", "W"...). */
 export function fmtValue(v: unknown, unit?: string | null): string {
   if (v === null || v === undefined) return "";
@@ -102,10 +115,10 @@ export function fmtValue(v: unknown, unit?: string | null): string {
     case "":
       return fmtNum(v);
     default: {
-      const a = Math.abs(v);
-      for (const [div, p] of SI) if (a >= div) return sig3(v / div) + " " + p + unit;
-      if (a > 0 && a < 1) for (const [div, p] of SI_SMALL) if (a >= div) return sig3(v / div) + " " + p + unit;
-      return sig3(v) + " " + unit;
+      // A prefixed SI unit ("MHz", "MB/s", "kW") is scaled from its base unit, decimal.
+      const m = unit.match(PREFIXED);
+      if (m) return si(v * PREFIX[m[1]!]!, m[2]!);
+      return SI_BASE.has(unit) ? si(v, unit) : sig3(v) + " " + unit; // "C", "errors", "bool"... as they come
     }
   }
 }

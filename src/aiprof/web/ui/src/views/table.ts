@@ -15,6 +15,8 @@ export interface TableOptions {
   onload?: (res: ViewResult) => void;
   /** Leave out the columns that are zero or empty on every row shown (named below the table). */
   hideEmpty?: boolean;
+  /** Columns whose unit is the row's own ``unit`` cell (the counters view: one metric a row). */
+  rowUnit?: string[];
 }
 
 /** A header's text: the name without its unit suffix, and the unit it is shown in. */
@@ -96,7 +98,8 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
       for (const c of cols) {
         const v = row[c.name];
         const num = typeof v === "number";
-        const shown = num ? fmtValue(v, columnUnit(c.name, c.unit)) : v === null || v === undefined ? "" : String(v);
+        const unit = opts.rowUnit?.includes(c.name) && row.unit ? String(row.unit) : columnUnit(c.name, c.unit);
+        const shown = num ? fmtValue(v, unit) : v === null || v === undefined ? "" : String(v);
         tr.append(h("td", { class: num ? "num" : "", title: v === null || v === undefined ? "" : String(v) }, shown));
       }
       tb.append(tr);
