@@ -23,6 +23,8 @@ from test_ui import ARGS, CHROMIUM, sync_api
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 MEM = "kineto/V100/df_index_resolver.json.gz"
 GIB = 1024**3
+#: A number printed as 1.42e-11 (the UI writes 1.42×10⁻¹¹ or uses a unit prefix).
+EXPONENT = re.compile(r"\b\d+(\.\d+)?e[-+]?\d+\b")
 
 
 def _slug(rel: str) -> str:
@@ -214,6 +216,27 @@ def test_steps_table_fits_at_1440_with_units(page: tuple[Any, Watch], base: str)
     assert "forward_us" in pg.locator(".hidden-cols").inner_text()  # all-zero phase columns, named
 
 
+def test_counters_carry_their_units(page: tuple[Any, Watch], base: str, served: Path) -> None:
+    pg, _ = page
+    pid = _slug("nvidia-smi/dmon_pcut_8gpu_gnosia93_slurm-on-aws.txt")
+    with open_profile(served / pid) as prof:
+        clock = next(r for r in run(prof, "counters").rows if r["metric"] == "sm_clock" and r["device"] == 0)
+    assert clock["unit"] == "MHz"
+    _open(pg, base, pid, "counters")
+    pg.wait_for_selector("table.data tbody tr")
+    row = pg.locator("table.data tbody tr", has_text="sm_clock").first
+    idx = pg.evaluate("[...document.querySelectorAll('table.data th')].findIndex(th => th.dataset.col === 'max')")
+    assert row.locator("td").nth(idx).inner_text() == f"{clock['max'] / 1000:.2f} GHz"
+    assert float(row.locator("td").nth(idx).get_attribute("title")) == clock["max"]
+
+
+def test_steps_page_says_what_to_record_without_steps(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, _slug("nvidia-smi/dmon_pucvmet_DT_idle.txt"), "steps")
+    pg.wait_for_selector(".table .empty")
+    assert "prof.step()" in pg.locator(".table .empty").inner_text()
+
+
 def test_html_report_has_the_overview_and_memory_charts_offline(browser: Any, served: Path, tmp_path: Path) -> None:
     from aiprof.web.html_report import write_report
 
@@ -259,6 +282,8 @@ def test_every_page_of_every_real_profile_opens_without_console_errors(browser: 
             _open(pg, base, pid, view)
             err = pg.locator("main .error").all_inner_texts()
             assert not [e for e in err if e.strip()], (pid, view, err)
+            text = pg.locator("main").inner_text()
+            assert not EXPONENT.search(text), (pid, view, EXPONENT.findall(text)[:5])
             assert not w.errors, (pid, view, w.errors)
             shown.append(f"{pid}/{view}")
     ctx.close()

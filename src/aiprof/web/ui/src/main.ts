@@ -5,6 +5,7 @@ import { $, h } from "./lib/dom";
 import { formatHash, forPage, PAGES, parseHash } from "./lib/url";
 import { navigate, state } from "./state/app";
 import { advicePage } from "./views/advice";
+import { emptyState, RECORD_STEPS } from "./views/empty";
 import { flamePage } from "./views/flame";
 import { comparePage } from "./views/compare";
 import { countersPage } from "./views/counters";
@@ -39,7 +40,11 @@ const PAGE_FNS: Record<string, PageFn> = {
   flame: flamePage,
   operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
   kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
-  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, { hideEmpty: true }),
+  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, {
+    hideEmpty: true,
+    empty: () => emptyState("No steps in this profile.", "The trace marks no training steps, so there is no per-step split.",
+      RECORD_STEPS),
+  }),
   memory: memoryPage,
   counters: countersPage,
   compare: comparePage,

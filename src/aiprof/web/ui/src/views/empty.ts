@@ -8,3 +8,6 @@ export function emptyState(what: string, why: string, record: string[] = []): HT
     record.length ? h("div", { class: "muted" }, "To record it:") : null,
     record.length ? h("ul", {}, record.map((c) => h("li", {}, h("code", {}, c)))) : null);
 }
+
+/** How to get steps into a profile. */
+export const RECORD_STEPS = ["with torch.profiler: call prof.step() once per iteration", "aiprof record -- python train.py  (one step per optimizer.step())"];

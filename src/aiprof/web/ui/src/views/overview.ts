@@ -5,7 +5,7 @@ import { fmtBytes, fmtNs, fmtNum, fmtValue } from "../lib/format";
 import { formatHash } from "../lib/url";
 import { hbars, stackedBars } from "../render/charts";
 import { pid } from "../state/app";
-import { emptyState } from "./empty";
+import { emptyState, RECORD_STEPS } from "./empty";
 
 const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"];
 const UTIL_COLORS: Record<string, string> = { device_busy: "#2563eb", compute: "#16a34a", non_compute: "#f59e0b", idle: "#9ca3af" };
@@ -79,7 +79,7 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
 function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
   if (!rows.length) {
     box.append(emptyState("No steps in this profile.", error || "The trace marks no training steps (no ProfilerStep# spans).",
-      ["with torch.profiler: call prof.step() once per iteration", "aiprof record -- python train.py  (one step per optimizer.step())"]));
+      RECORD_STEPS));
     return;
   }
   const c = h("canvas", { class: "chart", id: "steps-chart" });

@@ -17,6 +17,8 @@ export interface TableOptions {
   hideEmpty?: boolean;
   /** Columns whose unit is the row's own ``unit`` cell (the counters view: one metric a row). */
   rowUnit?: string[];
+  /** Shown instead of an empty table when the view has no rows at all (no filter set). */
+  empty?: () => HTMLElement;
 }
 
 /** A header's text: the name without its unit suffix, and the unit it is shown in. */
@@ -107,6 +109,7 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     t.append(tb);
     tw.textContent = "";
     tw.append(t);
+    if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
     if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, "Zero on every row shown, so left out: " + hidden.join(", ") + "."));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
