@@ -89,7 +89,7 @@ def test_overview(page: Any, base: str, tmp_path: Path) -> None:
     util = page.locator("#util-table").inner_text()
     assert "device_busy" in util and "idle" in util
     assert "communication" in page.locator("#breakdown-table").inner_text()
-    page.wait_for_selector("#advice")
+    page.wait_for_selector("#top-advice .advice")
     page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
     # The step chart drew stacked bars (non-white pixels in the plot area).
     painted = page.evaluate(
@@ -144,12 +144,12 @@ def test_tables_open(page: Any, base: str) -> None:
         _open(page, base, "mem.aiprof", view)
         if view == "memory":
             page.wait_for_selector("#mem-chart")
-            assert "Operators live at the peak" in page.locator("#live-at-peak").inner_text()
+            assert "Allocations live at the peak" in page.locator("#live-at-peak").inner_text()
         page.wait_for_function(
             "document.querySelector('.pageinfo') && document.querySelector('.pageinfo').dataset.total"
         )
         if view != "counters":  # Kineto files carry no counter samples
-            assert int(page.locator(".pageinfo").get_attribute("data-total")) > 0
+            assert int(page.locator(".pageinfo").first.get_attribute("data-total")) > 0
 
 
 def test_timeline_zoom_click_select(page: Any, base: str, tmp_path: Path) -> None:
@@ -264,7 +264,7 @@ def test_html_report_opens_without_server(browser: Any, served: Path, tmp_path: 
     pg.goto(out.as_uri())
     pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true")
     assert "Tesla V100-SXM2-32GB" in pg.locator(".cards").inner_text()
-    pg.wait_for_selector("#advice")
+    pg.wait_for_selector("#top-advice .advice")
     pg.goto(out.as_uri() + "#/report/kernels")
     pg.wait_for_selector("table.data td")
     pg.click("th[data-col=count]")

@@ -16,6 +16,7 @@ MODULES: list[str] = [
     "kernel_metrics",
     "idle",
     "memory",
+    "allocations",
     "counters",
     "events",
     "python",

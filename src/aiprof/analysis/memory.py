@@ -10,6 +10,11 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
+from .open_spans import open_at
+
+#: Host spans that own an allocation: the innermost one open on the allocating thread.
+OWNER_KINDS = ("cpu_op", "dataloader")
+NO_OPERATOR = "(no operator)"
 
 _SCHEMA = pa.schema(
     [
@@ -35,14 +40,15 @@ _SCHEMA = pa.schema(
 )
 def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, operator) holding memory at the device's peak:
-    peak_allocated_bytes and peak_reserved_bytes of the device, peak_ts_us (µs), the
+    peak_allocated_bytes and peak_reserved_bytes of the device (reserved is null when
+    the trace has no reserved totals), peak_ts_us (µs), the
     operator (innermost host operator running when the block was allocated,
     '(no operator)', or '(allocated before the trace)' for the part of the peak whose
     allocation was not recorded), live_bytes and blocks it holds at the peak, pct_of_peak (%).
     Devices without allocator events have no rows."""
     peaks = fetch(
         profile,
-        "SELECT rank, device_type, device, arg_max(ts, allocated) AS pts, max(allocated) AS pa_, max(reserved) AS pr "
+        "SELECT rank, device_type, device, arg_max(ts, allocated) AS pts, max(allocated) AS pa_, max(reserved) AS pr, count(reserved) > 0 AS has_r "
         "FROM memory WHERE allocated IS NOT NULL GROUP BY rank, device_type, device",
     )
     rows: list[dict[str, Any]] = []
@@ -67,10 +73,10 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
         ops = fetch(
             profile,
             "SELECT pid, tid, name, ts, ts + dur AS te FROM events "
-            "WHERE rank = ? AND device_type = 'cpu' AND kind IN ('cpu_op', 'dataloader') ORDER BY pid, tid, ts",
+            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({', '.join(repr(k) for k in OWNER_KINDS)})",
             [r],
         )
-        owner = _owners(live, ops)
+        owner = owners(live, ops)
         by: dict[str, list[int]] = {}
         for name, b in zip(owner, live["bytes"].tolist()):
             acc = by.setdefault(name, [0, 0])
@@ -81,7 +87,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             "device_type": dt,
             "device": d,
             "peak_allocated_bytes": int(peaks["pa_"][i]),
-            "peak_reserved_bytes": int(peaks["pr"][i]),
+            "peak_reserved_bytes": int(peaks["pr"][i]) if peaks["has_r"][i] else None,
             "peak_ts_us": pts / 1000.0,
         }
         peak = int(peaks["pa_"][i])
@@ -104,27 +110,8 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
 
-def _owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
-    """Innermost operator on the allocating thread whose span holds each allocation."""
-    out: list[str] = []
-    threads: dict[tuple[int, int], np.ndarray] = {}
-    if len(ops["ts"]):
-        keys = ops["pid"] * (1 << 32) + ops["tid"]
-        for k in np.unique(keys):
-            threads[(int(k) >> 32, int(k) & 0xFFFFFFFF)] = np.flatnonzero(keys == k)
-    for t, pid, tid in zip(live["ts"].tolist(), live["pid"].tolist(), live["tid"].tolist()):
-        idx = threads.get((int(pid), int(tid) & 0xFFFFFFFF))
-        name = "(no operator)"
-        if idx is not None:
-            starts = ops["ts"][idx]
-            j = int(np.searchsorted(starts, t, side="right")) - 1
-            steps = 0
-            while j >= 0 and steps < 512:
-                k = idx[j]
-                if ops["te"][k] > t:
-                    name = str(ops["name"][k])
-                    break
-                j -= 1
-                steps += 1
-        out.append(name)
-    return out
+def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
+    """Innermost operator (``ops``: spans of OWNER_KINDS) on the allocating thread whose
+    span holds each allocation, else '(no operator)'."""
+    names = ops["name"]
+    return [str(names[o[-1]]) if o else NO_OPERATOR for o in open_at(live, ops)]

@@ -1,17 +1,22 @@
 """``aiprof report PROFILE --html report.html``: one self-contained HTML file.
 
 The file is the web UI itself (its CSS and JS inlined) plus the API responses it
-needs, embedded as JSON: the overview, steps, operators, kernels, memory and counters
-views and the advice. It opens from disk with no server and loads nothing from the
-network. Tables sort, filter and page in the browser over the embedded rows (the
-operators and kernels tables hold their top ``TOP_ROWS`` rows). There is no timeline
-in the report: use ``aiprof serve`` or ``aiprof timechart`` for that.
+needs, embedded as JSON: the overview, steps, operators, kernels, memory, allocations
+and counters views, the memory curves and the advice. Its charts (step time, breakdown,
+device utilization, memory) are drawn by the inlined UI code, the same as in
+``aiprof serve``. It opens from disk with no server and loads nothing from the network.
+Tables sort, filter and page in the browser over the embedded rows (the operators and
+kernels tables hold their top ``TOP_ROWS`` rows; allocations, the ``TOP_ROWS`` largest
+and those live at a peak). There is no timeline in the report: use ``aiprof serve`` or
+``aiprof timechart`` for that.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ from ..store import Profile
 from .assets import read_asset
 from .jsonio import dumps
 from .routes import advice_for, describe
-from .timeline import Timeline
+from .timeline import MAX_ITEMS, SeriesQuery, Timeline, Window
 
 TOP_ROWS = 500
 #: view -> rows embedded (None = all).
@@ -34,6 +39,10 @@ REPORT_VIEWS: dict[str, int | None] = {
     "counters": None,
 }
 REPORT_ID = "report"
+#: Pixels the embedded memory curves are merged to (the page's chart width).
+MEMORY_WIDTH = 1000
+#: Allocations live at a peak embedded beside the largest ones, at most.
+LIVE_ROWS = 5000
 
 
 def _asset(name: str) -> str:
@@ -49,11 +58,15 @@ def report_data(profile: Profile) -> dict[str, Any]:
     """The embedded API responses, keyed by the API path the UI asks for."""
     name = profile.paths[0].name if len(profile.paths) == 1 else f"{len(profile.paths)} profiles"
     base = f"/profiles/{REPORT_ID}"
+    timeline = Timeline(profile)
     data: dict[str, Any] = {
         "__generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "/profiles": {"profiles": [{"id": REPORT_ID, "name": name, "status": "ok"}]},
-        base: describe(profile, REPORT_ID, name, Timeline(profile)),
+        base: describe(profile, REPORT_ID, name, timeline),
     }
+    span = Window.parse(timeline.span[0], timeline.span[1], MEMORY_WIDTH, None, MAX_ITEMS)
+    data[f"{base}/memory/series"] = SeriesQuery(profile, threading.RLock()).memory(span)
+    data[f"{base}/views/allocations"] = _allocations(profile)
     known = views()
     for view, limit in REPORT_VIEWS.items():
         if view not in known:
@@ -71,6 +84,28 @@ def report_data(profile: Profile) -> dict[str, Any]:
     except Exception as e:
         data[f"{base}/advice"] = {"available": False, "advice": [], "reason": f"the proposer failed: {e}"}
     return data
+
+
+def _allocations(profile: Profile) -> dict[str, Any]:
+    """The allocations view's ``TOP_ROWS`` largest rows and every row live at a peak
+    (up to ``LIVE_ROWS``), largest first: what the report's memory page shows."""
+    try:
+        top = run(profile, "allocations", Query(limit=TOP_ROWS))
+        live = run(profile, "allocations", Query.parse(["live_at_peak=true"], ["-bytes"], LIVE_ROWS, 0))
+    except AiprofError as e:
+        return {"view": "allocations", "columns": [], "rows": [], "total": 0, "error": str(e)}
+    out = top.to_json()
+    seen = Counter(tuple(r.values()) for r in out["rows"])
+    extra = []
+    for r in live.to_json()["rows"]:
+        k = tuple(r.values())
+        if seen[k]:
+            seen[k] -= 1
+        else:
+            extra.append(r)
+    out["rows"] = sorted(out["rows"] + extra, key=lambda r: -int(r["bytes"]))
+    out["query"] = top.query.to_json()
+    return out
 
 
 def render_report(profile: Profile) -> str:

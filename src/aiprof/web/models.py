@@ -72,6 +72,9 @@ class ProfileMeta(Model):
     world_size: int | None = None
     hosts: list[Any]
     devices: list[dict[str, Any]]
+    devices_used: list[dict[str, Any]] = Field(
+        default_factory=list, description="devices with work, counters or allocations: rank, type, index, name"
+    )
     sources: list[dict[str, Any]]
     tables: dict[str, int]
     warnings: list[Any]

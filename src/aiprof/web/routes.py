@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from ..analysis import Query as ViewQuery
 from ..analysis import run, views
+from ..analysis.device_use import devices_used
 from ..errors import AiprofError
 from ..store import Profile
 from . import models as m
@@ -53,7 +54,8 @@ Device = Annotated[int | None, Query(description="device index")]
 
 
 def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[str, Any]:
-    """One profile's metadata for the API: devices, ranks, steps (the steps view),
+    """One profile's metadata for the API: devices (those the trace lists, and those
+    used: devices_used), ranks, steps (the steps view),
     sources, table sizes, warnings and the time span (ns) the timeline covers."""
     meta = profile.metas[0]
     timeline.build()
@@ -74,6 +76,7 @@ def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[
         "world_size": meta.get("world_size"),
         "hosts": meta.get("hosts", []),
         "devices": profile.devices,
+        "devices_used": devices_used(profile),
         "sources": [
             {k: v for k, v in src.items() if k != "path"} | {"file": FsPath(str(src.get("path", ""))).name}
             for m in profile.metas

@@ -5,6 +5,7 @@ import { $, h } from "./lib/dom";
 import { formatHash, forPage, PAGES, parseHash } from "./lib/url";
 import { navigate, state } from "./state/app";
 import { advicePage } from "./views/advice";
+import { emptyState, RECORD_STEPS } from "./views/empty";
 import { flamePage } from "./views/flame";
 import { comparePage } from "./views/compare";
 import { countersPage } from "./views/counters";
@@ -25,8 +26,8 @@ const TITLES: Record<string, string> = {
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
 
-const tablePage = (view: string, title: string, action?: TableOptions["action"]): PageFn => async (main) => {
-  main.append(h("h2", {}, title), makeTable(view, { bindUrl: true, action: EMBED ? undefined : action }));
+const tablePage = (view: string, title: string, action?: TableOptions["action"], extra: TableOptions = {}): PageFn => async (main) => {
+  main.append(h("h2", {}, title), makeTable(view, { ...extra, bindUrl: true, action: EMBED ? undefined : action }));
 };
 const onTimeline = (run: (r: Record<string, unknown>) => Promise<void>) => ({
   label: "timeline",
@@ -40,7 +41,11 @@ const PAGE_FNS: Record<string, PageFn> = {
   flame: flamePage,
   operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
   kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
-  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }),
+  steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, {
+    hideEmpty: true,
+    empty: () => emptyState("No steps in this profile.", "The trace marks no training steps, so there is no per-step split.",
+      RECORD_STEPS),
+  }),
   memory: memoryPage,
   counters: countersPage,
   compare: comparePage,

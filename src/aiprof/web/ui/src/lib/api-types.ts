@@ -782,6 +782,13 @@ export interface components {
             devices: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Devices Used
+             * @description devices with work, counters or allocations: rank, type, index, name
+             */
+            devices_used?: {
+                [key: string]: unknown;
+            }[];
             /** Hosts */
             hosts: unknown[];
             /** Id */

@@ -26,6 +26,23 @@ describe("fmtBytes and fmtValue", () => {
     expect(fmtValue("gemm", "µs")).toBe("gemm");
     expect(fmtNum(1234567)).toBe("1,234,567");
   });
+  it("counters: byte units and rates, tiny values without an e", () => {
+    expect(fmtValue(1536, "MiB")).toBe("1.50 GiB");
+    expect(fmtValue(3 * 1024 * 1024, "B/s")).toBe("3.00 MiB/s");
+    expect(fmtValue(1.42e-11, "s")).toBe("0.0142 ns");
+    expect(fmtValue(1.42e-11, "J")).toBe("14.2 pJ");
+    expect(fmtValue(0.25, "W")).toBe("250 mW");
+    expect(fmtNum(1.42e-11)).toBe("1.42×10⁻¹¹");
+    expect(fmtValue(0.0000202, "%")).toBe("< 0.01 %");
+    for (const v of [1.42e-11, 3e-7, 0.0005]) expect(fmtNum(v)).not.toMatch(/e/);
+    // Prefixed units scale from their base; units without prefixes print as they come.
+    expect(fmtValue(0.5, "MB")).toBe("500 kB");
+    expect(fmtValue(40000, "MB")).toBe("40.0 GB");
+    expect(fmtValue(1410, "MHz")).toBe("1.41 GHz");
+    expect(fmtValue(1200, "MB/s")).toBe("1.20 GB/s");
+    expect(fmtValue(38, "C")).toBe("38.0 C");
+    expect(fmtValue(0.5, "errors")).toBe("0.500 errors");
+  });
 });
 
 describe("ruler", () => {

@@ -26,8 +26,13 @@ export function sig3(v: number): string {
   if (a >= 100) return v.toFixed(0);
   if (a >= 10) return v.toFixed(1);
   if (a >= 1) return v.toFixed(2);
-  return v.toPrecision(3);
+  if (a >= 1e-3) return v.toPrecision(3);
+  // Tiny values in a readable power of ten (never "1.42e-11").
+  const [m, e] = v.toExponential(2).split("e") as [string, string];
+  return `${m}×10${Number(e).toString().replace(/[-0-9]/g, (c) => SUP[c] ?? c)}`;
 }
+
+const SUP: Record<string, string> = { "-": "⁻", "0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "5": "⁵", "6": "⁶", "7": "⁷", "8": "⁸", "9": "⁹" };
 
 const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 
@@ -59,6 +64,27 @@ const SI: [number, string][] = [
   [1e3, "k"],
 ];
 
+const SI_SMALL: [number, string][] = [
+  [1e-3, "m"],
+  [1e-6, "µ"],
+  [1e-9, "n"],
+  [1e-12, "p"],
+  [1e-15, "f"],
+];
+
+/** Units that take SI prefixes (others are printed as they come). */
+const SI_BASE = new Set(["Hz", "W", "J", "V", "A", "FLOP/s", "FLOPS", "op/s"]);
+const PREFIX: Record<string, number> = { k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, m: 1e-3 };
+const PREFIXED = /^(k|K|M|G|T|m)(Hz|W|J|V|A|FLOP\/s|B\/s|B)$/;
+
+/** ``v`` in ``unit`` with an SI prefix: 1.41 GHz, 250 mW, 14.2 pJ, 2.00 MB (decimal). */
+function si(v: number, unit: string): string {
+  const a = Math.abs(v);
+  for (const [div, p] of SI) if (a >= div) return sig3(v / div) + " " + p + unit;
+  if (a > 0 && a < 1) for (const [div, p] of SI_SMALL) if (a >= div) return sig3(v / div) + " " + p + unit;
+  return sig3(v) + " " + unit;
+}
+
 /** A value in the unit a column or counter declares ("µs", "ms", "B", "%", "Hz", "W"...). */
 export function fmtValue(v: unknown, unit?: string | null): string {
   if (v === null || v === undefined) return "";
@@ -76,16 +102,23 @@ export function fmtValue(v: unknown, unit?: string | null): string {
     case "B":
     case "bytes":
       return fmtBytes(v);
+    case "KiB":
+    case "MiB":
+    case "GiB":
+      return fmtBytes(v * Math.pow(1024, BYTE_UNITS.indexOf(unit)));
+    case "B/s":
+      return fmtBytes(v) + "/s";
     case "%":
-      return sig3(v) + " %";
+      return v !== 0 && Math.abs(v) < 0.01 ? (v < 0 ? "> -0.01 %" : "< 0.01 %") : sig3(v) + " %";
     case null:
     case undefined:
     case "":
       return fmtNum(v);
     default: {
-      const a = Math.abs(v);
-      for (const [div, p] of SI) if (a >= div) return sig3(v / div) + " " + p + unit;
-      return sig3(v) + " " + unit;
+      // A prefixed SI unit ("MHz", "MB/s", "kW") is scaled from its base unit, decimal.
+      const m = unit.match(PREFIXED);
+      if (m) return si(v * PREFIX[m[1]!]!, m[2]!);
+      return SI_BASE.has(unit) ? si(v, unit) : sig3(v) + " " + unit; // "C", "errors", "bool"... as they come
     }
   }
 }

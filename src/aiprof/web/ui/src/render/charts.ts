@@ -1,5 +1,6 @@
 // Small canvas charts (stacked bars, step lines) with a value readout under the pointer.
 import { theme } from "../lib/colors";
+import { h } from "../lib/dom";
 import { fmtNs } from "../lib/format";
 import { lastAtOrBefore } from "../lib/series";
 import { hideTip, showTip } from "../views/tooltip";
@@ -130,13 +131,24 @@ export function lineChart(canvas: HTMLCanvasElement, series: LineSeries[], fmt: 
   }
   if (peak) {
     const x = X(peak.ts), y = Y(peak.v);
+    ctx.strokeStyle = "#dc2626";
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, H - bottom);
+    ctx.stroke();
+    ctx.setLineDash([]);
     ctx.fillStyle = "#dc2626";
     ctx.beginPath();
     ctx.arc(x, y, 4, 0, 2 * Math.PI);
     ctx.fill();
     const label = "peak " + fmt(peak.v) + " at " + fmtNs(peak.ts);
     const lw = ctx.measureText(label).width;
-    ctx.fillText(label, Math.min(x + 6, w - right - lw), Math.max(y + 4, 14));
+    const lx = x + 8 + lw < w - right ? x + 8 : x - 8 - lw, ly = Math.max(y + 14, 22);
+    ctx.fillStyle = th.bg;
+    ctx.fillRect(lx - 3, ly - 8, lw + 6, 16);
+    ctx.fillStyle = "#dc2626";
+    ctx.fillText(label, lx, ly);
   }
   canvas.onmousemove = (e) => {
     if (e.offsetX < left) return hideTip();
@@ -149,4 +161,23 @@ export function lineChart(canvas: HTMLCanvasElement, series: LineSeries[], fmt: 
     showTip(e.clientX, e.clientY, lines);
   };
   canvas.onmouseleave = hideTip;
+}
+
+export interface HBar {
+  label: string;
+  /** 0-100: the bar's length. */
+  pct: number;
+  color: string;
+  /** The numbers shown beside the bar. */
+  text: string;
+  title?: string;
+}
+
+/** Horizontal bars with their numbers beside them (HTML, so it prints and copies). */
+export function hbars(rows: HBar[]): HTMLElement {
+  return h("table", { class: "hbars" }, rows.map((r) =>
+    h("tr", { title: r.title || "" },
+      h("td", { class: "lab" }, h("i", { class: "swatch", style: `background:${r.color}` }), r.label),
+      h("td", { class: "barcell" }, h("span", { class: "hbar", style: `width:${Math.max(0, Math.min(100, r.pct)).toFixed(2)}%;background:${r.color}` })),
+      h("td", { class: "num" }, r.text))));
 }

@@ -1,61 +1,120 @@
-import { api, EMBED, profilePath, type MemorySeries, type TracksResponse, type WindowResponse } from "../lib/api";
+// Memory: allocated and reserved per device (allocated is derived from the events'
+// Bytes when the trace has no totals, at import), the peak marked, the allocations
+// live at the peak with their operator and call stack, and the largest allocations.
+import { api, EMBED, profilePath, type MemorySeries, type ProfileMeta, type Row, type ViewResult } from "../lib/api";
 import { h } from "../lib/dom";
-import { fmtBytes, fmtNs } from "../lib/format";
-import { lineChart } from "../render/charts";
+import { fmtBytes, fmtNs, fmtValue } from "../lib/format";
+import { lineChart, type LineSeries } from "../render/charts";
 import { pid } from "../state/app";
+import { emptyState } from "./empty";
 import { legend } from "./overview";
 import { showTime } from "./show";
-import { makeTable } from "./table";
+import { localFilter, makeTable } from "./table";
 
+type Series = MemorySeries["series"][number];
 type Peak = MemorySeries["peaks"][number];
+
+/** Live allocations listed per device (the rest are counted). */
+const LIVE_ROWS = 25;
+const COLORS = { allocated: "#2563eb", reserved: "#f59e0b", "peak of allocated": "#dc2626" };
+
+export const RECORD_MEMORY = [
+  "torch.profiler.profile(activities=[...], profile_memory=True, record_shapes=True, with_stack=True)",
+  "aiprof record --ops --memory -- python train.py",
+];
+
+const key = (r: { rank?: number | null; device_type?: string | null; device?: number | null }) => `${r.rank}:${r.device_type}:${r.device}`;
 
 export async function memoryPage(main: HTMLElement): Promise<void> {
   main.append(h("h2", {}, "Memory"));
-  if (!EMBED) {
-    const m = await api<MemorySeries>(profilePath(pid(), "/memory/series"), { width: 1000 });
-    const dev = m.series.filter((s) => s.device_type !== "cpu");
-    const list = dev.length ? dev : m.series;
-    if (!list.length) main.append(h("p", { class: "muted" }, "No allocator events in this profile (record with profile_memory=True)."));
-    for (const s of list) {
-      const pk = m.peaks.find((p) => p.rank === s.rank && p.device === s.device && p.device_type === s.device_type);
-      main.append(h("h3", {}, `rank ${s.rank}, ${s.device_type} ${s.device}: allocated and reserved`));
-      main.append(legend({ allocated: "#2563eb", reserved: "#f59e0b", "peak of allocated": "#dc2626" }, ["allocated", "reserved", "peak of allocated"]));
-      const c = h("canvas", { class: "chart", id: "mem-chart" });
-      main.append(c);
-      requestAnimationFrame(() =>
-        lineChart(c, [{ name: "reserved", color: "#f59e0b", ts: s.ts, v: s.reserved }, { name: "allocated", color: "#2563eb", ts: s.ts, v: s.allocated }], fmtBytes,
-          pk ? { ts: pk.peak_ts, v: pk.peak_bytes } : null));
-      if (pk) main.append(await liveAt(pk));
-    }
+  const [m, meta] = await Promise.all([api<MemorySeries>(profilePath(pid(), "/memory/series"), { width: 1000 }), api<ProfileMeta>(profilePath(pid()))]);
+  const dev = m.series.filter((s) => s.device_type !== "cpu");
+  const list = dev.length ? dev : m.series;
+  if (!list.length) {
+    main.append(emptyState("No allocator events in this profile.",
+      "The memory page draws the caching allocator's events ([memory] events in a Kineto trace); this trace has none, so there is no allocated or reserved curve and no peak.",
+      RECORD_MEMORY));
+    return;
   }
-  main.append(h("h3", {}, "Memory by device (memory view)"),
-    makeTable("memory", {
-      bindUrl: true,
-      action: EMBED ? undefined : { label: "timeline", title: "show the peak on the timeline", run: (r) => showTime(Number(r.peak_ts_us) * 1000) },
-    }));
+  if (!dev.length) main.append(h("p", { class: "muted" }, "Only host (CPU) allocations were recorded; no device memory events."));
+  const derived = (meta.warnings || []).map(String).filter((w) => w.includes("running sum of Bytes"));
+  if (derived.length)
+    main.append(h("p", { class: "muted", id: "mem-derived", title: derived.join("\n") },
+      "Allocated memory is derived from the running sum of each allocator event's Bytes: the trace records no totals. Memory held before the trace began counts only as far as its frees show."));
+  const live = await allocationRows([{ col: "live_at_peak", v: true }]);
+  for (const s of list) {
+    const pk = m.peaks.find((p) => key(p) === key(s));
+    main.append(deviceSection(s, pk, live.filter((r) => key(r as unknown as Peak) === key(s)), meta));
+  }
+  main.append(h("h3", {}, "Largest allocations"),
+    h("p", { class: "muted small" }, EMBED ? "The report holds the 500 largest allocations and those live at each peak." : "Every block the allocator handed out; filter e.g. device_type=cuda; live_at_peak=true; operator~mm"),
+    makeTable("allocations", { bindUrl: true, action: EMBED ? undefined : { label: "timeline", title: "show the allocation on the timeline", run: (r) => showTime(Number(r.ts_us) * 1000) } }));
+  main.append(h("h3", {}, "Memory by operator at the peak (memory view)"), makeTable("memory", {}));
 }
 
-/** The host operators live at the peak: the spans covering that instant (a timeline window). */
-async function liveAt(pk: Peak): Promise<HTMLElement> {
-  const box = h("div", { class: "panel", id: "live-at-peak" });
-  box.append(h("b", {}, `Operators live at the peak (${fmtBytes(pk.peak_bytes)} at ${fmtNs(pk.peak_ts)})`),
-    h("button", { class: "show-tl", onclick: () => showTime(pk.peak_ts) }, "show on timeline"));
-  const w = await api<WindowResponse>(profilePath(pid(), "/timeline"), { t0: pk.peak_ts, t1: pk.peak_ts, width: 1 });
-  const tracks = (await api<TracksResponse>(profilePath(pid(), "/tracks"))).tracks;
-  const names = new Map(tracks.map((t) => [t.track, t]));
-  const rows: { track: string; depth: number; kind: string; name: string; dur: number }[] = [];
-  for (let i = 0; i < w.items.ts.length; i++) {
-    const t = names.get(w.items.track[i]!);
-    if (!t || t.is_device) continue;
-    const kind = w.items.kind[i]!;
-    if (!["cpu_op", "user_annotation", "python", "step"].includes(kind)) continue;
-    rows.push({ track: t.name, depth: w.items.depth[i]!, kind, name: w.names[w.items.name[i]!]!, dur: w.items.dur[i]! });
+function deviceSection(s: Series, pk: Peak | undefined, live: Row[], meta: ProfileMeta): HTMLElement {
+  const box = h("section", { class: "mem-device", "data-device": key(s) });
+  const hasReserved = s.reserved.some((v) => v !== null && v !== undefined && v >= 0);
+  box.append(h("h3", {}, `rank ${s.rank}, ${s.device_type}:${s.device}: allocated${hasReserved ? " and reserved" : ""}`));
+  const names = hasReserved ? ["allocated", "reserved", "peak of allocated"] : ["allocated", "peak of allocated"];
+  box.append(legend(COLORS, names));
+  const c = h("canvas", { class: "chart", id: "mem-chart", "data-peak": pk?.peak_bytes ?? "" });
+  box.append(c);
+  const lines: LineSeries[] = [{ name: "allocated", color: COLORS.allocated, ts: s.ts, v: s.allocated }];
+  if (hasReserved) lines.unshift({ name: "reserved", color: COLORS.reserved, ts: s.ts, v: s.reserved });
+  const peakAt = pk && pk.peak_ts !== null && pk.peak_bytes !== null ? { ts: pk.peak_ts, v: pk.peak_bytes } : null;
+  requestAnimationFrame(() => lineChart(c, lines, fmtBytes, peakAt));
+  const used = (meta.devices_used || []) as { rank: number; type: string; index: number; memory_bytes?: number | null }[];
+  const capacity = used.find((d) => d.rank === s.rank && d.type === s.device_type && d.index === s.device)?.memory_bytes;
+  const card = (k: string, v: string, id?: string) => h("div", { class: "card", id }, h("div", { class: "k" }, k), h("div", { class: "v", title: v }, v));
+  box.append(h("div", { class: "cards" },
+    card("peak allocated", peakAt ? fmtBytes(peakAt.v) : "–", "mem-peak"),
+    card("at", peakAt ? fmtNs(peakAt.ts) : "–"),
+    card("peak reserved", hasReserved && pk?.peak_reserved !== null && pk?.peak_reserved !== undefined ? fmtBytes(pk.peak_reserved) : "not recorded"),
+    capacity ? card("of device memory", fmtValue(peakAt ? (100 * peakAt.v) / capacity : 0, "%") + " of " + fmtBytes(capacity)) : null));
+  if (!peakAt) {
+    box.append(emptyState("No peak.", "This device's allocator events carry neither totals nor sizes, so the allocated memory is unknown.", RECORD_MEMORY));
+    return box;
   }
-  rows.sort((a, b) => (a.track < b.track ? -1 : a.track > b.track ? 1 : a.depth - b.depth));
-  const t = h("table", { class: "data" }, h("tr", {}, ["thread", "depth", "kind", "operator", "duration"].map((x) => h("th", {}, x))));
-  for (const r of rows)
-    t.append(h("tr", {}, h("td", { title: r.track }, r.track), h("td", {}, String(r.depth)), h("td", {}, r.kind),
-      h("td", { title: r.name }, "\u00a0\u00a0".repeat(r.depth) + r.name), h("td", { class: "num" }, fmtNs(r.dur))));
-  box.append(rows.length ? t : h("p", { class: "muted" }, "No host operator spans that instant."));
+  box.append(liveTable(live, peakAt));
   return box;
+}
+
+/** The allocations held at the peak, largest first: size, operator, when, call stack. */
+function liveTable(rows: Row[], peak: { ts: number; v: number }): HTMLElement {
+  const box = h("div", { class: "panel live-at-peak", id: "live-at-peak" });
+  const held = rows.reduce((a, r) => a + Number(r.bytes || 0), 0);
+  const unseen = peak.v - held;
+  box.append(h("b", {}, `Allocations live at the peak (${fmtBytes(peak.v)} at ${fmtNs(peak.ts)})`));
+  if (!EMBED) box.append(h("button", { class: "show-tl", onclick: () => showTime(peak.ts) }, "show on timeline"));
+  box.append(h("div", { class: "muted small" },
+    `${rows.length.toLocaleString("en-US")} blocks hold ${fmtBytes(held)}` + (unseen > 0 ? `; ${fmtBytes(unseen)} was allocated before the trace began (its owner is unknown)` : "") + "."));
+  if (!rows.length) return box;
+  const t = h("table", { class: "data" }, h("thead", {}, h("tr", {}, ["size", "% of peak", "operator", "allocated at", "held for", "call stack"].map((x) => h("th", {}, x)))));
+  const tb = h("tbody");
+  for (const r of rows.slice(0, LIVE_ROWS)) {
+    const stack = String(r.stack || "");
+    tb.append(h("tr", {},
+      h("td", { class: "num", title: String(r.bytes) }, fmtBytes(Number(r.bytes))),
+      h("td", { class: "num" }, fmtValue((100 * Number(r.bytes)) / peak.v, "%")),
+      h("td", { title: String(r.operator || "") }, String(r.operator || "")),
+      h("td", { class: "num" }, fmtValue(r.ts_us, "µs")),
+      h("td", { class: "num" }, r.lifetime_us === null || r.lifetime_us === undefined ? "to the end" : fmtValue(r.lifetime_us, "µs")),
+      h("td", { class: "stack", title: stack }, stack || h("span", { class: "muted" }, "not recorded"))));
+  }
+  t.append(tb);
+  box.append(t);
+  if (rows.length > LIVE_ROWS) box.append(h("div", { class: "muted small" }, `${rows.length - LIVE_ROWS} smaller blocks not listed: filter the table below with live_at_peak=true.`));
+  return box;
+}
+
+/** Rows of the allocations view matching ``filters``, largest first (the report filters its embedded rows). */
+async function allocationRows(filters: { col: string; v: unknown }[]): Promise<Row[]> {
+  const text = filters.map((f) => `${f.col}=${String(f.v)}`);
+  if (EMBED) {
+    const all = await api<ViewResult>(profilePath(pid(), "/views/allocations"));
+    return localFilter(all.rows, text).sort((a, b) => Number(b.bytes) - Number(a.bytes));
+  }
+  const res = await api<ViewResult>(profilePath(pid(), "/views/allocations"), { filter: text, sort: "-bytes", limit: 10000 });
+  return res.rows;
 }

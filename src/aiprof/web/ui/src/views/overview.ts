@@ -1,74 +1,147 @@
-import { api, profilePath, type ProfileMeta, type ViewResult } from "../lib/api";
+import { api, EMBED, profilePath, type AdviceResponse, type ProfileMeta, type Row, type ViewResult } from "../lib/api";
 import { CAT_COLORS } from "../lib/colors";
 import { h } from "../lib/dom";
-import { fmtNs, fmtNum, fmtValue } from "../lib/format";
-import { stackedBars } from "../render/charts";
+import { fmtBytes, fmtNs, fmtNum, fmtValue } from "../lib/format";
+import { formatHash } from "../lib/url";
+import { hbars, stackedBars } from "../render/charts";
 import { pid } from "../state/app";
-import { adviceList } from "./advice";
+import { emptyState, RECORD_STEPS } from "./empty";
 
 const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"];
+const UTIL_COLORS: Record<string, string> = { device_busy: "#2563eb", compute: "#16a34a", non_compute: "#f59e0b", idle: "#9ca3af" };
+/** Advice items the overview shows (the rest are on the advice page). */
+const TOP_ADVICE = 3;
+/** Ranks drawn one by one in the overview (the distributed page shows them all). */
+const MAX_RANKS = 8;
 
 export function legend(colors: Record<string, string>, names: string[]): HTMLElement {
   return h("div", { class: "legend" }, names.map((n) => h("span", {}, h("i", { style: "background:" + (colors[n] || "#999") }), n)));
 }
 
+type Device = { rank: number; type: string; index: number; name?: string | null; memory_bytes?: number | null };
+
+/** "1 × Tesla V100-SXM2-32GB" per kind of device a rank used ("2 ranks, each 1 × ..."). */
+export function deviceLabel(used: Device[], listed: Device[]): string {
+  const devs = used.length ? used : listed.filter((d) => d.type !== "cpu");
+  if (!devs.length) return "none (host only)";
+  const kind = (d: Device) => String(d.name || d.type.toUpperCase() + " device");
+  const ranks = new Set(devs.map((d) => d.rank));
+  const perRank = new Map<string, number>();
+  for (const d of devs) perRank.set(kind(d), (perRank.get(kind(d)) || 0) + 1);
+  const parts = [...perRank].map(([k, n]) => `${ranks.size > 1 ? n / ranks.size : n} × ${k}`);
+  const even = [...perRank.values()].every((n) => n % ranks.size === 0);
+  if (ranks.size > 1 && even) return `${ranks.size} ranks, each ${parts.join(" + ")}`;
+  if (ranks.size > 1) return [...perRank].map(([k, n]) => `${n} × ${k}`).join(" + ") + ` over ${ranks.size} ranks`;
+  return parts.join(" + ");
+}
+
+function deviceList(meta: ProfileMeta): HTMLElement {
+  const used = (meta.devices_used || []) as Device[];
+  const listed = ((meta.devices || []) as Device[]).filter((d) => d.type !== "cpu");
+  const text = used.map((d) => `rank ${d.rank} · ${d.type}:${d.index}${d.name ? " " + d.name : ""}${d.memory_bytes ? " (" + fmtBytes(d.memory_bytes) + ")" : ""}`);
+  const note = !used.length && listed.length
+    ? `The trace lists ${listed.length} device(s) but records no work on them.`
+    : listed.length > used.length ? `The trace lists ${listed.length} device(s) on the node; the profile used ${used.length}.` : "";
+  return h("p", { class: "muted devices", id: "device-list" }, text.length ? "Devices used: " + text.join("; ") + "." : "", note ? " " + note : "");
+}
+
 export async function overviewPage(main: HTMLElement): Promise<void> {
   const meta = await api<ProfileMeta>(profilePath(pid()));
-  const devs = (meta.devices || []).filter((d) => d.type !== "cpu");
   const card = (k: string, v: string) => h("div", { class: "card" }, h("div", { class: "k" }, k), h("div", { class: "v", title: v }, v));
   const span = meta.span_ns;
   main.append(
     h("h2", {}, "Overview"),
     h("div", { class: "cards" },
       card("profile", meta.name), card("ranks", (meta.ranks || []).join(", ") || "–"),
-      card("devices", devs.length ? `${devs.length} × ${String(devs[0]!.name || devs[0]!.type)}` : "none"),
+      card("devices", deviceLabel((meta.devices_used || []) as Device[], (meta.devices || []) as Device[])),
       card("steps", String((meta.steps || []).length)), card("span", fmtNs((span[1] ?? 0) - (span[0] ?? 0))),
       card("events", fmtNum((meta.tables || {}).events || 0))),
+    deviceList(meta),
   );
   const left = h("div"), right = h("div");
   main.append(h("div", { class: "grid2" }, left, right));
-  left.append(h("h3", {}, "Step time breakdown"));
+  left.append(h("h3", {}, "Step time"));
   try {
     const steps = await api<ViewResult>(profilePath(pid(), "/views/steps"), { limit: 1000 });
-    const rows = steps.rows;
-    if (!rows.length) left.append(h("p", { class: "muted" }, "No steps."));
-    else {
-      const c = h("canvas", { class: "chart", id: "steps-chart" });
-      left.append(legend(CAT_COLORS, CATS), c);
-      const many = new Set(rows.map((x) => x.rank)).size > 1;
-      const labels = rows.map((r) => String(r.step === null ? "all" : r.step) + (many ? "/r" + String(r.rank) : ""));
-      stackedBars(c, labels, CATS.map((k) => ({ name: k, color: CAT_COLORS[k]!, values: rows.map((r) => Number(r[k + "_us"] || 0)) })), (v) => fmtValue(v, "µs"));
-    }
+    stepChart(left, steps.rows, meta.steps_error);
   } catch (e) {
     left.append(h("p", { class: "error" }, "steps: " + (e as Error).message));
   }
-  right.append(h("h3", {}, "Device utilization"));
   try {
     const ov = await api<ViewResult>(profilePath(pid(), "/views/overview"), { limit: 10000 });
-    const all = (r: Record<string, unknown>) => r.step === null || r.step === undefined;
-    const util = ov.rows.filter((r) => r.section === "device" && all(r));
-    const busy = ov.rows.filter((r) => r.section === "utilization" && all(r));
-    const t = h("table", { class: "data", id: "util-table" }, h("tr", {}, ["rank", "device", "figure", "time", "%"].map((x) => h("th", {}, x))));
-    for (const r of busy.concat(util)) {
-      const pct = Number(r.percent || 0);
-      t.append(h("tr", {},
-        h("td", {}, String(r.rank)), h("td", {}, r.device === null || r.device === undefined ? "" : String(r.device)), h("td", {}, String(r.category)),
-        h("td", { class: "num", title: String(r.time_us) }, fmtValue(r.time_us, "µs")),
-        h("td", { class: "num" }, h("span", {}, fmtValue(r.percent, "%")), h("span", { class: "bar", style: `width:${Math.max(0, Math.min(100, pct))}px` }))));
-    }
-    right.append(t);
-    const bd = ov.rows.filter((r) => r.section === "breakdown" && all(r));
-    if (bd.length) {
-      right.append(h("h3", {}, "Where step time goes (all steps)"));
-      const t2 = h("table", { class: "data", id: "breakdown-table" }, h("tr", {}, ["rank", "category", "time", "%"].map((x) => h("th", {}, x))));
-      for (const r of bd)
-        t2.append(h("tr", {}, h("td", {}, String(r.rank)),
-          h("td", {}, h("i", { class: "swatch", style: `background:${CAT_COLORS[String(r.category)] || "#999"}` }), String(r.category)),
-          h("td", { class: "num", title: String(r.time_us) }, fmtValue(r.time_us, "µs")), h("td", { class: "num" }, fmtValue(r.percent, "%"))));
-      right.append(t2);
-    }
+    breakdown(right, ov.rows);
   } catch (e) {
     right.append(h("p", { class: "error" }, "overview: " + (e as Error).message));
   }
-  main.append(h("h3", {}, "Top advice"), await adviceList(5));
+  main.append(await topAdvice());
+}
+
+function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
+  if (!rows.length) {
+    box.append(emptyState("No steps in this profile.", error || "The trace marks no training steps (no ProfilerStep# spans).",
+      RECORD_STEPS));
+    return;
+  }
+  const c = h("canvas", { class: "chart", id: "steps-chart" });
+  box.append(legend(CAT_COLORS, CATS), c);
+  const many = new Set(rows.map((x) => x.rank)).size > 1;
+  const labels = rows.map((r) => String(r.step === null ? "all" : r.step) + (many ? "/r" + String(r.rank) : ""));
+  const series = CATS.map((k) => ({ name: k, color: CAT_COLORS[k]!, values: rows.map((r) => Number(r[k + "_us"] || 0)) }));
+  c.dataset.totals = JSON.stringify(labels.map((_, i) => series.reduce((s, x) => s + x.values[i]!, 0)));
+  stackedBars(c, labels, series, (v) => fmtValue(v, "µs"));
+}
+
+/** The device figures and the all-steps breakdown, as bars with their numbers beside them. */
+function breakdown(box: HTMLElement, rows: Row[]): void {
+  const all = (r: Row) => r.step === null || r.step === undefined;
+  const ranks = [...new Set(rows.filter(all).map((r) => Number(r.rank)))].sort((a, b) => a - b);
+  const shown = ranks.slice(0, MAX_RANKS);
+  const bars = (id: string, list: Row[], color: (c: string) => string) => {
+    const out = h("div", { id });
+    for (const rank of shown) {
+      const rs = list.filter((r) => Number(r.rank) === rank);
+      if (rs.length) out.append(ranks.length > 1 ? h("div", { class: "muted" }, `rank ${rank}`) : "", hbars(rs.map((r) => barRow(r, color(String(r.category))))));
+    }
+    if (ranks.length > shown.length) out.append(h("p", { class: "muted" }, `${ranks.length - shown.length} more ranks: see the steps view.`));
+    return out;
+  };
+  const util = rows.filter((r) => (r.section === "utilization" || r.section === "device") && all(r));
+  box.append(h("h3", {}, "Device utilization (all steps)"));
+  if (!util.length)
+    box.append(emptyState("No device activity recorded.", "The profile has no kernels, copies or collectives on a device.",
+      ["with torch.profiler: activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", "aiprof record --ops -- python train.py"]));
+  else
+    box.append(bars("util-table", util, (c) => UTIL_COLORS[c] || "#6b7280"), h("p", { class: "muted small" },
+      "device_busy: any kernel, copy or collective running; compute / non_compute / idle split the device's active span as Holistic Trace Analysis does."));
+  const bd = rows.filter((r) => r.section === "breakdown" && all(r));
+  box.append(h("h3", {}, "Where step time goes (all steps)"));
+  if (!bd.length) box.append(h("p", { class: "muted" }, "No breakdown: the profile has no steps, or no host and device events to split."));
+  else box.append(bars("breakdown-table", bd, (c) => CAT_COLORS[c] || "#999"));
+}
+
+function barRow(r: Row, color: string): { label: string; pct: number; text: string; color: string; title: string } {
+  const pct = Number(r.percent || 0);
+  return { label: String(r.category), pct, color, text: `${fmtValue(r.time_us, "µs")} · ${fmtValue(r.percent, "%")}`, title: `${String(r.time_us)} µs` };
+}
+
+async function topAdvice(): Promise<HTMLElement> {
+  const box = h("div", { id: "top-advice" }, h("h3", {}, "Top advice"));
+  const link = (label: string) => h("a", { href: formatHash({ pid: pid(), page: "advice" }), class: "advice-link" }, label);
+  try {
+    const a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
+    if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
+    else if (!a.advice.length) box.append(h("p", { class: "muted" }, "No advice: nothing stands out in this profile."));
+    for (const raw of a.advice.slice(0, TOP_ADVICE)) {
+      const item = raw as Record<string, unknown>;
+      const gain = Number(item.gain_pct);
+      box.append(h("div", { class: "advice" },
+        h("div", { class: "t" }, h("span", { class: "sev sev-" + String(item.severity || "info") }, String(item.severity || "")), " ", link(String(item.title || item.rule || "advice")),
+          Number.isFinite(gain) && gain > 0 ? h("span", { class: "muted gain" }, ` · up to ${fmtValue(gain, "%")} of step time`) : null),
+        item.summary ? h("div", {}, String(item.summary)) : null));
+    }
+    if (a.available && a.advice.length) box.append(link(a.advice.length > TOP_ADVICE ? `All ${a.advice.length} items on the Advice page →` : "Details on the Advice page →"));
+  } catch (e) {
+    box.append(h("p", { class: "muted" }, (EMBED ? "No advice in this report: " : "Advice unavailable: ") + (e as Error).message));
+  }
+  return box;
 }

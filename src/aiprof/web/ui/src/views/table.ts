@@ -14,10 +14,24 @@ export interface TableOptions {
   /** A button at the end of each row (e.g. "show on timeline"). */
   action?: { label: string; title: string; run: (row: Row) => void };
   onload?: (res: ViewResult) => void;
+  /** Leave out the columns that are zero or empty on every row shown (named below the table). */
+  hideEmpty?: boolean;
+  /** Columns whose unit is the row's own ``unit`` cell (the counters view: one metric a row). */
+  rowUnit?: string[];
+  /** Shown instead of an empty table when the view has no rows at all (no filter set). */
+  empty?: () => HTMLElement;
 }
 
 /** Most rows an export asks for (the API's MAX_LIMIT). */
 export const EXPORT_LIMIT = 10000;
+
+/** A header's text: the name without its unit suffix, and the unit it is shown in. */
+export function headerLabel(name: string, unit: string | null): (string | HTMLElement)[] {
+  const base = name.replace(/_(us|ms|ns|bytes|pct)$/, "").replace(/_/g, " ");
+  return unit ? [base, h("span", { class: "unit" }, unit)] : [base];
+}
+
+const isEmpty = (v: unknown): boolean => v === null || v === undefined || v === 0 || v === "";
 
 export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const r = opts.bindUrl ? state.route : { filter: undefined, sort: undefined, offset: undefined };
@@ -70,14 +84,16 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     const t = h("table", { class: "data" });
     const trh = h("tr");
     if (opts.action) trh.append(h("th", { class: "act" }, ""));
-    for (const c of res.columns) {
+    const hidden = opts.hideEmpty && res.rows.length ? res.columns.filter((c) => res.rows.every((row) => isEmpty(row[c.name]))).map((c) => c.name) : [];
+    const cols = res.columns.filter((c) => !hidden.includes(c.name));
+    for (const c of cols) {
       const unit = columnUnit(c.name, c.unit);
       const cls = st.sort === c.name ? "sorted-asc" : st.sort === "-" + c.name ? "sorted-desc" : "";
       trh.append(
         h("th", {
-          class: cls, "data-col": c.name, title: `${c.name}${unit ? " (" + unit + ")" : ""}: click to sort`,
+          class: cls, "data-col": c.name, title: `${c.name}${unit ? " (raw values in " + unit + " in each cell's tooltip)" : ""}: click to sort`,
           onclick: () => { st.sort = st.sort === "-" + c.name ? c.name : "-" + c.name; st.offset = 0; load(); },
-        }, c.name.replace(/_(us|ms|ns|bytes|pct)$/, "")),
+        }, headerLabel(c.name, unit)),
       );
     }
     t.append(h("thead", {}, trh));
@@ -88,10 +104,11 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
         const a = opts.action;
         tr.append(h("td", { class: "act" }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
       }
-      for (const c of res.columns) {
+      for (const c of cols) {
         const v = row[c.name];
         const num = typeof v === "number";
-        const shown = num ? fmtValue(v, columnUnit(c.name, c.unit)) : v === null || v === undefined ? "" : String(v);
+        const unit = opts.rowUnit?.includes(c.name) && row.unit ? String(row.unit) : columnUnit(c.name, c.unit);
+        const shown = num ? fmtValue(v, unit) : v === null || v === undefined ? "" : String(v);
         tr.append(h("td", { class: num ? "num" : "", title: v === null || v === undefined ? "" : String(v) }, shown));
       }
       tb.append(tr);
@@ -99,6 +116,8 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     t.append(tb);
     tw.textContent = "";
     tw.append(t);
+    if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
+    if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, "Zero on every row shown, so left out: " + hidden.join(", ") + "."));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
     info.dataset.total = String(res.total);

@@ -1,0 +1,112 @@
+"""Allocations: one row per allocator block, with its lifetime, owner and call stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from .base import analyser
+from .common import fetch
+from .memory import OWNER_KINDS, owners
+from .open_spans import open_at
+
+_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("device_type", pa.string()),
+        ("device", pa.int64()),
+        ("ts_us", pa.float64()),
+        ("bytes", pa.int64()),
+        ("freed_us", pa.float64()),
+        ("lifetime_us", pa.float64()),
+        ("live_at_peak", pa.bool_()),
+        ("operator", pa.string()),
+        ("stack", pa.string()),
+    ]
+)
+
+#: Host spans that make up an allocation's call stack (python frames when the trace
+#: was recorded with stacks, framework operators and user annotations otherwise).
+STACK_KINDS = ("python", "cpu_op", "user_annotation", "dataloader")
+#: Frames kept of a stack (innermost ones); deeper stacks say how many were cut.
+STACK_DEPTH = 32
+STACK_SEP = " > "
+
+
+@analyser(
+    "allocations",
+    "Allocations",
+    default_sort=("-bytes",),
+    units={"ts_us": "µs", "freed_us": "µs", "lifetime_us": "µs", "bytes": "B"},
+)
+def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per allocation recorded by the allocator: rank, device_type, device,
+    ts_us (when it was allocated, µs), bytes, freed_us and lifetime_us (null when it
+    is still held at the end of the trace), live_at_peak (held at the device's peak of
+    allocated memory, as in the memory view), operator (innermost host operator
+    running on the allocating thread, as in the memory view) and stack (the host spans
+    open on that thread, outermost first, joined by ' > ')."""
+    t = fetch(
+        profile,
+        """
+        WITH a AS (SELECT rank, device_type, device, ts, bytes, addr, pid, tid FROM memory WHERE bytes > 0),
+        f AS (SELECT rank, device_type, device, ts, addr FROM memory WHERE bytes < 0),
+        p AS (SELECT rank, device_type, device, arg_max(ts, allocated) AS pts FROM memory
+              WHERE allocated IS NOT NULL GROUP BY ALL)
+        SELECT a.rank, a.device_type, a.device, a.ts, a.bytes, a.pid, a.tid, f.ts AS freed, f.ts IS NOT NULL AS has_free,
+               coalesce(p.pts IS NOT NULL AND a.ts <= p.pts AND (f.ts IS NULL OR f.ts > p.pts), false) AS live
+        FROM a ASOF LEFT JOIN f
+          ON a.rank = f.rank AND a.device_type = f.device_type AND a.device = f.device
+             AND a.addr = f.addr AND f.ts >= a.ts
+        LEFT JOIN p ON a.rank = p.rank AND a.device_type = p.device_type AND a.device = p.device
+        ORDER BY a.rank, a.pid, a.tid, a.ts
+        """,
+    )
+    n = len(t["ts"])
+    if not n:
+        return _SCHEMA.empty_table()
+    kinds = ", ".join(f"'{k}'" for k in STACK_KINDS)
+    names: list[str] = []
+    stacks: list[str] = []
+    for rank in np.unique(t["rank"]).tolist():
+        sel = np.flatnonzero(t["rank"] == rank)
+        sub = {k: v[sel] for k, v in t.items()}
+        spans = fetch(
+            profile,
+            f"SELECT pid, tid, name, kind, ts, ts + dur AS te FROM events "
+            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({kinds})",
+            [rank],
+        )
+        ops = {k: v[np.isin(spans["kind"], OWNER_KINDS)] for k, v in spans.items()}
+        names += owners(sub, ops)
+        stacks += [_stack([str(spans["name"][k]) for k in o]) for o in open_at(sub, spans)]
+    freed = t["freed"]
+    has_free = t["has_free"]
+    ts_us = t["ts"] / 1000.0
+    freed_us = np.where(has_free, freed / 1000.0, np.nan)
+    return pa.table(
+        {
+            "rank": t["rank"],
+            "device_type": t["device_type"],
+            "device": t["device"],
+            "ts_us": ts_us,
+            "bytes": t["bytes"],
+            "freed_us": pa.array(freed_us, mask=~has_free),
+            "lifetime_us": pa.array(freed_us - ts_us, mask=~has_free),
+            "live_at_peak": t["live"],
+            "operator": names,
+            "stack": stacks,
+        },
+        schema=_SCHEMA,
+    )
+
+
+def _stack(frames: list[str]) -> str:
+    """Frames outermost first, the innermost STACK_DEPTH kept."""
+    cut = len(frames) - STACK_DEPTH
+    if cut > 0:
+        frames = [f"({cut} more)", *frames[cut:]]
+    return STACK_SEP.join(frames)

@@ -1,0 +1,291 @@
+"""The overview and memory pages, the one-file report, and every page of every real
+profile in ../shared/data, in real headless Chromium against a real ``aiprof serve``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.analysis import Query, run
+from aiprof.importers import import_paths
+from aiprof.store import open_profile
+from kineto_builders import span, write_trace
+from test_all_formats import CAPTURES
+from test_serve_support import running_server
+from test_ui import ARGS, CHROMIUM, sync_api
+
+V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+MEM = "kineto/V100/df_index_resolver.json.gz"
+GIB = 1024**3
+#: A number printed as 1.42e-11 (the UI writes 1.42×10⁻¹¹ or uses a unit prefix).
+EXPONENT = re.compile(r"\b\d+(\.\d+)?e[-+]?\d+\b")
+
+
+def _slug(rel: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", rel).strip("_") + ".aiprof"
+
+
+def _bytes_only(src: Path, dst: Path) -> Path:
+    """The real V100 memory trace with its allocator totals taken out: its [memory]
+    events keep only Bytes, as tb-profiler's ResNet50 sample has them."""
+    doc = json.loads(gzip.open(src).read())
+    for e in doc["traceEvents"]:
+        if e.get("name") == "[memory]":
+            for k in ("Total Allocated", "Total Reserved"):
+                e.get("args", {}).pop(k, None)
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def _mtia(path: Path) -> Path:
+    evs: list[dict[str, Any]] = []
+    for i in range(2):
+        t0 = 1000.0 * i
+        evs.append(span(f"ProfilerStep#{i + 1}", "user_annotation", t0, 1000))
+        for d in (0, 1):
+            corr = 10 * i + d + 1
+            evs.append(span("mtiaLaunchKernel", "runtime", t0 + 10 + d, 10, correlation=corr))
+            evs.append(span("fused_mm", "mtia_ccp_events", t0 + 50, 600, pid=d, tid=7, correlation=corr, device=d))
+    return write_trace(path, evs)
+
+
+@pytest.fixture(scope="module")
+def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pages")
+    for rel in [*sorted(CAPTURES), MEM]:
+        import_paths([shared_data / rel], root / _slug(rel))
+    src = tmp_path_factory.mktemp("src")
+    import_paths([_bytes_only(shared_data / MEM, src / "bytes_only.json")], root / "bytes_only.aiprof")
+    import_paths([_mtia(src / "mtia.json")], root / "mtia.aiprof")
+    return root
+
+
+@pytest.fixture(scope="module")
+def base(served: Path) -> Iterator[str]:
+    with running_server(served) as (url, _token):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+class Watch:
+    """Console errors, page errors, failed and outside requests of one page."""
+
+    def __init__(self, pg: Any, base: str) -> None:
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        pg.on("pageerror", lambda e: self.errors.append(str(e)))
+        pg.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        pg.on("request", lambda r: self.requests.append(r.url))
+        pg.on("response", lambda r: self.errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        self.base = base
+
+    def check(self) -> None:
+        assert not self.errors, self.errors
+        outside = [u for u in self.requests if not u.startswith((self.base, "data:", "file:"))]
+        assert not outside, outside
+        assert not [u for u in self.requests if "=null" in u or "=undefined" in u or "=NaN" in u]
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[tuple[Any, Watch]]:
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    w = Watch(pg, base)
+    yield pg, w
+    ctx.close()
+    w.check()
+
+
+def _open(pg: Any, base: str, pid: str, view: str) -> None:
+    pg.goto(f"{base}#/{pid}/{view}")
+    pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
+
+
+def _fmt_gib(b: int) -> str:
+    return f"{b / GIB:.2f} GiB"
+
+
+def test_memory_page_on_a_bytes_only_trace_shows_its_peak(page: tuple[Any, Watch], base: str, served: Path) -> None:
+    pg, _ = page
+    with open_profile(served / "bytes_only.aiprof") as prof:
+        mem = [r for r in run(prof, "memory").rows if r["device_type"] == "cuda"]
+        live = run(prof, "allocations", Query.parse(["live_at_peak=true", "device_type=cuda"], ["-bytes"])).rows
+    peak = mem[0]["peak_allocated_bytes"]
+    assert 2 * GIB < peak < 3 * GIB  # a real peak, not the flat 0-1 B of a trace read without totals
+    assert sum(r["bytes"] for r in live) == peak  # every byte of the peak was allocated in the trace
+    _open(pg, base, "bytes_only.aiprof", "memory")
+    pg.wait_for_selector("#mem-chart")
+    assert pg.locator("#mem-peak .v").inner_text() == _fmt_gib(peak)
+    assert int(pg.locator("#mem-chart").get_attribute("data-peak")) == peak
+    assert "derived from the running sum" in pg.locator("#mem-derived").inner_text()
+    # Reserved is not in the trace: said, not drawn as a 0 or -1 B line.
+    assert "not recorded" in pg.locator(".mem-device .cards").inner_text()
+    assert "reserved" not in pg.locator(".mem-device .legend").inner_text()
+    box = pg.locator("#live-at-peak").inner_text()
+    assert f"{len(live):,} blocks hold {_fmt_gib(peak)}" in box
+    first = pg.locator("#live-at-peak tbody tr").first.locator("td")
+    assert first.nth(0).get_attribute("title") == str(live[0]["bytes"])
+    assert first.nth(2).inner_text() == live[0]["operator"] != "(no operator)"
+    assert live[0]["operator"] in first.nth(5).inner_text()  # the call stack ends in the operator
+    # The largest allocations, from the same view, largest first.
+    pg.wait_for_selector(".table[data-view=allocations] tbody tr")
+    sizes = pg.evaluate(
+        """[...document.querySelectorAll('.table[data-view=allocations] tbody tr')]
+             .map(tr => Number(tr.querySelector('td[title]:nth-child(6)').getAttribute('title')))"""
+    )
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] >= live[0]["bytes"]
+
+
+def test_memory_page_says_what_to_record_without_allocator_events(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, _slug(V100), "memory")
+    text = pg.locator(".empty").inner_text()
+    assert "No allocator events" in text
+    assert "profile_memory=True" in text and "aiprof record --ops --memory" in text
+
+
+def test_overview_charts_carry_the_cli_numbers(page: tuple[Any, Watch], base: str, served: Path) -> None:
+    pg, _ = page
+    with open_profile(served / _slug(MEM)) as prof:
+        steps = run(prof, "steps").rows
+        ov = [r for r in run(prof, "overview", Query(limit=None)).rows if r["step"] is None]
+        advice = run_advice(prof)
+    cats = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"]
+    _open(pg, base, _slug(MEM), "overview")
+    # The rank used one of the two V100s its node reports.
+    assert pg.locator(".cards").inner_text().count("1 × Tesla V100-SXM2-32GB") == 1
+    assert "cuda:1 Tesla V100-SXM2-32GB" in pg.locator("#device-list").inner_text()
+    pg.wait_for_selector("#steps-chart")
+    totals = json.loads(pg.locator("#steps-chart").get_attribute("data-totals"))
+    assert totals == pytest.approx([sum(r[c + "_us"] for c in cats) for r in steps])
+    # Hovering the first bar lists its parts in the CLI's numbers.
+    box = pg.locator("#steps-chart").bounding_box()
+    pg.mouse.move(box["x"] + 64 + (box["width"] - 64) / len(steps) / 2, box["y"] + box["height"] - 40)
+    tip = pg.locator("#tip").inner_text()
+    assert str(steps[0]["step"]) in tip and "kernel" in tip
+    # Breakdown and utilization: one bar per figure, its raw µs the CLI's.
+    for sel, sections in (("#breakdown-table", {"breakdown"}), ("#util-table", {"utilization", "device"})):
+        shown = pg.evaluate(
+            f"[...document.querySelectorAll('{sel} tr')].map(tr => [tr.cells[0].innerText.trim(), tr.title])"
+        )
+        want = [[r["category"], f"{r['time_us']} µs"] for r in ov if r["section"] in sections]
+        assert [[a, float(b.split()[0])] for a, b in shown] == [[a, float(b.split()[0])] for a, b in want]
+    # The top advice, in the CLI's order, linked to the advice page.
+    titles = pg.locator("#top-advice .advice .t a").all_inner_texts()
+    assert titles == [a.title for a in advice[: len(titles)]] and titles
+    pg.locator("#top-advice .advice .t a").first.click()
+    pg.wait_for_function("location.hash.endsWith('/advice') && window.__aiprof.ready === true")
+
+
+def run_advice(prof: Any) -> list[Any]:
+    from aiprof.advise import advise
+
+    return list(advise(prof))
+
+
+def test_overview_lists_mtia_devices(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, "mtia.aiprof", "overview")
+    assert "2 × MTIA" in pg.locator(".cards").inner_text()
+    devs = pg.locator("#device-list").inner_text()
+    assert "mtia:0" in devs and "mtia:1" in devs
+
+
+def test_steps_table_fits_at_1440_with_units(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, _slug(MEM), "steps")
+    pg.wait_for_selector("table.data tbody tr")
+    wrap = pg.evaluate(
+        "(() => { const w = document.querySelector('.tablewrap'); return [w.scrollWidth, w.clientWidth]; })()"
+    )
+    assert wrap[0] <= wrap[1], wrap
+    assert pg.locator("th[data-col=duration_us] .unit").inner_text() == "µs"
+    assert "forward_us" in pg.locator(".hidden-cols").inner_text()  # all-zero phase columns, named
+
+
+def test_counters_carry_their_units(page: tuple[Any, Watch], base: str, served: Path) -> None:
+    pg, _ = page
+    pid = _slug("nvidia-smi/dmon_pcut_8gpu_gnosia93_slurm-on-aws.txt")
+    with open_profile(served / pid) as prof:
+        clock = next(r for r in run(prof, "counters").rows if r["metric"] == "sm_clock" and r["device"] == 0)
+    assert clock["unit"] == "MHz"
+    _open(pg, base, pid, "counters")
+    pg.wait_for_selector("table.data tbody tr")
+    row = pg.locator("table.data tbody tr", has_text="sm_clock").first
+    idx = pg.evaluate("[...document.querySelectorAll('table.data th')].findIndex(th => th.dataset.col === 'max')")
+    assert row.locator("td").nth(idx).inner_text() == f"{clock['max'] / 1000:.2f} GHz"
+    assert float(row.locator("td").nth(idx).get_attribute("title")) == clock["max"]
+
+
+def test_steps_page_says_what_to_record_without_steps(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, _slug("nvidia-smi/dmon_pucvmet_DT_idle.txt"), "steps")
+    pg.wait_for_selector(".table .empty")
+    assert "prof.step()" in pg.locator(".table .empty").inner_text()
+
+
+def test_html_report_has_the_overview_and_memory_charts_offline(browser: Any, served: Path, tmp_path: Path) -> None:
+    from aiprof.web.html_report import write_report
+
+    out = tmp_path / "report.html"
+    with open_profile(served / "bytes_only.aiprof") as prof:
+        write_report(prof, out)
+        peak = next(r for r in run(prof, "memory").rows if r["device_type"] == "cuda")["peak_allocated_bytes"]
+    html = out.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # nothing loads from elsewhere
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    w = Watch(pg, "file:")
+    pg.goto(out.as_uri())
+    pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true")
+    pg.wait_for_selector("#steps-chart")
+    assert pg.locator("#breakdown-table tr").count() == 8
+    assert pg.locator("#top-advice .advice").count() >= 1
+    pg.screenshot(path=str(tmp_path / "report-overview.png"), full_page=True)
+    pg.goto(out.as_uri() + "#/report/memory")
+    pg.wait_for_function("window.__aiprof.ready === true")
+    pg.wait_for_selector("#mem-chart")
+    assert pg.locator("#mem-peak .v").inner_text() == _fmt_gib(peak)
+    assert "blocks hold " + _fmt_gib(peak) in pg.locator("#live-at-peak").inner_text()
+    pg.screenshot(path=str(tmp_path / "report-memory.png"), full_page=True)
+    ctx.close()
+    w.check()
+
+
+def test_every_page_of_every_real_profile_opens_without_console_errors(browser: Any, base: str, served: Path) -> None:
+    ctx = browser.new_context(viewport={"width": 1000, "height": 700})
+    pg = ctx.new_page()
+    w = Watch(pg, base)
+    pg.goto(base)
+    pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
+    profiles = pg.evaluate("window.__aiprof.state.profiles.map(p => [p.id, p.status])")
+    assert sorted(p for p, _ in profiles) == sorted(x.name for x in served.iterdir())
+    assert all(s == "ok" for _, s in profiles), profiles
+    pages = pg.evaluate("[...document.querySelectorAll('nav#nav a')].map(a => a.dataset.page)")
+    assert {"overview", "memory", "steps", "advice"} <= set(pages)
+    shown: list[str] = []
+    for pid, _ in profiles:
+        for view in pages:
+            _open(pg, base, pid, view)
+            err = pg.locator("main .error").all_inner_texts()
+            assert not [e for e in err if e.strip()], (pid, view, err)
+            text = pg.locator("main").inner_text()
+            assert not EXPONENT.search(text), (pid, view, EXPONENT.findall(text)[:5])
+            assert not w.errors, (pid, view, w.errors)
+            shown.append(f"{pid}/{view}")
+    ctx.close()
+    w.check()
+    assert len(shown) == len(profiles) * len(pages)
