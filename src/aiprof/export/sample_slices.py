@@ -39,6 +39,7 @@ def sample_slices(profile: Profile) -> pa.Table:
     opened: list[tuple[int, int]] = []  # (frame index, start ns), outermost first
     thread: tuple[int, int, int] | None = None
     last = 0
+    prev: int | None = None
 
     def close(keep: int, at: int) -> None:
         while len(opened) > keep:
@@ -56,6 +57,11 @@ def sample_slices(profile: Profile) -> pa.Table:
         if key != thread or ts - last > max_gap:
             close(0, last + interval)
             thread = thread_key = key
+            prev = None
+        elif leaf == prev:
+            last = ts  # the same stack again: every slice of it goes on
+            continue
+        prev = leaf
         sid = table.stack(r, leaf)
         stack = table.stacks[sid] if sid >= 0 else []
         same = 0
