@@ -112,10 +112,6 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         else:
             env[ENV_STACKS] = stacks.name
             stacks.start()
-    # Imported before the job starts: importing it (psutil) while the job waits for
-    # the stack server's answer would hold this process's GIL against that answer.
-    from .outside import ChildPoller
-
     t0 = time.perf_counter()
     try:
         child = subprocess.Popen(argv, env=env)
@@ -134,6 +130,8 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     signal.signal(signal.SIGTERM, forward)
     # Ctrl-C reaches the whole foreground group: the job gets it from the terminal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .outside import ChildPoller
+
     poller = ChildPoller(child.pid, options)
     try:
         poller.start()
