@@ -333,6 +333,43 @@ def test_ops_follow_the_schedule_and_share_the_time_origin(tmp_path: Path) -> No
     assert not rows(out, "select name from events where name like 'aiprof::%'")
 
 
+def _train(n: int, step: Any = None) -> None:
+    """A loop with an optimizer; each iteration is a record_function ``iter_<i>``."""
+    import torch
+    from torch.profiler import record_function
+
+    torch.set_num_threads(1)
+    m = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for i in range(n):
+        with record_function(f"iter_{i}"):
+            opt.zero_grad()
+            m(torch.ones(4, 8)).sum().backward()
+            opt.step()
+        if step is not None:
+            step()
+
+
+@pytest.mark.parametrize("steps_from", ["step()", "optimizer"])
+@pytest.mark.parametrize("sched", [(1, 1, 3, 1, 0), (0, 1, 2, 2, 1)])
+def test_profiler_schedule_records_the_iterations_torch_profiler_records(
+    tmp_path: Path, steps_from: str, sched: tuple[int, int, int, int, int]
+) -> None:
+    tp = pytest.importorskip("torch.profiler")
+    wait, warmup, active_, repeat, skip_first = sched
+    kw = {"wait": wait, "warmup": warmup, "active": active_, "repeat": repeat, "skip_first": skip_first}
+    n = 10
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], schedule=tp.schedule(**kw), acc_events=True) as tprof:
+        _train(n, tprof.step)
+    theirs = sorted({e.name for e in tprof.events() if e.name.startswith("iter_")})
+    out = tmp_path / "s.aiprof"
+    with Profiler(output=out, host=["ops"], device=False, schedule=schedule(**kw)) as p:
+        _train(n, p.step if steps_from == "step()" else None)
+    ours = sorted(r[0] for r in rows(out, "select distinct name from events where name like 'iter_%'"))
+    assert theirs and ours == theirs
+    assert len(rows(out, "select * from events where kind = 'step'")) == n
+
+
 def _own_callback(s: PythonSampler) -> int:
     s.sample({threading.get_ident(): sys._getframe()}, 1)
     return 1

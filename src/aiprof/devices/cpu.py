@@ -94,9 +94,7 @@ class CpuBackend(DeviceBackend):
         return True
 
     def devices(self) -> list[DeviceInfo]:
-        import platform
-
-        name = platform.processor() or platform.machine() or "cpu"
+        name = ""
         try:
             for line in Path("/proc/cpuinfo").read_text().splitlines():
                 if line.startswith("model name"):
@@ -104,6 +102,12 @@ class CpuBackend(DeviceBackend):
                     break
         except OSError:
             pass
+        if not name:
+            # platform.processor() runs `uname -p` in a subprocess on Linux: only
+            # when /proc says nothing (it is asked while the recorded job starts).
+            import platform
+
+            name = platform.processor() or platform.machine() or "cpu"
         return [DeviceInfo("cpu", 0, name, "cpu", psutil.virtual_memory().total)]
 
     def _busy(self) -> list[tuple[float, float]]:

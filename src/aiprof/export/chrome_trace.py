@@ -18,6 +18,14 @@ What is written:
   ``aiprof_device``: the store's classification, which the importer takes back as is;
 - counters as ``C`` events and allocator events as Kineto's ``[memory]`` instants.
 
+Tracks of their own (a tid of their own beside the thread's, named after it), so that
+every thread's slices nest as torch's own traces do:
+- aiprof's steps (and the span before the first step), which begin and end where the
+  recorder saw them, inside torch's operators (the optimizer's step hook);
+- aiprof's other marks: annotations, GC pauses, torch.distributed calls;
+- the Python samples as a sampled flame chart (export.sample_slices), unless
+  ``python_samples=False``; they are marked ``aiprof_synthetic`` (drawn, not recorded).
+
 ``ts`` and ``dur`` are µs written with exactly three decimals from the int64 ns, so
 no precision is lost (the numbers are text built by DuckDB, never a binary float).
 With several ranks, pids become ``rank * 10**7 + pid`` so ranks do not collide.
@@ -33,9 +41,23 @@ from typing import IO, Any, cast
 
 import orjson
 
+from ..record.finalizer import BEFORE_FIRST_STEP, OWN_CATS
 from ..store import Profile
+from .sample_slices import sample_slices
+from .samples import thread_names
 
 _FLOW = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
+
+
+#: The tid of a thread's own aiprof tracks: the thread's tid plus these (Linux tids stay
+#: below 2**22, so a track never takes a real thread's tid, and all fit in 32 bits).
+TRACK_OFFSETS = {"aiprof steps": 1 << 29, "aiprof": 2 << 29, "Python samples": 3 << 29}
+_OWN = f"(cat IN ({', '.join(repr(c) for c in OWN_CATS)}) AND tid >= 0 AND tid < {1 << 29})"
+_STEPS = f"(kind = 'step' OR name = '{BEFORE_FIRST_STEP}')"
+_TID = (
+    f"(CASE WHEN {_OWN} AND {_STEPS} THEN tid + {TRACK_OFFSETS['aiprof steps']} "
+    f"WHEN {_OWN} THEN tid + {TRACK_OFFSETS['aiprof']} ELSE tid END)"
+)
 
 
 def _us(col: str) -> str:
@@ -76,20 +98,31 @@ def write_chrome_trace(
     *,
     batch_rows: int = 100_000,
     window: tuple[int, int] | None = None,
+    python_samples: bool = True,
 ) -> dict[str, int]:
     """Write ``profile`` as Chrome Trace JSON to ``path`` (gzipped when it ends in .gz).
 
     ``window``: (t0, t1) ns on the profile's time axis; only the events that overlap it
-    (and the counter and memory samples inside it) are written.
-    Returns counts of what was written: events, flows, counters, memory, metadata.
+    (and the counter and memory samples inside it) are written. ``python_samples``: the
+    Python samples as a flame chart on a track beside each sampled thread.
+    Returns counts of what was written: events, flows, counters, memory, metadata,
+    python_slices.
     """
     out = Path(path)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    counts = {"events": 0, "flows": 0, "synthetic_flows": 0, "counters": 0, "memory": 0, "metadata": 0}
+    counts = {
+        "events": 0,
+        "flows": 0,
+        "synthetic_flows": 0,
+        "counters": 0,
+        "memory": 0,
+        "metadata": 0,
+        "python_slices": 0,
+    }
     try:
         raw = cast(IO[bytes], gzip.open(tmp, "wb", compresslevel=6)) if out.name.endswith(".gz") else open(tmp, "wb")
         with raw as f:
-            _write(profile, f, counts, batch_rows, window)
+            _write(profile, f, counts, batch_rows, window, python_samples)
         os.replace(tmp, out)
     finally:
         if tmp.exists():
@@ -132,8 +165,8 @@ def _header(profile: Profile) -> dict[str, Any]:
 def chrome_trace_bytes(profile: Profile, window: tuple[int, int] | None = None) -> tuple[bytes, dict[str, int]]:
     """The Chrome Trace JSON of ``profile`` (or of ``window``, see write_chrome_trace) in memory."""
     buf = io.BytesIO()
-    counts = dict.fromkeys(("events", "flows", "synthetic_flows", "counters", "memory", "metadata"), 0)
-    _write(profile, buf, counts, 100_000, window)
+    counts = dict.fromkeys(("events", "flows", "synthetic_flows", "counters", "memory", "metadata", "python_slices"), 0)
+    _write(profile, buf, counts, 100_000, window, python_samples=False)
     return buf.getvalue(), counts
 
 
@@ -149,8 +182,33 @@ def _sources(window: tuple[int, int] | None) -> tuple[str, str, str]:
     )
 
 
+def _own_tracks(profile: Profile, slices: bool, pid_of: Any) -> list[str]:
+    """thread_name metadata of the tracks aiprof adds beside a thread."""
+    names = thread_names(profile)
+    rows = profile.sql(
+        f"SELECT DISTINCT rank, pid, tid, {_STEPS} AS steps FROM events WHERE {_OWN}"
+        + (" UNION SELECT DISTINCT rank, pid, tid, NULL FROM samples" if slices else "")
+    ).to_pylist()
+    out = []
+    for r in rows:
+        key = (int(r["rank"]), int(r["pid"]), int(r["tid"]))
+        track = "Python samples" if r["steps"] is None else "aiprof steps" if r["steps"] else "aiprof"
+        name = f"{names.get(key) or f'thread {key[2]}'} · {track}"
+        pid = pid_of(key[0], key[1])
+        out.append(
+            f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{key[2] + TRACK_OFFSETS[track]},'
+            f'"args":{{"name":{orjson.dumps(name).decode()}}}}}'
+        )
+    return out
+
+
 def _write(
-    profile: Profile, f: IO[bytes], counts: dict[str, int], batch_rows: int, window: tuple[int, int] | None = None
+    profile: Profile,
+    f: IO[bytes],
+    counts: dict[str, int],
+    batch_rows: int,
+    window: tuple[int, int] | None = None,
+    python_samples: bool = True,
 ) -> None:
     con = profile.con
     events, counters, memory = _sources(window)
@@ -191,6 +249,9 @@ def _write(
                || sort_index || '}}}}' FROM tracks WHERE tid <> -1 AND sort_index IS NOT NULL
     """
     rows = [r[0] for r in con.execute(meta_sql).fetchall()]
+    slices = sample_slices(profile) if python_samples else None
+    has_slices = slices is not None and slices.num_rows > 0
+    rows += _own_tracks(profile, has_slices, lambda r, p: r * 10_000_000 + p if many else p)
     counts["metadata"] = len(rows)
     emit(rows)
 
@@ -206,7 +267,7 @@ def _write(
     )
     common = (
         f"',\"cat\":' || {_js('cat')} || ',\"name\":' || {_js('coalesce(name, ' + chr(39) * 2 + ')')}"
-        f" || ',\"pid\":' || {pid} || ',\"tid\":' || tid || ',\"ts\":' || {_us('ts')}"
+        f" || ',\"pid\":' || {pid} || ',\"tid\":' || {_TID} || ',\"ts\":' || {_us('ts')}"
         # The store's own classification, so a re-import gets the same kinds and
         # devices whatever vendor vocabulary `cat` holds (viewers ignore these keys).
         f" || ',\"aiprof_kind\":' || {_js('kind')} || ',\"aiprof_device_type\":' || {_js('device_type')}"
@@ -218,20 +279,20 @@ def _write(
         f"""SELECT ts, 1 AS k, '{{"ph":' || to_json({flow_ph})::VARCHAR || {common}
                || coalesce(',"id":' || {_flow_id(many_ranks)}, '')
                || coalesce(',"bp":' || json_extract(args, '$.bp')::VARCHAR, '')
-               || coalesce(',"args":' || json_extract(args, '$.args')::VARCHAR, '') || '}}' AS j
+               || coalesce(',"args":' || json_extract(args, '$.args')::VARCHAR, '') || '}}' AS j, 0 AS d
             FROM {events} WHERE {_FLOW}""",
         # Instants.
-        f"""SELECT ts, 0 AS k, '{{"ph":"i","s":"t"' || {common} || ',"args":' || {ev_args} || '}}' AS j
+        f"""SELECT ts, 0 AS k, '{{"ph":"i","s":"t"' || {common} || ',"args":' || {ev_args} || '}}' AS j, 0 AS d
             FROM {events} WHERE kind = 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Spans.
         f"""SELECT ts, 0 AS k, '{{"ph":"X"' || {common} || ',"dur":' || {_us("dur")} || ',"args":' || {ev_args}
-               || '}}' AS j
+               || '}}' AS j, dur AS d
             FROM {events} WHERE kind <> 'instant' AND NOT coalesce({_FLOW}, FALSE)""",
         # Counters.
         f"""SELECT ts, 2 AS k, '{{"ph":"C","name":' || to_json(metric)::VARCHAR || ',"pid":'
                || {pid_of("coalesce(device, 0)")} || ',"tid":0,"ts":'
                || {_us("ts")} || ',"args":{{' || to_json(metric)::VARCHAR || ':'
-               || CASE WHEN isfinite(value) THEN value::VARCHAR ELSE '0' END || '}}}}' AS j
+               || CASE WHEN isfinite(value) THEN value::VARCHAR ELSE '0' END || '}}}}' AS j, 0 AS d
             FROM {counters}""",
         # Allocator events, as Kineto writes them.
         f"""SELECT ts, 3 AS k, '{{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":'
@@ -241,9 +302,18 @@ def _write(
                   WHEN 'hpu' THEN 14 WHEN 'npu' THEN 20 ELSE 0 END
                || ',"Device Id":' || coalesce(device, -1) || ',"Addr":' || coalesce(addr, 0)
                || ',"Bytes":' || coalesce(bytes, 0) || ',"Total Allocated":' || coalesce(allocated, 0)
-               || ',"Total Reserved":' || coalesce(reserved, 0) || '}}}}' AS j
+               || ',"Total Reserved":' || coalesce(reserved, 0) || '}}}}' AS j, 0 AS d
             FROM {memory}""",
     ]
+    if has_slices:
+        con.register("_aiprof_sample_slices", slices)
+        parts.append(
+            f"""SELECT ts, 5 AS k, '{{"ph":"X","cat":"python_sample","name":' || to_json(name)::VARCHAR
+                   || ',"pid":' || {pid} || ',"tid":' || (tid + {TRACK_OFFSETS["Python samples"]}) || ',"ts":'
+                   || {_us("ts")} || ',"dur":' || {_us("dur")} || ',"aiprof_synthetic":true,"args":{{"file":'
+                   || {_js("file")} || ',"depth":' || depth || '}}}}' AS j, dur AS d
+                FROM _aiprof_sample_slices"""
+        )
     if synth:
         # No flow events were imported: draw launch -> kernel arrows from correlation.
         parts.append(
@@ -255,12 +325,13 @@ def _write(
                        || ',"tid":' || h.tid || ',"ts":' || {_us("h.ts")} || '}},' ||
                        '{{"ph":"f","cat":"ac2g","name":"ac2g","aiprof_synthetic":true,"id":' || {_rank_id("h.correlation", "h.rank", many_ranks)} || ',"bp":"e"'
                        || ',"pid":' || {pid_of("d.pid", "d.")}
-                       || ',"tid":' || d.tid || ',"ts":' || {_us("d.ts")} || '}}' AS j
+                       || ',"tid":' || d.tid || ',"ts":' || {_us("d.ts")} || '}}' AS j, 0 AS d
                 FROM d JOIN h ON h.correlation = d.correlation AND h.rank = d.rank"""
         )
-    kinds_seen = {0: "events", 1: "flows", 2: "counters", 3: "memory", 4: "synthetic_flows"}
-    sql = " UNION ALL ".join(f"({p})" for p in parts) + " ORDER BY ts, k"
-    reader = con.sql(f"SELECT j, k FROM ({sql})").to_arrow_reader(batch_rows)
+    kinds_seen = {0: "events", 1: "flows", 2: "counters", 3: "memory", 4: "synthetic_flows", 5: "python_slices"}
+    # Longer spans first at one ts: a viewer reading in order sees the parent first.
+    sql = " UNION ALL ".join(f"({p})" for p in parts)
+    reader = con.sql(f"SELECT j, k FROM ({sql}) ORDER BY ts, k, d DESC").to_arrow_reader(batch_rows)
     for batch in reader:
         js = batch.column(0).to_pylist()
         ks = batch.column(1).to_pylist()

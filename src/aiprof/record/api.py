@@ -235,6 +235,7 @@ class Profiler:
             raise
         anchors.connect(ctl.anchor, ctl.set_loop)
         collectives.connect(ctl.collective)
+        _forget_optimizer()
         if "torch.optim" in sys.modules:
             _watch_optimizer()
         else:
@@ -342,6 +343,13 @@ def mark_step() -> None:
 
 _hooked = False
 _first_optimizer: int | None = None
+
+
+def _forget_optimizer() -> None:
+    """A new recording counts the steps of the first optimizer that steps in it (an
+    earlier recording's optimizer may be gone, and its id reused)."""
+    global _first_optimizer
+    _first_optimizer = None
 
 
 def _watch_optimizer() -> None:

@@ -142,6 +142,9 @@ class Controller:
         self.action = ProfilerAction.RECORD
         self._step_start = 0
         self._auto_steps = 0
+        self._told = 0
+        """The last step number the collectors were told (torch.profiler's own step
+        count): a step they already saw is not told again after a retraction."""
         self.clock: dict[str, int] = {}
         self.running = False
         self._pid = os.getpid()
@@ -235,6 +238,11 @@ class Controller:
                 for c in self.collectors:
                     self._call(c, "set_recording", new.recording)
             self.action = new
+        if self.step_num <= self._told:
+            # The optimizer's step of this iteration already moved torch's schedule on:
+            # moving it again would record one step early (torch counts prof.step() calls).
+            return
+        self._told = self.step_num
         for c in self.collectors:
             self._call(c, "on_step", self.step_num)
 

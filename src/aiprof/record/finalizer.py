@@ -221,6 +221,10 @@ HOW_TEXT = {
 
 #: Name of the span that replaces step 0 when recording began with the process.
 BEFORE_FIRST_STEP = "aiprof: before the first step"
+#: ``cat`` of the host events the recorder itself writes: steps and annotations, GC
+#: pauses, torch.distributed calls (the timechart gives them tracks of their own).
+MARKS_CAT, GC_CAT, COLLECTIVES_CAT = "aiprof", "python_gc", "torch.distributed"
+OWN_CATS = (MARKS_CAT, GC_CAT, COLLECTIVES_CAT)
 
 
 def _write_marks(
@@ -266,7 +270,7 @@ def _write_marks(
         rows["tid"].append(tid)
         rows["step"].append(None)
         rows["args"].append(json.dumps({"samples": samples[0]}) if samples else None)
-    _append_host_events(w, rows, rank, pid, "aiprof")
+    _append_host_events(w, rows, rank, pid, MARKS_CAT)
     _write_collectives(w, marks.get("collectives", []), rank, pid, mono0, summary)
     summary.steps = len(steps)
     if steps:
@@ -289,7 +293,7 @@ def _write_collectives(w: Any, calls: list[Any], rank: int, pid: int, mono0: int
         rows["tid"].append(tid)
         rows["bytes"].append(nbytes)
         rows["args"].append(json.dumps({"group": group, "group_size": size, "seq": seq}))
-    _append_host_events(w, rows, rank, pid, "torch.distributed")
+    _append_host_events(w, rows, rank, pid, COLLECTIVES_CAT)
     summary.events["collective"] += len(calls)
 
 
@@ -376,7 +380,7 @@ def _write_system(w: Any, data: dict[str, Any], rank: int, pid: int, mono0: int,
         rows["dur"].append(dur)
         rows["tid"].append(tid)
         rows["args"].append(json.dumps({"generation": gen, "collected": collected, "uncollectable": uncollectable}))
-    _append_host_events(w, rows, rank, pid, "python_gc")
+    _append_host_events(w, rows, rank, pid, GC_CAT)
     summary.events["gc"] += len(gcs)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import socket
 import struct
 import threading
@@ -245,7 +244,7 @@ class StackServer:
         self.options = options
         """``aiprof record``'s recording options (rate, host, device)."""
         self.rate_hz = float(options.get("rate", 100.0))
-        self.name = f"aiprof-record-{os.getpid()}-{secrets.token_hex(6)}"
+        self.name = f"aiprof-record-{os.getpid()}-{os.urandom(6).hex()}"
         """The socket's name in the abstract namespace (the value of ENV_STACKS)."""
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind("\0" + self.name)

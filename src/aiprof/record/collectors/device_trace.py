@@ -16,7 +16,6 @@ the same way) plus ``device_trace``, which says what was captured and why not.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
@@ -30,8 +29,12 @@ from .base import Collector, fail
 from .torch_ops import TorchOpsCollector
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``callback`` once, right after module ``name`` has been executed."""
+class _AfterImport:
+    """Calls ``callback`` once, right after module ``name`` has been executed.
+
+    A meta path finder by its ``find_spec`` alone: subclassing importlib.abc's would
+    import importlib.resources, tempfile and shutil into every recorded job.
+    """
 
     def __init__(self, name: str, callback: Callable[[], None]) -> None:
         self.name = name

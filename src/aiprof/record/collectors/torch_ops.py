@@ -14,7 +14,6 @@ markers back from the trace to map torch's clock onto the recording's origin.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +96,8 @@ class TorchOpsCollector(Collector):
         self._prof: Any = None
 
     def start(self) -> None:
+        import inspect  # here, not at import: the default recorder imports this module into every job
+
         import torch.profiler as tp
 
         acts = available_activities() if self.wanted is None else list(self.wanted)

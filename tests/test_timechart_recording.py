@@ -1,0 +1,174 @@
+"""``aiprof timechart`` of a real recording (``aiprof record --ops`` of a small torch
+job): every thread's slices nest, and the Python samples are drawn as their stacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiprof.export.chrome_trace import TRACK_OFFSETS
+from aiprof.export.samples import StackTable
+from aiprof.record import Profiler, schedule
+from aiprof.store import open_profile
+
+PY = sys.executable
+
+JOB = """
+import gc, torch, aiprof
+torch.set_num_threads(1)
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+def python_work(n):
+    return sum(i * i for i in range(n))
+
+for i in range(12):
+    with aiprof.annotate("batch"):
+        x = torch.randn(32, 64)
+        python_work(60_000)
+    opt.zero_grad(); m(x).sum().backward(); opt.step()
+    if i % 4 == 0:
+        gc.collect()
+"""
+
+
+def _ns(us: Any) -> int:
+    return round(float(us) * 1000)
+
+
+def improper_overlaps(events: list[dict[str, Any]]) -> int:
+    """Slices of one (pid, tid) that overlap without one holding the other."""
+    by: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            s = _ns(e["ts"])
+            by[(e["pid"], e["tid"])].append((s, s + _ns(e["dur"])))
+    bad = 0
+    for spans in by.values():
+        spans.sort(key=lambda x: (x[0], -x[1]))
+        open_: list[tuple[int, int]] = []
+        for s, t in spans:
+            while open_ and open_[-1][1] <= s:
+                open_.pop()
+            if open_ and t > open_[-1][1]:
+                bad += 1
+            else:
+                open_.append((s, t))
+    return bad
+
+
+def timechart(profile: Path, out: Path, *extra: str) -> list[dict[str, Any]]:
+    r = subprocess.run(
+        [PY, "-m", "aiprof", "timechart", str(profile), "-o", str(out), *extra], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    events: list[dict[str, Any]] = json.loads(out.read_text())["traceEvents"]
+    return events
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp("rec")
+    job = d / "job.py"
+    job.write_text(JOB)
+    out = d / "out"
+    r = subprocess.run(
+        [PY, "-m", "aiprof", "record", "-o", str(out), "--ops", "--rate", "200", "--", PY, str(job)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    return out / "rank0.aiprof"
+
+
+def test_aiprofs_slices_and_torchs_nest_on_every_track(recording: Path, tmp_path: Path) -> None:
+    with open_profile(recording) as p:
+        main = p.sql("SELECT tid FROM events WHERE kind = 'step' LIMIT 1").to_pylist()[0]["tid"]
+        cats = {
+            r["cat"]
+            for r in p.sql(f"SELECT DISTINCT cat FROM events WHERE tid = {main} AND kind <> 'instant'").to_pylist()
+        }
+    # The store keeps aiprof's steps, annotations and GC pauses on the thread of torch's ops.
+    assert {"aiprof", "python_gc", "cpu_op"} <= cats
+    events = timechart(recording, tmp_path / "t.json")
+    assert improper_overlaps(events) == 0
+    at = {(e.get("cat"), e["name"].split("#")[0], e["tid"]) for e in events if e["ph"] == "X"}
+    assert ("aiprof", "ProfilerStep", main + TRACK_OFFSETS["aiprof steps"]) in at
+    assert ("aiprof", "batch", main + TRACK_OFFSETS["aiprof"]) in at
+    assert ("python_gc", "gc gen2", main + TRACK_OFFSETS["aiprof"]) in at
+    assert ("cpu_op", "aten::addmm", main) in at
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[main + TRACK_OFFSETS["Python samples"]].endswith("· Python samples")
+    assert names[main + TRACK_OFFSETS["aiprof steps"]].endswith("· aiprof steps")
+
+
+def test_each_sample_is_drawn_as_its_stack(recording: Path, tmp_path: Path) -> None:
+    events = timechart(recording, tmp_path / "t.json")
+    slices = [e for e in events if e.get("cat") == "python_sample"]
+    with open_profile(recording) as p:
+        table = StackTable(p)
+        samples = p.sql("SELECT rank, tid, ts, stack_id FROM samples ORDER BY ts").to_pylist()
+    assert len(samples) > 50
+    # Merged: far fewer slices than sample frames.
+    depth_sum = sum(len(table.stacks[table.stack(s["rank"], s["stack_id"])]) for s in samples)
+    assert 0 < len(slices) < depth_sum / 5
+    by_tid: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)
+    for e in slices:
+        s = _ns(e["ts"])
+        by_tid[e["tid"]].append((s, s + _ns(e["dur"]), e["args"]["depth"], e["name"]))
+        assert e["aiprof_synthetic"] is True
+    for smp in samples:
+        track = by_tid[smp["tid"] + TRACK_OFFSETS["Python samples"]]
+        ts = smp["ts"]
+        drawn = [n for _, _, _, n in sorted((x for x in track if x[0] <= ts < x[1]), key=lambda x: x[2])]
+        want = [table.frames[f]["name"] for f in table.stacks[table.stack(smp["rank"], smp["stack_id"])]]
+        assert drawn == want
+
+
+def test_no_python_samples_leaves_them_out(recording: Path, tmp_path: Path) -> None:
+    events = timechart(recording, tmp_path / "t.json", "--no-python-samples")
+    assert not [e for e in events if e.get("cat") == "python_sample"]
+    assert [e for e in events if e.get("cat") == "cpu_op"]
+
+
+def test_a_flame_never_bridges_steps_that_were_not_sampled(tmp_path: Path) -> None:
+    out = tmp_path / "p.aiprof"
+
+    def busy(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    # Every other step is outside the schedule's windows: no samples there.
+    with Profiler(
+        output=out, host=["python"], device=False, rate=200, schedule=schedule(wait=1, warmup=0, active=1)
+    ) as p:
+        for _ in range(6):
+            busy(0.08)
+            p.step()
+    events = timechart(out, tmp_path / "t.json")
+    with open_profile(out) as prof:
+        steps = prof.sql("SELECT step, ts, dur FROM events WHERE kind = 'step' ORDER BY step").to_pylist()
+        sampled = {
+            r["step"]
+            for r in prof.sql(
+                "SELECT DISTINCT e.step FROM samples s JOIN events e ON e.kind = 'step' "
+                "AND s.ts >= e.ts AND s.ts < e.ts + e.dur"
+            ).to_pylist()
+        }
+    idle = [s for s in steps if s["step"] not in sampled]
+    assert idle and sampled, "the schedule must leave steps without samples"
+    slices = [e for e in events if e.get("cat") == "python_sample" and e["name"].endswith("busy")]
+    assert len(slices) >= len(sampled)
+    for s in idle:
+        mid = s["ts"] + s["dur"] // 2
+        assert not [e for e in slices if _ns(e["ts"]) <= mid < _ns(e["ts"]) + _ns(e["dur"])]
