@@ -8,6 +8,9 @@ import { advicePage } from "./views/advice";
 import { flamePage } from "./views/flame";
 import { comparePage } from "./views/compare";
 import { countersPage } from "./views/counters";
+import { distributedPage } from "./views/distributed";
+import { kernelsPage } from "./views/kernels";
+import { operatorsPage } from "./views/operators";
 import { memoryPage } from "./views/memory";
 import { notFoundPage } from "./views/notfound";
 import { overviewPage } from "./views/overview";
@@ -20,7 +23,7 @@ type PageFn = (main: HTMLElement) => Promise<void | (() => void)>;
 
 const TITLES: Record<string, string> = {
   overview: "Overview", timeline: "Timeline", flame: "Flame graph", operators: "Operators", kernels: "Kernels", steps: "Steps",
-  memory: "Memory", counters: "Counters", compare: "Compare", advice: "Advice",
+  memory: "Memory", counters: "Counters", distributed: "Distributed", compare: "Compare", advice: "Advice",
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
 
@@ -37,11 +40,12 @@ const PAGE_FNS: Record<string, PageFn> = {
   overview: overviewPage,
   timeline: timelinePage,
   flame: flamePage,
-  operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
-  kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
+  operators: (main) => operatorsPage(main, EMBED ? undefined : onTimeline((r) => showName(String(r.name)))),
+  kernels: (main) => kernelsPage(main, EMBED ? undefined : onTimeline((r) => showName(String(r.name)))),
   steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }),
   memory: memoryPage,
   counters: countersPage,
+  distributed: distributedPage,
   compare: comparePage,
   advice: advicePage,
 };
