@@ -186,3 +186,18 @@ def test_compare_of_a_profile_with_itself_says_no_difference(page: Any, base: st
     assert page.locator("#cmp-nodiff").inner_text().startswith("No difference")
     assert page.locator("#cmp-warning").count() == 0
     assert set(page.locator("#cmp-verdicts td.verdict").all_inner_texts()) == {"no significant change"}
+
+
+def test_pages_fit_a_1000px_window(browser: Any, base: str) -> None:
+    ctx = browser.new_context(viewport={"width": 1000, "height": 700})
+    pg = ctx.new_page()
+    for path in (
+        "job/distributed",
+        "nccl.aiprof/kernels",
+        "r0.aiprof/operators",
+        "r0.aiprof/compare?a=r0.aiprof&b=mem.aiprof",
+    ):
+        pg.goto(f"{base}#/{path}")
+        pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
+        assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
+    ctx.close()

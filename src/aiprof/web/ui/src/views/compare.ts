@@ -92,7 +92,7 @@ export async function comparePage(main: HTMLElement): Promise<void> {
         h("td", { class: "verdict" }, String(r.verdict))));
     }
     vt.append(vb);
-    out.append(vt);
+    out.append(h("div", { class: "scrollx" }, vt));
     alignNumbers(vt);
 
     let changed = 0;
@@ -113,11 +113,11 @@ export async function comparePage(main: HTMLElement): Promise<void> {
       }
       const tt = h("table", { class: "data", id }, h("tr", {}, ["name", "A " + vk, "B " + vk, "B − A", "change", "calls A", "calls B", "status"].map((x) => h("th", {}, x))));
       for (const d of diffs)
-        tt.append(h("tr", {}, h("td", { title: String(d.name) }, String(d.name)), h("td", { class: "num" }, fmtValue(d.a_us, "µs")),
+        tt.append(h("tr", {}, h("td", { class: "name", title: String(d.name) }, String(d.name)), h("td", { class: "num" }, fmtValue(d.a_us, "µs")),
           h("td", { class: "num" }, fmtValue(d.b_us, "µs")), h("td", { class: "num" }, signed(Number(d.delta_us), "µs")),
           h("td", { class: "num" }, d.delta_pct === null || d.delta_pct === undefined ? (d.status === "added" ? "new" : "–") : pct(Number(d.delta_pct))),
           h("td", { class: "num" }, fmtNum(d.a_count)), h("td", { class: "num" }, fmtNum(d.b_count)), h("td", {}, String(d.status))));
-      out.append(tt);
+      out.append(h("div", { class: "scrollx" }, tt));
       alignNumbers(tt);
     }
     if (!significant.length && !changed)

@@ -151,7 +151,7 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
     }
     t.append(tb);
     alignNumbers(t);
-    skew.append(h("p", { class: "muted" }, `The ${r.rows.length} widest of ${fmtNum(r.total)} collectives: the time between the first and the last rank's arrival.`), t);
+    skew.append(h("p", { class: "muted" }, `The ${r.rows.length} widest of ${fmtNum(r.total)} collectives: the time between the first and the last rank's arrival.`), h("div", { class: "scrollx" }, t));
   });
 
   const bw = section(main, "dist-bw-box", "Communication bandwidth");
@@ -177,6 +177,6 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
         h("td", { class: "num" }, String(x.slowest_rank ?? "")), h("td", {}, x.slow ? "slow link" : "")));
     t.append(tb);
     alignNumbers(t);
-    bw.append(t);
+    bw.append(h("div", { class: "scrollx" }, t));
   });
 }
