@@ -238,6 +238,7 @@ def test_compare(page: Any, base: str, tmp_path: Path) -> None:
     assert page.locator("#cmp-steps").count() == 0
     page.select_option("#cmp-b", "mem.aiprof")
     page.wait_for_selector("#cmp-steps")
+    page.wait_for_selector("#cmp-kernels")
     assert "step" in page.locator("#cmp-steps").inner_text()
     assert page.locator("#cmp-kernels tr").count() > 5
     assert page.locator("#cmp-ops tr").count() > 5

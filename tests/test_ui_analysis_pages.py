@@ -201,3 +201,16 @@ def test_pages_fit_a_1000px_window(browser: Any, base: str) -> None:
         pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
         assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
     ctx.close()
+
+
+def test_serving_a_folder_of_ranks_lists_one_profile(served: Path) -> None:
+    import json
+    import urllib.request
+
+    with running_server(served / "job") as (url, _token):
+        with urllib.request.urlopen(url + "api/v1/profiles") as r:
+            profiles = json.loads(r.read())["profiles"]
+        with urllib.request.urlopen(url + "api/v1/profiles/job") as r:
+            meta = json.loads(r.read())
+    assert [p["id"] for p in profiles] == ["job"]
+    assert meta["ranks"] == [0, 1]
