@@ -56,6 +56,8 @@ export function heatmap(canvas: HTMLCanvasElement, cells: Cell[], marks: Heatmap
       ctx.strokeStyle = "#dc2626";
       ctx.lineWidth = 2;
       ctx.strokeRect(LEFT + 1, y - 1, w - LEFT - 2, Math.max(2, rowH) + 2);
+      ctx.fillStyle = th.bg;
+      ctx.fillRect(0, y + Math.max(rowH, 10) / 2 - 7, LEFT - 8, 14);
       ctx.fillStyle = "#dc2626";
       ctx.fillText("r" + [...marks.slow].join(","), 2, y + Math.max(rowH, 10) / 2);
     });

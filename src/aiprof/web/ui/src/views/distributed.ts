@@ -14,6 +14,8 @@ const PAGE = 10000;
 /** Slowest ranks listed beside the heatmap, and the waiting ranks named. */
 const LIST_RANKS = 10;
 const WAITING = 5;
+/** Process groups listed in the bandwidth table (a 1,024-rank job has hundreds). */
+const LIST_GROUPS = 20;
 const PARTS: [string, string][] = [
   ["compute", "#2563eb"], ["non-compute", "#f59e0b"], ["exposed communication", "#7c3aed"], ["idle", "#d1d5db"],
 ];
@@ -88,15 +90,17 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
     const cells: Cell[] = steps.filter((r) => r.step !== null).map((r) => ({ rank: Number(r.rank), step: Number(r.step), value: Number(r.duration_us) }));
     if (!cells.length) return void hm.append(h("p", { class: "muted" }, "No step marks: each rank's steps are needed for the grid."));
     const c = h("canvas", { class: "chart heatmap", id: "dist-heatmap" });
-    const byMean = [...stragglers].sort((a, b) => Number(b.step_us) - Number(a.step_us)).slice(0, LIST_RANKS);
+    // The stragglers view's order: in a synchronous job every rank's step lasts as long
+    // as the slowest one's, so the ranks are ranked by their own (compute) time.
+    const slowest = stragglers.slice(0, LIST_RANKS);
     const list = h("table", { class: "data", id: "dist-slowest" },
-      h("thead", {}, h("tr", {}, ["rank", "mean step", "lost", "slow steps"].map((x) => h("th", {}, x)))),
-      h("tbody", {}, byMean.map((r) => h("tr", { class: slow.has(Number(r.rank)) ? "slow" : waiting.has(Number(r.rank)) ? "waiting" : "" },
-        h("td", {}, String(r.rank)), h("td", { class: "num" }, us(r.step_us)),
+      h("thead", {}, h("tr", {}, ["rank", "mean step", "compute", "lost", "slow steps"].map((x) => h("th", {}, x)))),
+      h("tbody", {}, slowest.map((r) => h("tr", { class: slow.has(Number(r.rank)) ? "slow" : waiting.has(Number(r.rank)) ? "waiting" : "" },
+        h("td", {}, String(r.rank)), h("td", { class: "num" }, us(r.step_us)), h("td", { class: "num" }, us(r.compute_us)),
         h("td", { class: "num" }, fmtValue(Number(r.lost_pct), "%")), h("td", { class: "num" }, fmtNum(r.slow_steps))))));
     alignNumbers(list);
     const scale = h("div", { class: "heat-scale" });
-    hm.append(h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks"), list)));
+    hm.append(h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks (by their own time)"), list)));
     const grid = heatmap(c, cells, { slow, waiting }, us);
     scale.append(h("span", {}, us(grid.min)), h("i", { style: `background:linear-gradient(90deg,${heatColor(grid.min, grid.min, grid.max)},${heatColor((grid.min + grid.max) / 2, grid.min, grid.max)},${heatColor(grid.max, grid.min, grid.max)})` }),
       h("span", {}, us(grid.max)),
@@ -162,9 +166,12 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
       bw.append(h("h4", {}, "Per rank (bytes moved by collectives / their time)"), c);
       stackedBars(c, withBw.map((r) => "r" + String(r.rank)), [{ name: "GB/s", color: "#7c3aed", values: withBw.map((r) => Number(r.comm_gbps)) }], (v) => v.toFixed(2) + " GB/s");
     } else bw.append(h("p", { class: "muted" }, "No collective sizes recorded, so no bandwidth per rank."));
-    const links = await allRows("links");
+    const all = await allRows("links");
     bw.append(h("h4", {}, "Per process group"));
-    if (!links.length) return void bw.append(h("p", { class: "muted" }, "No process groups with sized collectives."));
+    if (!all.length) return void bw.append(h("p", { class: "muted" }, "No process groups with sized collectives."));
+    // Slow links first, then the lowest bandwidth; the rest are counted, not listed.
+    const links = [...all].sort((a, b) => Number(!!b.slow) - Number(!!a.slow) || Number(a.rel_bw ?? 1) - Number(b.rel_bw ?? 1)).slice(0, LIST_GROUPS);
+    if (all.length > links.length) bw.append(h("p", { class: "muted" }, `The ${links.length} slowest of ${fmtNum(all.length)} process groups (slow links first).`));
     const t = h("table", { class: "data", id: "dist-links" }, h("thead", {}, h("tr", {},
       ["group", "ranks", "op", "size", "instances", "bytes", "bus bw", "vs best", "slowest rank", "slow"].map((x) => h("th", {}, x)))));
     const tb = h("tbody");
