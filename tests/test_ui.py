@@ -241,8 +241,13 @@ def test_timeline_counter_track(page: Any, base: str, tmp_path: Path) -> None:
 
 def test_compare(page: Any, base: str, tmp_path: Path) -> None:
     _open(page, base, "r0.aiprof", "compare")
+    # No profile here is of r0's job: nothing is compared until B is picked.
+    assert "Pick B" in page.locator("#cmp-pick").inner_text()
+    assert page.locator("#cmp-steps").count() == 0
+    page.select_option("#cmp-b", "mem.aiprof")
     page.wait_for_selector("#cmp-steps")
-    assert "duration" in page.locator("#cmp-steps").inner_text()
+    page.wait_for_selector("#cmp-kernels")
+    assert "step" in page.locator("#cmp-steps").inner_text()
     assert page.locator("#cmp-kernels tr").count() > 5
     assert page.locator("#cmp-ops tr").count() > 5
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
@@ -419,6 +424,7 @@ def test_every_page_opens_without_console_errors_in_both_themes(browser: Any, ba
             "steps",
             "memory",
             "counters",
+            "distributed",
             "compare",
             "advice",
             "sql",

@@ -8,31 +8,71 @@ import pyarrow as pa
 
 from ..store import Profile
 from .base import analyser
+from .tensor_cores import tensor_core_sql
+
+
+def _shape(key: str) -> str:
+    """Kineto's launch shape arg ``[4,106,1]`` as ``4×106×1``."""
+    return f"replace(regexp_replace(json_extract(args, '$.{key}')::VARCHAR, '[\\[\\] ]', '', 'g'), ',', '×')"
 
 
 @analyser(
     "kernels",
     "Kernels",
     default_sort=("-total_us",),
-    units={k: "µs" for k in ("total_us", "mean_us", "median_us", "min_us", "max_us")} | {"pct": "%"},
+    units={k: "µs" for k in ("total_us", "mean_us", "median_us", "min_us", "max_us")}
+    | {"pct": "%", "occupancy_pct": "%", "shared_memory_bytes": "B"},
 )
 def kernels(profile: Profile, params: dict[str, Any]) -> pa.Table:
-    """One row per kernel name (device kinds kernel and collective):
-    name, kind, count, total_us, mean_us, median_us, min_us, max_us (µs),
-    pct (% of all kernel time), devices and streams (comma-separated), ranks."""
+    """One row per kernel name (device kinds kernel and collective): name, kind,
+    tensor_core (the name is a Tensor Core kernel's, tb-profiler's rule: analysis/tensor_cores.py),
+    count, total_us, mean_us, median_us, min_us, max_us (µs), pct (% of all kernel time);
+    where the trace records them (Kineto's kernel args; null otherwise) grid and block
+    (the most common launch shape), registers_per_thread and shared_memory_bytes
+    (largest), occupancy_pct (estimated achieved occupancy, mean weighted by duration);
+    then devices and streams (comma-separated) and ranks."""
     # A small aggregate: materialised once, then filtered and paged in memory (one
     # execution instead of one for the count and one for the page).
     return profile.sql(
-        """
+        f"""
         WITH k AS (
             SELECT * FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective'))
-        SELECT name, any_value(kind) AS kind, count(*) AS count,
+        SELECT name, any_value(kind) AS kind, {tensor_core_sql("name")} AS tensor_core, count(*) AS count,
                sum(dur) / 1000.0 AS total_us, avg(dur) / 1000.0 AS mean_us,
                median(dur) / 1000.0 AS median_us, min(dur) / 1000.0 AS min_us, max(dur) / 1000.0 AS max_us,
                100.0 * sum(dur) / nullif((SELECT sum(dur) FROM k), 0) AS pct,
+               mode({_shape("grid")}) AS grid,
+               mode({_shape("block")}) AS block,
+               max(TRY_CAST(json_extract(args, '$."registers per thread"') AS BIGINT)) AS registers_per_thread,
+               max(TRY_CAST(json_extract(args, '$."shared memory"') AS BIGINT)) AS shared_memory_bytes,
+               sum(dur * TRY_CAST(json_extract(args, '$."est. achieved occupancy %"') AS DOUBLE))
+                 / nullif(sum(dur) FILTER (WHERE json_extract(args, '$."est. achieved occupancy %"') IS NOT NULL), 0)
+                 AS occupancy_pct,
                string_agg(DISTINCT device::VARCHAR, ',' ORDER BY device::VARCHAR) AS devices,
                string_agg(DISTINCT tid::VARCHAR, ',' ORDER BY tid::VARCHAR) AS streams,
                string_agg(DISTINCT rank::VARCHAR, ',' ORDER BY rank::VARCHAR) AS ranks
         FROM k GROUP BY name
+        """
+    )
+
+
+@analyser(
+    "tensor-cores",
+    "Tensor Core share",
+    units={"kernel_us": "µs", "tensor_core_us": "µs", "tensor_core_pct": "%"},
+)
+def tensor_cores(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """One row per rank: kernel_us (all kernel time, collectives excluded), tensor_core_us
+    (of kernels whose name is a Tensor Core kernel's, tb-profiler's rule),
+    tensor_core_pct, kernels and tensor_core_kernels (distinct names)."""
+    return profile.sql(
+        f"""
+        WITH k AS (SELECT rank, name, dur, {tensor_core_sql("name")} AS tc FROM events
+                   WHERE device_type <> 'cpu' AND kind = 'kernel')
+        SELECT rank, sum(dur) / 1000.0 AS kernel_us,
+               coalesce(sum(dur) FILTER (WHERE tc), 0) / 1000.0 AS tensor_core_us,
+               100.0 * coalesce(sum(dur) FILTER (WHERE tc), 0) / nullif(sum(dur), 0) AS tensor_core_pct,
+               count(DISTINCT name) AS kernels, count(DISTINCT name) FILTER (WHERE tc) AS tensor_core_kernels
+        FROM k GROUP BY rank ORDER BY rank
         """
     )

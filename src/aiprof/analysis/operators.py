@@ -10,6 +10,7 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
+from .tensor_cores import tensor_core_sql
 
 _HOST_KINDS = "('cpu_op', 'user_annotation', 'python', 'runtime', 'driver', 'dataloader', 'step')"
 #: Kinds reported as operators.
@@ -63,15 +64,54 @@ def nest(
     return np.array(parent, dtype=np.int64), np.array(op_parent, dtype=np.int64), np.array(depth, dtype=np.int64)
 
 
-def _empty(by_shapes: bool) -> pa.Table:
+#: group_by values beyond "name": the column each adds and the Kineto arg it holds.
+GROUPS: dict[str, tuple[str, str]] = {"shapes": ("input_shapes", "Input Dims"), "stack": ("call_stack", "Call stack")}
+
+
+def _empty(group: tuple[str, str] | None) -> pa.Table:
     cols: dict[str, Any] = {"name": pa.array([], pa.string())}
-    if by_shapes:
-        cols["input_shapes"] = pa.array([], pa.string())
+    if group:
+        cols[group[0]] = pa.array([], pa.string())
     cols["calls"] = pa.array([], pa.int64())
     for c in _TIME_COLS:
         cols[c] = pa.array([], pa.float64())
     cols["kernels"] = pa.array([], pa.int64())
     return pa.table(cols)
+
+
+#: Python frames kept of an operator's call stack (innermost), and frames left out:
+#: torch's own code and built-ins (the stack names the user's code that called it).
+STACK_FRAMES = 6
+_LIBRARY_FRAMES = ("torch/", "<built-in", "threading.py", "runpy.py")
+
+
+def _stack_keys(
+    ops: np.ndarray, code: np.ndarray, names: np.ndarray, parent: np.ndarray, py: np.ndarray, py_names: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Operator keys ``name\0stack`` where the stack is the trace's ``Call stack`` arg, or
+    else the Python frames (``python_function`` events of ``with_stack=True``) around
+    the call, outermost first, joined by ' > '."""
+    memo: dict[int, tuple[str, ...]] = {}
+
+    def frames(j: int) -> tuple[str, ...]:
+        path: list[int] = []
+        while j >= 0 and j not in memo:
+            path.append(j)
+            j = int(parent[j])
+        out = memo.get(j, ())
+        for k in reversed(path):
+            name = str(py_names[py[k]]) if py[k] >= 0 else ""
+            if name and not name.startswith(_LIBRARY_FRAMES):
+                out = (*out, name)[-STACK_FRAMES:]
+            memo[k] = out
+        return out
+
+    labels = []
+    for i, c in zip(ops.tolist(), code.tolist(), strict=True):
+        name, _, arg = str(names[c]).partition("\x00")
+        labels.append(name + "\x00" + (arg or " > ".join(frames(int(parent[i])))))
+    uniq, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    return inverse.astype(np.int64), uniq
 
 
 @analyser(
@@ -82,32 +122,36 @@ def _empty(by_shapes: bool) -> pa.Table:
 )
 def operators(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per operator name (kinds cpu_op and dataloader), or per name and input
-    shapes with params {"group_by": "shapes"}: calls, host_total_us, host_self_us
+    shapes with params {"group_by": "shapes"} (column input_shapes), or per name and
+    recorded call stack with {"group_by": "stack"} (column call_stack, Kineto's
+    "Call stack" arg of ``with_stack=True``; empty when not recorded): calls, host_total_us, host_self_us
     (total minus direct children), host_mean_us, device_self_us (device time of the
     kernels, copies and sets it launched itself, through correlation), device_total_us
     (including what its child operators launched), kernels (launches it made itself)."""
-    by_shapes = params.get("group_by") == "shapes"
+    grouping = str(params.get("group_by", "name"))
     # The overview's top operators and the advice both ask: the nesting is computed once.
-    return profile.memo(f"operators:{by_shapes}", lambda: _operators(profile, by_shapes))
+    return profile.memo(f"operators:{grouping}", lambda: _operators(profile, GROUPS.get(grouping)))
 
 
-def _operators(profile: Profile, by_shapes: bool) -> pa.Table:
-    key_sql = "name || chr(0) || coalesce(json_extract_string(args, '$.\"Input Dims\"'), '')" if by_shapes else "name"
+def _operators(profile: Profile, group: tuple[str, str] | None) -> pa.Table:
+    key_sql = f"name || chr(0) || coalesce(json_extract_string(args, '$.\"{group[1]}\"'), '')" if group else "name"
+    by_stack = "true" if group == GROUPS["stack"] else "false"
     h = fetch(
         profile,
         f"SELECT e.rank, e.pid, e.tid, e.ts, e.dur, {_OP_SQL} AS is_op, CASE WHEN {_OP_SQL} THEN {key_sql} END AS opkey, "
-        "coalesce(d.d, 0) AS dev, coalesce(d.k, 0) AS launches "
+        "coalesce(d.d, 0) AS dev, coalesce(d.k, 0) AS launches, "
+        f"CASE WHEN e.kind = 'python' AND {by_stack} THEN e.name END AS pyname "
         "FROM events e LEFT JOIN ("
         "  SELECT rank, correlation, sum(dur) AS d, count(*) AS k FROM events"
         "  WHERE device_type <> 'cpu' AND correlation IS NOT NULL AND kind IN ('kernel', 'collective', 'memcpy', 'memset')"
         "  GROUP BY rank, correlation) d"
         " ON e.kind IN ('runtime', 'driver') AND d.rank = e.rank AND d.correlation = e.correlation "
         f"WHERE e.device_type = 'cpu' AND e.kind IN {_HOST_KINDS}",
-        codes=("opkey",),
+        codes=("opkey", "pyname"),
     )
     n = len(h["ts"])
     if n == 0 or not h["is_op"].any():
-        return _empty(by_shapes)
+        return _empty(group)
     parent, op_parent, depth = nest(h["rank"], h["pid"], h["tid"], h["ts"], h["dur"], h["is_op"])
     dur = h["dur"]
     child_sum = np.zeros(n, dtype=np.int64)
@@ -131,6 +175,8 @@ def _operators(profile: Profile, by_shapes: bool) -> pa.Table:
     ops = np.flatnonzero(is_op)
     code = h["opkey"][ops]
     names = h["opkey__dict"]
+    if group == GROUPS["stack"]:
+        code, names = _stack_keys(ops, code, names, parent, h["pyname"], h["pyname__dict"])
     m = len(names)
 
     def total(v: np.ndarray) -> np.ndarray:
@@ -141,8 +187,8 @@ def _operators(profile: Profile, by_shapes: bool) -> pa.Table:
     keep = np.flatnonzero(calls > 0)
     labels = [str(x) for x in names[keep].tolist()]
     cols: dict[str, Any] = {"name": [x.split("\x00")[0] for x in labels]}
-    if by_shapes:
-        cols["input_shapes"] = [x.split("\x00", 1)[1] or None if "\x00" in x else None for x in labels]
+    if group:
+        cols[group[0]] = [x.split("\x00", 1)[1] or None if "\x00" in x else None for x in labels]
     cols["calls"] = calls[keep]
     cols["host_total_us"] = host_total[keep] / 1000.0
     cols["host_self_us"] = total(self_ns)[keep] / 1000.0
@@ -151,3 +197,40 @@ def _operators(profile: Profile, by_shapes: bool) -> pa.Table:
     cols["device_total_us"] = total(dev_total)[keep] / 1000.0
     cols["kernels"] = total(kernels)[keep]
     return pa.table(cols)
+
+
+@analyser(
+    "operator-kernels",
+    "Kernels an operator launched",
+    default_sort=("-total_us",),
+    units={"total_us": "µs", "mean_us": "µs"},
+)
+def operator_kernels(profile: Profile, params: dict[str, Any]) -> pa.Table:
+    """The device work launched inside the operator named params["name"] (and, with
+    params["input_shapes"], only its calls with those shapes, as the operators view
+    groups them; of every call site when grouped by stack), itself or through its child operators (the operators
+    view's device_total_us): one row per kernel name with kind, count, total_us, mean_us
+    and tensor_core (tb-profiler's name rule). No rows without params["name"]."""
+    name = params.get("name")
+    if not name:  # no operator named: no rows (the columns stay)
+        name = "\x00"
+    where, args = [_OP_SQL, "device_type = 'cpu'", "name = ?"], [str(name)]
+    col, arg = GROUPS["shapes"]
+    if col in params:
+        where.append(f"coalesce(json_extract_string(args, '$.\"{arg}\"'), '') = ?")
+        args.append(str(params[col] or ""))
+    return profile.sql(
+        f"""
+        WITH ops AS (SELECT rank, pid, tid, ts, ts + dur AS te FROM events WHERE {" AND ".join(where)}),
+        launched AS (
+            SELECT DISTINCT r.rank, r.correlation FROM events r JOIN ops o
+              ON r.rank = o.rank AND r.pid = o.pid AND r.tid = o.tid AND r.ts >= o.ts AND r.ts + r.dur <= o.te
+            WHERE r.kind IN ('runtime', 'driver') AND r.correlation IS NOT NULL)
+        SELECT k.name, any_value(k.kind) AS kind, count(*) AS count, sum(k.dur) / 1000.0 AS total_us,
+               avg(k.dur) / 1000.0 AS mean_us, {tensor_core_sql("k.name")} AS tensor_core
+        FROM events k JOIN launched l ON k.rank = l.rank AND k.correlation = l.correlation
+        WHERE k.device_type <> 'cpu' AND k.kind IN ('kernel', 'collective', 'memcpy', 'memset')
+        GROUP BY k.name
+        """,
+        args,
+    )

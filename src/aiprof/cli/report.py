@@ -36,9 +36,9 @@ VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "co
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option(
     "--group-by",
-    type=click.Choice(["name", "shapes"]),
+    type=click.Choice(["name", "shapes", "stack"]),
     default="name",
-    help="operators: by name, or name + input shapes.",
+    help="operators: by name, name + input shapes, or name + call stack (with_stack=True).",
 )
 @click.option(
     "--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here."

@@ -197,6 +197,8 @@ class Library:
                 # the rank profiles of a run served as the root: they are the run).
                 children = sorted(root.iterdir()) if root.is_dir() and not is_run(root) else []
                 listed = {f[0] for f in found}
+                # The ranks of a run (the served folder itself may be one) are the run's.
+                listed |= {r for f in found if is_run(f[0]) for r in rank_profiles(f[0])}
                 found += [(c, root, c.name) for c in children if c.name.endswith(PROFILE_SUFFIX) and c not in listed]
             by_path = {e.path: e for e in self._entries.values()}
             entries: dict[str, Entry] = {}

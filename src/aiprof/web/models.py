@@ -268,6 +268,30 @@ class DiffSide(Model):
     devices: list[str]
 
 
+class CompareVerdicts(Model):
+    a: str
+    b: str
+    verdicts: list[dict[str, Any]] = Field(
+        description="aiprof diff's rows: figure, unit, a_n, b_n, a_median, b_median, change_pct, "
+        "ci_low_pct, ci_high_pct, p_value, verdict, a_total, b_total"
+    )
+    too_few_steps: bool
+    differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
+    devices: dict[str, list[str]]
+
+
+class RelatedProfile(Model):
+    id: str
+    ranks: int = Field(description="ranks the profile holds")
+    differences: list[str]
+
+
+class RelatedResponse(Model):
+    a: str
+    ranks: int
+    profiles: list[RelatedProfile]
+
+
 class CompareResponse(Model):
     view: Literal["kernels", "operators"]
     a: str

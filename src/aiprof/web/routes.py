@@ -11,6 +11,8 @@ Bad parameters are refused by the models with a 422 that names the field.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
@@ -117,6 +119,15 @@ def _limited(q: ViewQuery) -> ViewQuery:
     if q.limit > MAX_LIMIT:
         raise ApiError(422, f"limit must be at most {MAX_LIMIT}")
     return q
+
+
+@contextlib.contextmanager
+def _locked(*entries: Entry) -> Iterator[None]:
+    """Hold the entries' locks, taken in id order (two requests never wait on each other)."""
+    with contextlib.ExitStack() as stack:
+        for e in sorted(entries, key=lambda e: e.id):
+            stack.enter_context(e.lock)
+        yield
 
 
 def build_router(lib: Library) -> APIRouter:
@@ -440,6 +451,65 @@ def build_router(lib: Library) -> APIRouter:
                 "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
             }
         )
+
+    @r.get(
+        "/compare/verdicts",
+        response_model=m.CompareVerdicts,
+        summary="B against A per step figure, with `aiprof diff`'s statistical verdicts, and how the jobs differ",
+    )
+    def compare_verdicts(
+        a: Annotated[str, Query(description="profile id of A")],
+        b: Annotated[str, Query(description="profile id of B")],
+    ) -> Response:
+        from ..analysis.job_match import job_differences
+        from ..analysis.regression import step_series, verdicts
+        from ..analysis.stats import TOO_FEW
+
+        ea, eb = lib.get(a), lib.get(b)
+        series = []
+        for e in (ea, eb):
+            with e.lock:
+                assert e.profile is not None
+                series.append(step_series([e.profile]))
+        with _locked(ea, eb):
+            assert ea.profile is not None and eb.profile is not None
+            differences = job_differences(ea.profile, eb.profile)
+        rows = verdicts(series[0], series[1]).to_pylist()
+        return json_response(
+            {
+                "a": ea.id,
+                "b": eb.id,
+                "verdicts": rows,
+                "too_few_steps": any(row["verdict"] == TOO_FEW for row in rows),
+                "differences": differences,
+                "devices": {"a": series[0].devices, "b": series[1].devices},
+            }
+        )
+
+    @r.get(
+        "/compare/related",
+        response_model=m.RelatedResponse,
+        summary="The other profiles and how each one's job differs from A's (empty: the same job)",
+    )
+    def compare_related(a: Annotated[str, Query(description="profile id of A")]) -> Response:
+        from ..analysis.job_match import job_differences
+
+        ea = lib.get(a)
+        out = []
+        for other in lib.scan():
+            if other.id == ea.id or other.error is not None:
+                continue
+            try:
+                eb = lib.get(other.id)
+            except ApiError:
+                continue
+            with _locked(ea, eb):
+                assert ea.profile is not None and eb.profile is not None
+                ranks = len({r for meta in eb.profile.metas for r in meta.get("ranks", [])})
+                out.append({"id": eb.id, "ranks": ranks, "differences": job_differences(ea.profile, eb.profile)})
+        assert ea.profile is not None
+        ranks_a = len({r for meta in ea.profile.metas for r in meta.get("ranks", [])})
+        return json_response({"a": ea.id, "ranks": ranks_a, "profiles": out})
 
     add_sql_routes(r, lib)
     return r

@@ -9,6 +9,9 @@ import { emptyState, RECORD_STEPS } from "./views/empty";
 import { flamePage } from "./views/flame";
 import { comparePage } from "./views/compare";
 import { countersPage } from "./views/counters";
+import { distributedPage } from "./views/distributed";
+import { kernelsPage } from "./views/kernels";
+import { operatorsPage } from "./views/operators";
 import { memoryPage } from "./views/memory";
 import { notFoundPage } from "./views/notfound";
 import { overviewPage } from "./views/overview";
@@ -22,7 +25,7 @@ type PageFn = (main: HTMLElement) => Promise<void | (() => void)>;
 
 const TITLES: Record<string, string> = {
   overview: "Overview", timeline: "Timeline", flame: "Flame graph", operators: "Operators", kernels: "Kernels", steps: "Steps",
-  memory: "Memory", counters: "Counters", compare: "Compare", advice: "Advice", sql: "SQL",
+  memory: "Memory", counters: "Counters", distributed: "Distributed", compare: "Compare", advice: "Advice", sql: "SQL",
 };
 const REPORT_PAGES = new Set(["overview", "operators", "kernels", "steps", "memory", "advice"]);
 
@@ -39,8 +42,8 @@ const PAGE_FNS: Record<string, PageFn> = {
   overview: overviewPage,
   timeline: timelinePage,
   flame: flamePage,
-  operators: tablePage("operators", "Operators", onTimeline((r) => showName(String(r.name)))),
-  kernels: tablePage("kernels", "Kernels", onTimeline((r) => showName(String(r.name)))),
+  operators: (main) => operatorsPage(main, EMBED ? undefined : onTimeline((r) => showName(String(r.name)))),
+  kernels: (main) => kernelsPage(main, EMBED ? undefined : onTimeline((r) => showName(String(r.name)))),
   steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, {
     hideEmpty: true,
     empty: () => emptyState("No steps in this profile.", "The trace marks no training steps, so there is no per-step split.",
@@ -48,6 +51,7 @@ const PAGE_FNS: Record<string, PageFn> = {
   }),
   memory: memoryPage,
   counters: countersPage,
+  distributed: distributedPage,
   compare: comparePage,
   advice: advicePage,
   sql: sqlPage,

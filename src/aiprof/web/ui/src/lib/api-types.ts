@@ -21,6 +21,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/compare/related": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The other profiles and how each one's job differs from A's (empty: the same job) */
+        get: operations["compare_related_api_v1_compare_related_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/compare/verdicts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** B against A per step figure, with `aiprof diff`'s statistical verdicts, and how the jobs differ */
+        get: operations["compare_verdicts_api_v1_compare_verdicts_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/profiles": {
         parameters: {
             query?: never;
@@ -563,6 +597,33 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** CompareVerdicts */
+        CompareVerdicts: {
+            /** A */
+            a: string;
+            /** B */
+            b: string;
+            /** Devices */
+            devices: {
+                [key: string]: string[];
+            };
+            /**
+             * Differences
+             * @description how B's job differs from A's (world size, devices, model)
+             */
+            differences: string[];
+            /** Too Few Steps */
+            too_few_steps: boolean;
+            /**
+             * Verdicts
+             * @description aiprof diff's rows: figure, unit, a_n, b_n, a_median, b_median, change_pct, ci_low_pct, ci_high_pct, p_value, verdict, a_total, b_total
+             */
+            verdicts: {
+                [key: string]: unknown;
+            }[];
+        } & {
+            [key: string]: unknown;
+        };
         /** CounterMetric */
         CounterMetric: {
             /** Device */
@@ -874,6 +935,31 @@ export interface components {
             sort?: (string | {
                 [key: string]: unknown;
             })[] | string;
+        };
+        /** RelatedProfile */
+        RelatedProfile: {
+            /** Differences */
+            differences: string[];
+            /** Id */
+            id: string;
+            /**
+             * Ranks
+             * @description ranks the profile holds
+             */
+            ranks: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** RelatedResponse */
+        RelatedResponse: {
+            /** A */
+            a: string;
+            /** Profiles */
+            profiles: components["schemas"]["RelatedProfile"][];
+            /** Ranks */
+            ranks: number;
+        } & {
+            [key: string]: unknown;
         };
         /** SampleFrame */
         SampleFrame: {
@@ -1375,6 +1461,144 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CompareResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    compare_related_api_v1_compare_related_get: {
+        parameters: {
+            query: {
+                /** @description profile id of A */
+                a: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RelatedResponse"];
+                };
+            };
+            /** @description a value the analysers refuse (unknown column, bad filter) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a token is required */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description no such profile, view or event */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description the profile is broken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description a parameter of the wrong type or range (the field is named) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    compare_verdicts_api_v1_compare_verdicts_get: {
+        parameters: {
+            query: {
+                /** @description profile id of A */
+                a: string;
+                /** @description profile id of B */
+                b: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompareVerdicts"];
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */

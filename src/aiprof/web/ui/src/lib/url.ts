@@ -2,7 +2,7 @@
 // Every view's state that a link should carry lives here (one schema, parsed and
 // defaulted in one place); views read a Route and ask for a new one, never location.
 
-export const PAGES = ["overview", "timeline", "flame", "operators", "kernels", "steps", "memory", "counters", "compare", "advice", "sql"] as const;
+export const PAGES = ["overview", "timeline", "flame", "operators", "kernels", "steps", "memory", "counters", "distributed", "compare", "advice", "sql"] as const;
 export type Page = (typeof PAGES)[number];
 
 export interface Route {
@@ -29,10 +29,12 @@ export interface Route {
   steps?: string;
   focus?: string;
   fn?: string;
+  /** Operators page: group_by (shapes, stack; name when absent). */
+  group?: string;
 }
 
 const INTS = ["t0", "t1", "offset", "rank"] as const;
-const STRS = ["q", "filter", "sort", "a", "b", "thread", "steps", "focus", "fn"] as const;
+const STRS = ["q", "filter", "sort", "a", "b", "thread", "steps", "focus", "fn", "group"] as const;
 
 function int(v: string | null): number | undefined {
   if (v === null || v === "" || !/^-?\d+$/.test(v)) return undefined;
@@ -95,5 +97,6 @@ export function forPage(r: Route, page: string): Route {
     if (r.a) out.a = r.a;
     if (r.b) out.b = r.b;
   }
+  if (page === "operators" && r.group) out.group = r.group;
   return out;
 }

@@ -1,49 +1,142 @@
-import { api, profilePath, type CompareResponse, type ViewResult } from "../lib/api";
+// Compare: B against A. The step breakdown as a chart, `aiprof diff`'s verdicts per
+// figure (analysis/regression.py through /compare/verdicts), the largest changes by
+// name with % and absolute, and a warning when the runs are not of one job.
+import { api, profilePath, type CompareResponse, type Schemas, type ViewResult } from "../lib/api";
+import { CAT_COLORS } from "../lib/colors";
 import { h } from "../lib/dom";
 import { fmtNum, fmtValue } from "../lib/format";
+import { stackedBars } from "../render/charts";
 import { pid, state, updateRoute } from "../state/app";
+import { alignNumbers } from "./distributed";
+import { legend } from "./overview";
 
-const CATS = ["duration", "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other", "idle"];
+const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other", "idle"];
+const TOP = 10;
+type Verdicts = Schemas["CompareVerdicts"];
+type Related = Schemas["RelatedResponse"];
+
+const VERDICT_CLASS: Record<string, string> = { slower: "bad", higher: "bad", faster: "good", lower: "good" };
 
 export async function comparePage(main: HTMLElement): Promise<void> {
   main.append(h("h2", {}, "Compare two profiles"));
   const ok = state.profiles.filter((p) => p.status !== "broken");
-  const selA = h("select", { id: "cmp-a", "aria-label": "profile A" }, ok.map((p) => h("option", { value: p.id }, p.name)));
-  const selB = h("select", { id: "cmp-b", "aria-label": "profile B" }, ok.map((p) => h("option", { value: p.id }, p.name)));
   const known = (id?: string) => (id && ok.some((p) => p.id === id) ? id : undefined);
+  const selA = h("select", { id: "cmp-a", "aria-label": "profile A" }, ok.map((p) => h("option", { value: p.id }, p.name)));
+  const selB = h("select", { id: "cmp-b", "aria-label": "profile B" });
   selA.value = known(state.route.a) ?? pid();
-  selB.value = known(state.route.b) ?? (ok.find((p) => p.id !== selA.value) || ok[0])?.id ?? "";
   const out = h("div", { id: "cmp-out" });
-  main.append(h("div", { class: "tablebar" }, "A ", selA, " B ", selB, h("button", { onclick: () => void run() }, "Compare")), out);
+  const go = h("button", { id: "cmp-go", onclick: () => void run() }, "Compare");
+  main.append(h("div", { class: "tablebar" }, "A ", selA, " B ", selB, go), out);
+
+  /** B's choices, each marked when its job differs from A's; returns the first of A's job. */
+  async function fillB(): Promise<string | undefined> {
+    const rel = await api<Related>("/compare/related", { a: selA.value });
+    const diff = new Map(rel.profiles.map((p) => [p.id, p.differences]));
+    selB.textContent = "";
+    selB.append(h("option", { value: "" }, "— pick B —"));
+    for (const p of ok) {
+      const d = diff.get(p.id);
+      const label = p.id === selA.value ? p.name + " (A itself)" : p.name + (d && d.length ? " (other job)" : "");
+      selB.append(h("option", { value: p.id, title: d && d.length ? d.join("; ") : "" }, label));
+    }
+    // The default B: a profile of A's job, with as many ranks as A where there is one.
+    const same = rel.profiles.filter((p) => !p.differences.length);
+    return (same.find((p) => p.ranks === rel.ranks) ?? same[0])?.id;
+  }
+
   async function run(): Promise<void> {
     const a = selA.value, b = selB.value;
+    out.textContent = "";
+    if (!b) {
+      updateRoute({ a, b: undefined });
+      out.append(h("p", { class: "muted", id: "cmp-pick" }, "No other profile comes from the same job as A (world size, devices and operators agree). Pick B to compare anyway."));
+      return;
+    }
     updateRoute({ a, b });
     out.textContent = "Loading…";
-    const [sa, sb] = await Promise.all([a, b].map((p) => api<ViewResult>(profilePath(p, "/views/steps"), { limit: 1000 })));
+    const [sa, sb, v] = await Promise.all([
+      api<ViewResult>(profilePath(a, "/views/steps"), { limit: 10000 }),
+      api<ViewResult>(profilePath(b, "/views/steps"), { limit: 10000 }),
+      api<Verdicts>("/compare/verdicts", { a, b }),
+    ]);
     out.textContent = "";
+    if (v.differences.length)
+      out.append(h("div", { class: "warning", id: "cmp-warning", role: "alert" },
+        h("strong", {}, "These runs come from different jobs; the comparison may mean little."), h("ul", {}, v.differences.map((d) => h("li", {}, d)))));
     const mean = (rows: Record<string, unknown>[], k: string) => (rows.length ? rows.reduce((s, r) => s + Number(r[k] || 0), 0) / rows.length : 0);
-    const t = h("table", { class: "data", id: "cmp-steps" }, h("tr", {}, ["mean per step", "A", "B", "B − A", "B / A"].map((x) => h("th", {}, x))));
-    for (const c of CATS) {
-      const va = mean(sa!.rows, c + "_us"), vb = mean(sb!.rows, c + "_us");
-      t.append(h("tr", {}, h("td", {}, c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
-        h("td", { class: "num" }, fmtValue(vb - va, "µs")), h("td", { class: "num" }, va ? (vb / va).toFixed(2) + "×" : "")));
+    const chart = h("canvas", { class: "chart", id: "cmp-chart" });
+    const left = h("div", {}, h("h3", {}, `Mean step (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), legend(CAT_COLORS, CATS), chart);
+    const t = h("table", { class: "data", id: "cmp-steps" }, h("tr", {}, ["mean per step", "A", "B", "B − A", "change"].map((x) => h("th", {}, x))));
+    for (const c of ["duration", ...CATS]) {
+      const va = mean(sa.rows, c + "_us"), vb = mean(sb.rows, c + "_us");
+      if (!va && !vb) continue;
+      t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
+        h("td", { class: "num" }, signed(vb - va, "µs")), h("td", { class: "num" }, va ? pct((100 * (vb - va)) / va) : "new")));
     }
-    out.append(h("h3", {}, `Step time (A: ${sa!.rows.length} steps, B: ${sb!.rows.length} steps)`), t);
+    out.append(h("div", { class: "grid2" }, left, h("div", {}, h("h3", {}, "Breakdown"), t)));
+    alignNumbers(t);
+    stackedBars(chart, ["A", "B"], CATS.map((k) => ({ name: k, color: CAT_COLORS[k] || "#999", values: [mean(sa.rows, k + "_us"), mean(sb.rows, k + "_us")] })), (x) => fmtValue(x, "µs"));
+
+    const significant = v.verdicts.filter((r) => VERDICT_CLASS[String(r.verdict)]);
+    out.append(h("h3", {}, "Verdicts per step figure (as aiprof diff)"));
+    if (v.too_few_steps) out.append(h("p", { class: "muted" }, "Too few steps for a statistical test on some figures (fewer than 4 on a side): their totals are compared only."));
+    const vt = h("table", { class: "data", id: "cmp-verdicts" }, h("thead", {}, h("tr", {}, ["figure", "A median", "B median", "change", "95% interval", "p", "verdict"].map((x) => h("th", {}, x)))));
+    const vb = h("tbody");
+    for (const r of v.verdicts) {
+      const unit = String(r.unit || "");
+      vb.append(h("tr", { class: VERDICT_CLASS[String(r.verdict)] || "" }, h("td", {}, String(r.figure)),
+        h("td", { class: "num" }, fmtValue(r.a_median, unit)), h("td", { class: "num" }, fmtValue(r.b_median, unit)),
+        h("td", { class: "num" }, r.change_pct === null ? "–" : pct(Number(r.change_pct))),
+        h("td", { class: "num" }, r.ci_low_pct === null || r.ci_low_pct === undefined ? "–" : `${pct(Number(r.ci_low_pct))} … ${pct(Number(r.ci_high_pct))}`),
+        h("td", { class: "num" }, r.p_value === null || r.p_value === undefined ? "–" : Number(r.p_value) < 0.001 ? "< 0.001" : Number(r.p_value).toFixed(3)),
+        h("td", { class: "verdict" }, String(r.verdict))));
+    }
+    vt.append(vb);
+    out.append(h("div", { class: "scrollx" }, vt));
+    alignNumbers(vt);
+
+    let changed = 0;
     for (const [title, view, id, vk] of [["Operators", "operators", "cmp-ops", "host total"], ["Kernels", "kernels", "cmp-kernels", "total"]] as const) {
       // The server compares every name (aiprof.analysis.compare); the largest changes either way first.
-      const q = { a, b, view, limit: 10 };
+      const q = { a, b, view, limit: TOP };
       const [up, down] = await Promise.all([api<CompareResponse>("/compare", { ...q, sort: "-delta_us" }), api<CompareResponse>("/compare", { ...q, sort: "delta_us" })]);
       const seen = new Set<string>();
       const diffs = [...up.rows, ...down.rows]
-        .filter((d) => d.status !== "same" && !seen.has(String(d.name)) && seen.add(String(d.name)))
-        .sort((x, y) => Math.abs(Number(y.delta_us)) - Math.abs(Number(x.delta_us)));
-      const tt = h("table", { class: "data", id }, h("tr", {}, ["name", "A " + vk, "B " + vk, "B − A", "calls A", "calls B", "status"].map((x) => h("th", {}, x))));
+        .filter((d) => d.status !== "same" && Number(d.delta_us) !== 0 && !seen.has(String(d.name)) && seen.add(String(d.name)))
+        .sort((x, y) => Math.abs(Number(y.delta_us)) - Math.abs(Number(x.delta_us)))
+        .slice(0, TOP);
+      changed += diffs.length;
+      out.append(h("h3", {}, `Top changes: ${title.toLowerCase()} (${fmtNum(up.total)} names compared)`));
+      if (!diffs.length) {
+        out.append(h("p", { class: "muted" }, `No ${title.toLowerCase()} changed.`));
+        continue;
+      }
+      const tt = h("table", { class: "data", id }, h("tr", {}, ["name", "A " + vk, "B " + vk, "B − A", "change", "calls A", "calls B", "status"].map((x) => h("th", {}, x))));
       for (const d of diffs)
-        tt.append(h("tr", {}, h("td", { title: String(d.name) }, String(d.name)), h("td", { class: "num" }, fmtValue(d.a_us, "µs")),
-          h("td", { class: "num" }, fmtValue(d.b_us, "µs")), h("td", { class: "num" }, fmtValue(d.delta_us, "µs")),
+        tt.append(h("tr", {}, h("td", { class: "name", title: String(d.name) }, String(d.name)), h("td", { class: "num" }, fmtValue(d.a_us, "µs")),
+          h("td", { class: "num" }, fmtValue(d.b_us, "µs")), h("td", { class: "num" }, signed(Number(d.delta_us), "µs")),
+          h("td", { class: "num" }, d.delta_pct === null || d.delta_pct === undefined ? (d.status === "added" ? "new" : "–") : pct(Number(d.delta_pct))),
           h("td", { class: "num" }, fmtNum(d.a_count)), h("td", { class: "num" }, fmtNum(d.b_count)), h("td", {}, String(d.status))));
-      out.append(h("h3", {}, `Top differences: ${title.toLowerCase()} (${up.total} names compared)`), tt);
+      out.append(h("div", { class: "scrollx" }, tt));
+      alignNumbers(tt);
     }
+    if (!significant.length && !changed)
+      out.prepend(h("p", { class: "nodiff", id: "cmp-nodiff" }, "No difference: no step figure changed significantly and no kernel or operator time changed."));
+    else if (!significant.length)
+      out.prepend(h("p", { class: "nodiff", id: "cmp-nodiff" }, "No significant difference in step time or its parts (the names below changed, within the noise of the steps)."));
   }
+
+  selA.addEventListener("change", () => void fillB().then((first) => { selB.value = first ?? ""; return run(); }));
+  selB.addEventListener("change", () => void run());
+  const first = await fillB();
+  selB.value = known(state.route.b) ?? first ?? "";
   await run();
+}
+
+function pct(v: number): string {
+  return (v > 0 ? "+" : "") + v.toFixed(1) + " %";
+}
+
+function signed(v: number, unit: string): string {
+  return (v > 0 ? "+" : v < 0 ? "−" : "") + fmtValue(Math.abs(v), unit);
 }
