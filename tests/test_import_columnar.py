@@ -235,9 +235,9 @@ def test_damage_deep_in_the_file_starts_over_by_the_event_path(tmp_path: Path, m
     engines: list[bool] = []
     real = importers._import
 
-    def spy(*args: Any, columnar: bool) -> Any:
+    def spy(*args: Any, columnar: bool, **kw: Any) -> Any:
         engines.append(columnar)
-        return real(*args, columnar=columnar)
+        return real(*args, columnar=columnar, **kw)
 
     monkeypatch.setattr(importers, "_import", spy)
     out, ctx = import_paths([src], tmp_path / "p.aiprof")
