@@ -53,6 +53,11 @@ class ImportContext:
     sample_interval_ns: int | None = None
     """Time between samples of a log without timestamps, as the user gave it (``--interval``)."""
 
+    @property
+    def default_rank(self) -> int:
+        """The rank of what the input does not place: the user's ``--rank``, else 0."""
+        return self.rank if self.rank is not None else 0
+
     def warn(self, message: str) -> None:
         """A loss or oddity the user must hear about; also kept in profile.json.
 
@@ -79,7 +84,7 @@ def write_metrics(ctx: ImportContext, rows: Sequence[MetricRow], rank: int | Non
     if not rows:
         return
     if rank is None:
-        rank = ctx.rank if ctx.rank is not None else 0
+        rank = ctx.default_rank
     ctx.writer.append(
         "kernel_metrics",
         {
@@ -115,7 +120,7 @@ def append_npu_events(ctx: ImportContext, device: int, cols: dict[str, Any]) -> 
     n = len(cols["ts"])
     kind = cols["kind"]
     kinds = [kind] * n if isinstance(kind, str) else list(kind)
-    rank = ctx.rank if ctx.rank is not None else 0
+    rank = ctx.default_rank
     ctx.writer.append(
         "events",
         {

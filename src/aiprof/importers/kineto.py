@@ -158,7 +158,7 @@ class ChromeTraceConverter:
     def __init__(self, ctx: ImportContext, header: dict[str, Any]) -> None:
         self.ctx = ctx
         self.header = header
-        self.rank = ctx.rank if ctx.rank is not None else 0
+        self.rank = ctx.default_rank
         self.vendor = "cuda"
         self._vendor_known = False
         self._str_ids: dict[str, int] = {}

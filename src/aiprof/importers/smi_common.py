@@ -100,7 +100,7 @@ def write_readings(
         origin = ctx.origin(0)
         step_ns = _untimed_interval(ctx, path, interval_s, bool(readings))
         source["interval_s"] = step_ns / 1e9
-    rank = ctx.rank if ctx.rank is not None else 0
+    rank = ctx.default_rank
     cols: dict[str, list[object]] = {k: [] for k in ("rank", "device_type", "device", "ts", "metric", "value", "unit")}
     for r in readings:
         ts = r.ts_ns - origin if r.ts_ns is not None else r.sample * step_ns

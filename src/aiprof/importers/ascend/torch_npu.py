@@ -117,7 +117,7 @@ def _detect(path: Path) -> Detection:
 
 
 def _rank(ctx: ImportContext) -> int:
-    return ctx.rank if ctx.rank is not None else 0
+    return ctx.default_rank
 
 
 def _warn_bad(ctx: ImportContext, path: Path, bad: int) -> None:

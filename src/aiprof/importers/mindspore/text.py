@@ -392,7 +392,7 @@ def _load_device_queue(path: Path, ctx: ImportContext) -> dict[str, Any]:
     timed = [r for r in rows if r[4] is not None]
     if timed:
         origin = ctx.origin(min(r[4] or 0 for r in timed) * 1_000_000)
-        rank = ctx.rank if ctx.rank is not None else 0
+        rank = ctx.default_rank
         n = len(timed)
         ctx.writer.append(
             "counters",

@@ -200,7 +200,7 @@ def _load(path: Path, ctx: ImportContext) -> None:
     raw_text = path.read_bytes().decode("utf-8", "replace")
     ctx.progress(len(raw_text))
     lines = raw_text.splitlines()
-    rank = ctx.rank if ctx.rank is not None else 0
+    rank = ctx.default_rank
     header: list[str] | None = None
     header_line = -1
     prof: list[str] = []

@@ -26,7 +26,7 @@ class ExportReader:
         self.ex = ex
         self.ctx = ctx
         self.path = path
-        self.rank = ctx.rank if ctx.rank is not None else 0
+        self.rank = ctx.default_rank
         self.pids: set[int] = set()
         self.threads: set[tuple[int, int]] = set()
         self.streams: set[tuple[int, int, int]] = set()  # pid, device, stream
