@@ -3,7 +3,9 @@ profile in ../shared/data, in real headless Chromium against a real ``aiprof ser
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -114,6 +116,12 @@ def _open(pg: Any, base: str, pid: str, view: str) -> None:
     pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
 
 
+def _download(pg: Any, selector: str) -> bytes:
+    with pg.expect_download() as d:
+        pg.click(selector)
+    return Path(d.value.path()).read_bytes()
+
+
 def _fmt_gib(b: int) -> str:
     return f"{b / GIB:.2f} GiB"
 
@@ -140,6 +148,11 @@ def test_memory_page_on_a_bytes_only_trace_shows_its_peak(page: tuple[Any, Watch
     assert first.nth(0).get_attribute("title") == str(live[0]["bytes"])
     assert first.nth(2).inner_text() == live[0]["operator"] != "(no operator)"
     assert live[0]["operator"] in first.nth(5).inner_text()  # the call stack ends in the operator
+    # The table downloads: JSON holds every live block, CSV the rows shown, as shown.
+    blocks = json.loads(_download(pg, "#live-at-peak .export-json"))
+    assert len(blocks) == len(live) and sum(int(b["bytes"]) for b in blocks) == peak
+    shown = list(csv.DictReader(io.StringIO(_download(pg, "#live-at-peak .export-csv").decode())))
+    assert shown[0]["size"] == first.nth(0).inner_text() and shown[0]["operator"] == live[0]["operator"]
     # The largest allocations, from the same view, largest first.
     pg.wait_for_selector(".table[data-view=allocations] tbody tr")
     sizes = pg.evaluate(
@@ -183,6 +196,11 @@ def test_overview_charts_carry_the_cli_numbers(page: tuple[Any, Watch], base: st
         )
         want = [[r["category"], f"{r['time_us']} µs"] for r in ov if r["section"] in sections]
         assert [[a, float(b.split()[0])] for a, b in shown] == [[a, float(b.split()[0])] for a, b in want]
+    # The bars download as the overview view's rows.
+    got = json.loads(_download(pg, "#breakdown-table .export-json"))
+    assert [(r["category"], r["time_us"]) for r in got] == [
+        (r["category"], r["time_us"]) for r in ov if r["section"] == "breakdown"
+    ]
     # The top advice, in the CLI's order, linked to the advice page.
     titles = pg.locator("#top-advice .advice .t a").all_inner_texts()
     assert titles == [a.title for a in advice[: len(titles)]] and titles

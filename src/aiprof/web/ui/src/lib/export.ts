@@ -53,6 +53,23 @@ export function exportButtons(name: string, get: () => Promise<TableData> | Tabl
     h("button", { class: "export-json", title: "download this table as JSON (the API's answer)", onclick: run("json") }, "JSON"));
 }
 
+/** A table drawn by a page itself (not the shared table component), as export data: the
+ *  header cells name the columns, each body row's cells (as shown, units included) are
+ *  the values; ``raw`` (the API's answer the table was drawn from) is the JSON download. */
+export function domTableData(table: HTMLTableElement, raw?: unknown): TableData {
+  const trs = Array.from(table.querySelectorAll("tr"));
+  const head = trs.find((tr) => tr.querySelector("th"));
+  const columns = head ? Array.from(head.querySelectorAll("th")).map((th, i) => ({ name: (th.textContent || "").trim() || `column ${i + 1}` })) : [];
+  const rows = trs.filter((tr) => tr.querySelector("td")).map((tr) =>
+    Object.fromEntries(Array.from(tr.querySelectorAll("td")).map((td, i) => [columns[i]?.name ?? `column ${i + 1}`, (td.textContent || "").trim()])));
+  return { columns, rows, raw: raw ?? rows };
+}
+
+/** CSV / JSON buttons for a table a page drew itself (see domTableData). */
+export function exportTable(name: string, table: HTMLTableElement, raw?: () => unknown): HTMLElement {
+  return exportButtons(name, () => domTableData(table, raw ? raw() : undefined));
+}
+
 /** A link that downloads a file the server writes (not in the one-file report). */
 export function serverDownload(label: string, title: string, path: string, params: () => Params): HTMLElement | null {
   if (EMBED) return null;

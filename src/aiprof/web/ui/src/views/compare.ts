@@ -9,6 +9,7 @@ import { stackedBars } from "../render/charts";
 import { pid, state, updateRoute } from "../state/app";
 import { alignNumbers } from "./distributed";
 import { legend } from "./overview";
+import { exportTable } from "../lib/export";
 
 const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other", "idle"];
 const TOP = 10;
@@ -73,12 +74,13 @@ export async function comparePage(main: HTMLElement): Promise<void> {
       t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
         h("td", { class: "num" }, signed(vb - va, "µs")), h("td", { class: "num" }, va ? pct((100 * (vb - va)) / va) : "new")));
     }
-    out.append(h("div", { class: "grid2" }, left, h("div", {}, h("h3", {}, "Breakdown"), t)));
+    out.append(h("div", { class: "grid2" }, left, h("div", {}, h("h3", {}, "Breakdown ", exportTable(`${a}-vs-${b}.breakdown`, t, () => ({ a: sa, b: sb }))), t)));
     alignNumbers(t);
     stackedBars(chart, ["A", "B"], CATS.map((k) => ({ name: k, color: CAT_COLORS[k] || "#999", values: [mean(sa.rows, k + "_us"), mean(sb.rows, k + "_us")] })), (x) => fmtValue(x, "µs"));
 
     const significant = v.verdicts.filter((r) => VERDICT_CLASS[String(r.verdict)]);
-    out.append(h("h3", {}, "Verdicts per step figure (as aiprof diff)"));
+    const verdictsHead = h("h3", {}, "Verdicts per step figure (as aiprof diff) ");
+    out.append(verdictsHead);
     if (v.too_few_steps) out.append(h("p", { class: "muted" }, "Too few steps for a statistical test on some figures (fewer than 4 on a side): their totals are compared only."));
     const vt = h("table", { class: "data", id: "cmp-verdicts" }, h("thead", {}, h("tr", {}, ["figure", "A median", "B median", "change", "95% interval", "p", "verdict"].map((x) => h("th", {}, x)))));
     const vb = h("tbody");
@@ -92,6 +94,7 @@ export async function comparePage(main: HTMLElement): Promise<void> {
         h("td", { class: "verdict" }, String(r.verdict))));
     }
     vt.append(vb);
+    verdictsHead.append(exportTable(`${a}-vs-${b}.verdicts`, vt, () => v));
     out.append(h("div", { class: "scrollx" }, vt));
     alignNumbers(vt);
 
@@ -117,7 +120,7 @@ export async function comparePage(main: HTMLElement): Promise<void> {
           h("td", { class: "num" }, fmtValue(d.b_us, "µs")), h("td", { class: "num" }, signed(Number(d.delta_us), "µs")),
           h("td", { class: "num" }, d.delta_pct === null || d.delta_pct === undefined ? (d.status === "added" ? "new" : "–") : pct(Number(d.delta_pct))),
           h("td", { class: "num" }, fmtNum(d.a_count)), h("td", { class: "num" }, fmtNum(d.b_count)), h("td", {}, String(d.status))));
-      out.append(h("div", { class: "scrollx" }, tt));
+      out.append(h("div", { class: "muted" }, exportTable(`${a}-vs-${b}.${view}`, tt, () => diffs)), h("div", { class: "scrollx" }, tt));
       alignNumbers(tt);
     }
     if (!significant.length && !changed)

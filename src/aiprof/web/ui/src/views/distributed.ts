@@ -9,6 +9,7 @@ import { stackedBars } from "../render/charts";
 import { heatmap } from "../render/heatmap";
 import { pid } from "../state/app";
 import { legend } from "./overview";
+import { exportTable } from "../lib/export";
 
 const PAGE = 10000;
 /** Slowest ranks listed beside the heatmap, and the waiting ranks named. */
@@ -100,7 +101,7 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
         h("td", { class: "num" }, fmtValue(Number(r.lost_pct), "%")), h("td", { class: "num" }, fmtNum(r.slow_steps))))));
     alignNumbers(list);
     const scale = h("div", { class: "heat-scale" });
-    hm.append(h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks (by their own time)"), list)));
+    hm.append(h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks (by their own time) ", exportTable(`${pid()}.slowest-ranks`, list, () => slowest)), list)));
     const grid = heatmap(c, cells, { slow, waiting }, us);
     scale.append(h("span", {}, us(grid.min)), h("i", { style: `background:linear-gradient(90deg,${heatColor(grid.min, grid.min, grid.max)},${heatColor((grid.min + grid.max) / 2, grid.min, grid.max)},${heatColor(grid.max, grid.min, grid.max)})` }),
       h("span", {}, us(grid.max)),
@@ -155,7 +156,7 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
     }
     t.append(tb);
     alignNumbers(t);
-    skew.append(h("p", { class: "muted" }, `The ${r.rows.length} widest of ${fmtNum(r.total)} collectives: the time between the first and the last rank's arrival.`), h("div", { class: "scrollx" }, t));
+    skew.append(h("p", { class: "muted" }, `The ${r.rows.length} widest of ${fmtNum(r.total)} collectives: the time between the first and the last rank's arrival.`), exportTable(`${pid()}.collective-skew`, t, () => r), h("div", { class: "scrollx" }, t));
   });
 
   const bw = section(main, "dist-bw-box", "Communication bandwidth");
@@ -184,6 +185,6 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
         h("td", { class: "num" }, String(x.slowest_rank ?? "")), h("td", {}, x.slow ? "slow link" : "")));
     t.append(tb);
     alignNumbers(t);
-    bw.append(h("div", { class: "scrollx" }, t));
+    bw.append(exportTable(`${pid()}.links`, t, () => links), h("div", { class: "scrollx" }, t));
   });
 }

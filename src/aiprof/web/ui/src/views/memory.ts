@@ -10,6 +10,7 @@ import { emptyState } from "./empty";
 import { legend } from "./overview";
 import { showTime } from "./show";
 import { localFilter, makeTable } from "./table";
+import { exportTable } from "../lib/export";
 
 type Series = MemorySeries["series"][number];
 type Peak = MemorySeries["peaks"][number];
@@ -103,7 +104,7 @@ function liveTable(rows: Row[], peak: { ts: number; v: number }): HTMLElement {
       h("td", { class: "stack", title: stack }, stack || h("span", { class: "muted" }, "not recorded"))));
   }
   t.append(tb);
-  box.append(t);
+  box.append(h("div", {}, exportTable(`${pid()}.live-at-peak`, t, () => rows)), t);
   if (rows.length > LIVE_ROWS) box.append(h("div", { class: "muted small" }, `${rows.length - LIVE_ROWS} smaller blocks not listed: filter the table below with live_at_peak=true.`));
   return box;
 }

@@ -3,6 +3,7 @@ import { CAT_COLORS } from "../lib/colors";
 import { h } from "../lib/dom";
 import { fmtBytes, fmtNs, fmtNum, fmtValue } from "../lib/format";
 import { formatHash } from "../lib/url";
+import { exportButtons } from "../lib/export";
 import { hbars, stackedBars } from "../render/charts";
 import { pid } from "../state/app";
 import { emptyState, RECORD_STEPS } from "./empty";
@@ -98,6 +99,8 @@ function breakdown(box: HTMLElement, rows: Row[]): void {
   const shown = ranks.slice(0, MAX_RANKS);
   const bars = (id: string, list: Row[], color: (c: string) => string) => {
     const out = h("div", { id });
+    const cols = list.length ? Object.keys(list[0]!).map((name) => ({ name })) : [];
+    out.append(exportButtons(`${pid()}.${id.replace(/-table$/, "")}`, () => ({ columns: cols, rows: list })));
     for (const rank of shown) {
       const rs = list.filter((r) => Number(r.rank) === rank);
       if (rs.length) out.append(ranks.length > 1 ? h("div", { class: "muted" }, `rank ${rank}`) : "", hbars(rs.map((r) => barRow(r, color(String(r.category))))));
