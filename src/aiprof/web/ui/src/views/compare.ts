@@ -11,7 +11,8 @@ import { alignNumbers } from "./distributed";
 import { legend } from "./overview";
 import { exportTable } from "../lib/export";
 
-const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other", "idle"];
+/** The parts of step time (they add up to the step, as in the overview's breakdown). */
+const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"];
 const TOP = 10;
 type Verdicts = Schemas["CompareVerdicts"];
 type Related = Schemas["RelatedResponse"];
@@ -68,10 +69,11 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     const chart = h("canvas", { class: "chart", id: "cmp-chart" });
     const left = h("div", {}, h("h3", {}, `Mean step (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), legend(CAT_COLORS, CATS), chart);
     const t = h("table", { class: "data", id: "cmp-steps" }, h("tr", {}, ["mean per step", "A", "B", "B − A", "change"].map((x) => h("th", {}, x))));
-    for (const c of ["duration", ...CATS]) {
+    // Device idle overlaps the host's parts (the device waits while the host runs): a row of the table, not a bar.
+    for (const c of ["duration", ...CATS, "idle"]) {
       const va = mean(sa.rows, c + "_us"), vb = mean(sb.rows, c + "_us");
       if (!va && !vb) continue;
-      t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
+      t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c === "idle" ? "device idle" : c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
         h("td", { class: "num" }, signed(vb - va, "µs")), h("td", { class: "num" }, va ? pct((100 * (vb - va)) / va) : "new")));
     }
     out.append(h("div", { class: "grid2" }, left, h("div", {}, h("h3", {}, "Breakdown ", exportTable(`${a}-vs-${b}.breakdown`, t, () => ({ a: sa, b: sb }))), t)));
@@ -125,6 +127,8 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     }
     if (!significant.length && !changed)
       out.prepend(h("p", { class: "nodiff", id: "cmp-nodiff" }, "No difference: no step figure changed significantly and no kernel or operator time changed."));
+    else if (!significant.length && v.too_few_steps)
+      out.prepend(h("p", { class: "nodiff", id: "cmp-nodiff" }, "Too few steps to tell: a side has fewer than 4 steps, so no change can be called significant; the figures below are the totals."));
     else if (!significant.length)
       out.prepend(h("p", { class: "nodiff", id: "cmp-nodiff" }, "No significant difference in step time or its parts (the names below changed, within the noise of the steps)."));
   }

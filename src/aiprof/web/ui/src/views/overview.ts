@@ -53,7 +53,7 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
   main.append(
     h("h2", {}, "Overview"),
     h("div", { class: "cards" },
-      card("profile", meta.name), card("ranks", (meta.ranks || []).join(", ") || "–"),
+      card("profile", meta.name), (meta.ranks || []).length === 1 ? card("rank", String(meta.ranks![0])) : card("ranks", meta.ranks && meta.ranks.length ? `${meta.ranks.length} (${rankSpan(meta.ranks)})` : "–"),
       card("devices", deviceLabel((meta.devices_used || []) as Device[], (meta.devices || []) as Device[])),
       card("steps", String((meta.steps || []).length)), card("span", fmtNs((span[1] ?? 0) - (span[0] ?? 0))),
       card("events", fmtNum((meta.tables || {}).events || 0))),
@@ -147,4 +147,11 @@ async function topAdvice(): Promise<HTMLElement> {
     box.append(h("p", { class: "muted" }, (EMBED ? "No advice in this report: " : "Advice unavailable: ") + (e as Error).message));
   }
   return box;
+}
+
+/** "0-127" for consecutive ranks, else the first few ("0, 2, 5, …"). */
+function rankSpan(ranks: number[]): string {
+  const r = [...ranks].sort((a, b) => a - b);
+  if (r[r.length - 1]! - r[0]! === r.length - 1) return `${r[0]}-${r[r.length - 1]}`;
+  return r.length > 4 ? `${r.slice(0, 4).join(", ")}, …` : r.join(", ");
 }
