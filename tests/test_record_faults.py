@@ -234,7 +234,7 @@ def _whole(blob: bytes) -> bytes:
 
 def test_the_raw_data_is_appended_never_rewritten(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    script = job(tmp_path, 3.2, "os.kill(os.getpid(), signal.SIGKILL)")
+    script = job(tmp_path, 5.2, "os.kill(os.getpid(), signal.SIGKILL)")
     rec = subprocess.Popen(
         [PY, "-m", "aiprof", "record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script],
         env=ENV,

@@ -197,7 +197,7 @@ def test_overview_charts_carry_the_cli_numbers(page: tuple[Any, Watch], base: st
         want = [[r["category"], f"{r['time_us']} µs"] for r in ov if r["section"] in sections]
         assert [[a, float(b.split()[0])] for a, b in shown] == [[a, float(b.split()[0])] for a, b in want]
     # The bars download as the overview view's rows.
-    got = json.loads(_download(pg, "#breakdown-table .export-json"))
+    got = json.loads(_download(pg, "#breakdown-table .export-json"))["rows"]
     assert [(r["category"], r["time_us"]) for r in got] == [
         (r["category"], r["time_us"]) for r in ov if r["section"] == "breakdown"
     ]

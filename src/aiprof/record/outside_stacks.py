@@ -119,13 +119,13 @@ class StackPoller:
         if not threads:
             return self._alive()
         for ident, native, frame, tstate in threads:
-            walk = reader.walk(frame)
+            walk = reader.settled_walk(frame, tstate)
             for _ in range(RETRIES):
                 if walk is not None:
                     break
                 # Read while it changed: once more, from the thread's frame now.
                 frame = reader.current_frame(tstate)
-                walk = reader.walk(frame) if frame else None
+                walk = reader.settled_walk(frame, tstate) if frame else None
             if walk is None:
                 self.torn += 1
                 continue

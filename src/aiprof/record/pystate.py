@@ -177,6 +177,19 @@ class StackReader:
             return None
         return out
 
+    def settled_walk(self, frame: int, tstate: int) -> list[int] | None:
+        """:meth:`walk`, kept only if the thread still runs the same leaf frame (same
+        address, same code) once the walk is done. The frames below a leaf cannot change
+        while it runs; when it returned meanwhile, a frame read late may belong to a
+        later call (``leaf`` seen under ``spin``, which took ``middle``'s place)."""
+        walk = self.walk(frame)
+        if walk is None or self.current_frame(tstate) != frame:
+            return None
+        b = self.mem.read(frame, self._fr_size)
+        if b is None or _u64(b, self.lay["fr_code"]) != walk[0]:
+            return None
+        return walk
+
     def code(self, addr: int) -> CodeInfo | None:
         """The code object at ``addr`` (remembered while it stays the same one), or
         None if it is not one."""
