@@ -135,3 +135,25 @@ def test_chrome_trace_of_a_window(prof: Profile) -> None:
     whole, all_counts = chrome_trace_bytes(prof)
     assert all_counts["events"] == 68656 - all_counts["flows"] and all_counts["events"] > counts["events"]
     assert doc["baseTimeNanoseconds"] == orjson.loads(whole)["baseTimeNanoseconds"]
+
+
+def test_views_an_analyser_added_over_arrow_data_are_left_out(prof: Profile) -> None:
+    """The cluster views register Arrow tables on the profile's connection and a view over
+    them (seen: ``cluster_collectives`` on an Ascend cluster capture, after the
+    distributed page): the SQL page's file has only the profile's tables."""
+    import pyarrow as pa
+
+    extra = pa.table({"x": [1, 2, 3]})
+    prof.con.register("_test_extra_arrow", extra)
+    prof.con.execute("CREATE VIEW test_extra AS SELECT * FROM _test_extra_arrow")
+    try:
+        ro = ReadOnlySql(prof)
+        try:
+            assert ro.query("SELECT count(*) AS n FROM events").table.to_pylist()[0]["n"] == prof.tables["events"]
+            with pytest.raises(AiprofError):
+                ro.query("SELECT * FROM test_extra")
+        finally:
+            ro.close()
+    finally:
+        prof.con.execute("DROP VIEW test_extra")
+        prof.con.unregister("_test_extra_arrow")

@@ -70,10 +70,13 @@ class ReadOnlySql:
                     empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB by name)
                     w.execute(f"CREATE TABLE empty_{table} AS SELECT * FROM empty")
                 views = profile.con.execute(
-                    "SELECT sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_name"
+                    "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_name"
                 ).fetchall()
-                for (sql,) in views:
-                    w.execute(sql)
+                for name, sql in views:
+                    # The profile's tables only: analysers add views of their own on the
+                    # connection (over Arrow data registered there, which a file lacks).
+                    if name in SCHEMAS:
+                        w.execute(sql)
             self.con = duckdb.connect(str(db), read_only=True, config={"threads": 2})
             # The views name the folders as they were opened; a link may resolve elsewhere.
             dirs = sorted({str(p) for p in profile.paths} | {str(p.resolve()) for p in profile.paths})
