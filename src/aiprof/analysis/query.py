@@ -158,6 +158,10 @@ class Query:
                 raise QueryError(f"no column {c!r} to sort on; columns: {', '.join(table.schema.names)}")
         if self.sort and table.num_rows > 1:
             orders = [(c, "descending" if desc else "ascending") for c, desc in self.sort]
+            # Ties in the same order whatever order the view's rows came in (a view
+            # computed on another connection): then by name where the table has one.
+            if "name" in table.schema.names and all(c != "name" for c, _ in self.sort):
+                orders.append(("name", "ascending"))
             if _ARROW_MAJOR >= 25:  # null placement per key (the global option is deprecated)
                 idx = pc.sort_indices(table, sort_keys=[(c, o, "at_end") for c, o in orders])
             else:
@@ -218,6 +222,8 @@ class Query:
             if c not in types:
                 raise QueryError(f"no column {c!r} to sort on; columns: {', '.join(names)}")
             order.append(f"{_ident(c)} {'DESC' if desc else 'ASC'} NULLS LAST")
+        if order and "name" in types and all(c != "name" for c, _ in self.sort):
+            order.append('"name" ASC NULLS LAST')  # ties as the Arrow path orders them
         w = (" WHERE " + " AND ".join(where)) if where else ""
         sql = f"SELECT * FROM {src}{w}"
         if order:

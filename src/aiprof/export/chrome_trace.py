@@ -188,6 +188,7 @@ def _own_tracks(profile: Profile, slices: bool, pid_of: Any) -> list[str]:
     rows = profile.sql(
         f"SELECT DISTINCT rank, pid, tid, {_STEPS} AS steps FROM events WHERE {_OWN}"
         + (" UNION SELECT DISTINCT rank, pid, tid, NULL FROM samples" if slices else "")
+        + " ORDER BY 1, 2, 3, 4 NULLS FIRST"
     ).to_pylist()
     out = []
     for r in rows:
