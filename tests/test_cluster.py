@@ -173,8 +173,8 @@ def test_job_folder_on_fsspec_memory_with_a_threads_cluster(job: tuple[Path, Any
                 got, want = _rows(remote, view), _rows(local, view)
                 if view == "ranks":  # the source column names the same trace files
                     assert [r["rank"] for r in got] == [r["rank"] for r in want]
-                else:
-                    assert got == want, view
+                else:  # sums of floats differ in the last digits with the order rows are read in
+                    assert got == [pytest.approx(r) for r in want], view
             # The events themselves read through fsspec too, shifted onto the job's clock.
             q = "SELECT rank, count(*), min(ts) FROM events GROUP BY rank ORDER BY rank"
             assert remote.sql(q).to_pylist() == local.sql(q).to_pylist()

@@ -65,7 +65,8 @@ def test_a_view_is_answered_while_the_served_connection_is_busy(lib: Library, se
         release.set()
     with open_profile(served / "r0.aiprof") as p:
         want = run(p, "kernels", Query(limit=10), {}).table.to_pylist()
-    assert got.table.to_pylist() + again.table.to_pylist() == want
+    # Equal but for the last digits of float sums (DuckDB adds in parallel, in any order).
+    assert got.table.to_pylist() + again.table.to_pylist() == [pytest.approx(r) for r in want]
     assert got.total == again.total > 10
 
 

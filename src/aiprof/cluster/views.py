@@ -190,7 +190,12 @@ def links(profile: Profile, params: dict[str, Any]) -> SqlView:
                 FROM c JOIN i ON i.pg = c.pg AND i.key = c.key AND i.matched_by = c.matched_by
                            AND (c.matched_by = 'seq' OR i.op = c.op)
                 GROUP BY ALL),
-        worst AS (SELECT pg, op, arg_min(rank, rel_rank)::BIGINT AS slowest_rank, min(rel_rank) AS slowest_rank_rel
+        -- ranks within 1e-9 of each other tie (their order of summation differs between
+        -- readers); a tie goes to the lowest rank, so every reader names the same one
+        worst AS (SELECT pg, op,
+                         first(rank ORDER BY round(rel_rank, 9), rank)
+                             FILTER (WHERE rel_rank IS NOT NULL)::BIGINT AS slowest_rank,
+                         min(rel_rank) AS slowest_rank_rel
                   FROM own GROUP BY ALL),
         g AS (SELECT pg, any_value(pg_ranks) AS pg_ranks, op, max(coalesce(pg_size, ranks))::BIGINT AS pg_size,
                      count(*)::BIGINT AS instances, sum(bytes)::BIGINT AS bytes, sum(transfer_us) AS transfer_us,
