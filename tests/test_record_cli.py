@@ -245,3 +245,38 @@ def test_a_repeating_schedule_keeps_every_window_without_torchs_warning(tmp_path
     with open_profile(out / "rank0.aiprof") as p:
         steps = p.con.execute("select distinct step from events where name = 'aten::addmm' order by 1").fetchall()
     assert len(steps) >= 2, "the operators of more than one active window are kept"
+
+
+def test_the_summary_names_the_hottest_python_inside_steps_and_startup_apart(tmp_path: Path) -> None:
+    """Setup that outlasts the training loop (imports, data preparation) does not hide
+    the loop's own hot function: the summary ranks samples inside steps, and says how
+    long the startup took on its own line."""
+    job = script(
+        tmp_path,
+        """
+import time
+from aiprof.record import mark_step
+
+def prepare_everything():
+    end = time.perf_counter() + 1.2
+    while time.perf_counter() < end:
+        pass
+
+def train_one_step():
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        pass
+
+prepare_everything()
+for _ in range(20):
+    train_one_step()
+    mark_step()
+""",
+    )
+    r = aiprof("record", "-o", str(tmp_path / "p.aiprof"), "--no-device", "--", PY, job)
+    assert r.returncode == 0, r.stderr
+    hot = next(line for line in r.stderr.splitlines() if "hottest Python" in line)
+    assert "hottest Python inside steps: train_one_step (job.py:" in hot, r.stderr
+    assert "prepare_everything" not in hot
+    startup = next(line for line in r.stderr.splitlines() if "startup (imports and setup" in line)
+    assert float(startup.rsplit(":", 1)[1].removesuffix(" s")) >= 1.2

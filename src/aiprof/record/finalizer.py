@@ -7,6 +7,7 @@ of a recording is computed here from the raw data, without reading the profile b
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import re
@@ -39,7 +40,13 @@ class RecordSummary:
     events: Counter[str] = field(default_factory=Counter)
     counters: int = 0
     hottest: list[tuple[str, float]] = field(default_factory=list)
-    """(function (file:line), share of samples with it as leaf), most first."""
+    """(function (file:line), share of samples with it as leaf), most first: of the
+    samples inside steps when there are steps (startup is not what a user tunes)."""
+    hottest_in_steps: bool = False
+    step_windows: list[tuple[int, int]] = field(default_factory=list)
+    """The steps' (start, end) on the raw clock, by start."""
+    startup_s: float | None = None
+    """Seconds before the first step when recording began with the process."""
     failed: dict[str, str] = field(default_factory=dict)
     """Collector -> why it stopped early."""
     devices: list[str] | None = None
@@ -62,8 +69,11 @@ class RecordSummary:
         if self.counters:
             bits.append(f"{self.counters:,} counter readings")
         out.append("  " + ", ".join(bits))
+        if self.startup_s is not None:
+            out.append(f"  startup (imports and setup before the first step): {self.startup_s:.2f} s")
         if self.hottest:
-            out.append("  hottest Python: " + "; ".join(f"{n} {s:.0%}" for n, s in self.hottest))
+            where = " inside steps" if self.hottest_in_steps else ""
+            out.append(f"  hottest Python{where}: " + "; ".join(f"{n} {s:.0%}" for n, s in self.hottest))
         if self.devices is not None:
             accel = [d for d in self.devices if not d.startswith("cpu")]
             shown = ", ".join(self.devices) or "none"
@@ -253,6 +263,7 @@ def _write_marks(
         # interpreter start, imports and setup; a named span, not a training step.
         start, end, tid = found.startup
         ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
+        summary.startup_s = (end - start) / 1e9
     rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step", "args")}
     for start, end, num, tid in steps:
         rows["kind"].append("step")
@@ -273,6 +284,7 @@ def _write_marks(
     _append_host_events(w, rows, rank, pid, MARKS_CAT)
     _write_collectives(w, marks.get("collectives", []), rank, pid, mono0, summary)
     summary.steps = len(steps)
+    summary.step_windows = sorted((s, e) for s, e, _, _ in steps)
     if steps:
         durs = sorted(e - s for s, e, _, _ in steps)
         summary.step_ms_median = durs[len(durs) // 2] / 1e6
@@ -349,14 +361,29 @@ def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, s
         },
     )
     by_id = {f[0]: f for f in frames}
-    leaves = Counter(py["stack"])
+    stacks = py["stack"]
+    inside = _inside_windows(ts, summary.step_windows)
+    if inside:
+        stacks = [stacks[i] for i in inside]
+        summary.hottest_in_steps = True
     names: Counter[str] = Counter()
-    for node, count in leaves.items():
+    for node, count in Counter(stacks).items():
         f = by_id.get(node)
         if f is None:
             continue
         names[f"{f[2]} ({Path(f[3]).name}:{f[4]})"] += count
-    summary.hottest = [(name, c / n) for name, c in names.most_common(3)]
+    summary.hottest = [(name, c / len(stacks)) for name, c in names.most_common(3)]
+
+
+def _inside_windows(ts: list[int], windows: list[tuple[int, int]]) -> list[int]:
+    """Indexes of the times in ``ts`` that fall inside one of ``windows`` (sorted by start)."""
+    starts = [w[0] for w in windows]
+    out = []
+    for i, t in enumerate(ts):
+        j = bisect.bisect_right(starts, t) - 1
+        if j >= 0 and t < windows[j][1]:
+            out.append(i)
+    return out
 
 
 def _write_system(w: Any, data: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
