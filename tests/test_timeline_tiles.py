@@ -25,9 +25,9 @@ def timeline(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with open_profile(out) as p:
         tl = Timeline(p)
         tl.build()
-        rows = p.sql(
+        rows = tl.query(
             "SELECT l.track, l.depth, l.ts, l.dur, n.name, l.kind, l.correlation FROM tl l JOIN tl_names n USING (name_id)"
-        ).to_pylist()
+        )
         yield tl, rows
 
 

@@ -5,8 +5,10 @@ the profile's size: DuckDB does the merging. Events at least one pixel wide come
 one by one; narrower ones are merged per (track, depth, pixel) into one item that
 carries how many events it stands for and the name of the longest.
 
-On first use a :class:`Timeline` builds two temporary tables in the profile's DuckDB
-connection (this is the only state it keeps):
+On first use a :class:`Timeline` builds these tables (this is the only state it keeps),
+as Arrow tables in memory: each request registers them, zero-copy, on the connection
+it was handed (:meth:`aiprof.web.library.Entry.reading`), so that summaries, search and
+events run on any of a profile's connections at once, and windows on none:
 
 ``tl_tracks``  one row per track: track (dense id, host tracks first), rank, pid, tid,
                device_type, device, is_device, name, events
@@ -14,6 +16,7 @@ connection (this is the only state it keeps):
                track, depth (nesting level on its track), ts, dur (ns), name_id,
                kind, correlation
 ``tl_names``   name_id -> name
+``tl_long``    the rows of ``tl`` longer than the long threshold (few; see _source)
 
 The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
 as numpy columns, from which windows are merged (:mod:`.tiles`); summaries, events
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,12 +98,25 @@ def parse_tracks(value: Any) -> tuple[int, ...] | None:
         raise QueryError("track ids are integers") from None
 
 
-class Timeline:
-    """Window queries over one opened profile (thread-safe through one lock)."""
+#: Hands out a profile (DuckDB connection) that the calling thread alone uses until the
+#: context ends: the server's pool (Entry.reading), or one profile behind a lock.
+Reading = Callable[[], AbstractContextManager[Profile]]
 
-    def __init__(self, profile: Profile) -> None:
+
+class Timeline:
+    """Window queries over one opened profile, thread-safe.
+
+    ``lock`` guards the build (on ``profile``'s own connection); after it, windows read
+    the numpy columns with no lock, and SQL answers run on a connection from
+    ``reading`` (by default ``profile`` behind ``lock``), several at once."""
+
+    def __init__(self, profile: Profile, reading: Reading | None = None) -> None:
         self.profile = profile
         self.lock = threading.RLock()
+        self._reading: Reading = reading or self._served
+        self._tables: dict[str, pa.Table] = {}
+        self._ts = np.zeros(0, dtype=np.int64)
+        self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
         self._long_ns = 0
         self._lod_ns = 0
@@ -110,7 +128,9 @@ class Timeline:
     # -- building -------------------------------------------------------------------
 
     def build(self) -> None:
-        """Create tl_tracks, tl_names and tl (once)."""
+        """Create tl_tracks, tl_names, tl and tl_long (once)."""
+        if self._built:
+            return
         with self.lock:
             if self._built:
                 return
@@ -119,9 +139,9 @@ class Timeline:
                 con.execute("SET enable_progress_bar = false")
             except duckdb.Error:
                 pass  # in Jupyter without ipywidgets DuckDB refuses the setting (off there already)
-            con.execute(
+            tracks = _arrow(
+                self.profile,
                 f"""
-                CREATE OR REPLACE TEMP TABLE tl_tracks AS
                 WITH ev AS (
                   SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
                          any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
@@ -139,15 +159,18 @@ class Timeline:
                        ev.is_device, pr.process_name, th.thread_name, ev.events
                 FROM ev LEFT JOIN th USING (rank, pid, tid) LEFT JOIN pr USING (rank, pid)
                 ORDER BY track
-                """
+                """,
             )
-            con.execute(
+            names = _arrow(
+                self.profile,
                 f"""
-                CREATE OR REPLACE TEMP TABLE tl_names AS
                 SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
                 FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
-                """
+                ORDER BY name_id
+                """,
             )
+            con.register("tl_tracks", tracks)
+            con.register("tl_names", names)
             base = _arrow(
                 self.profile,
                 f"""
@@ -165,12 +188,12 @@ class Timeline:
             )
             tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
             con.register("tl_src", tl_src)
-            con.execute(
-                """CREATE OR REPLACE TEMP TABLE tl AS
-                   SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"""
+            tl = _arrow(
+                self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"
             )
             con.unregister("tl_src")
             del base, tl_src
+            con.register("tl", tl)
             row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
             n = int(row[0]) if row else 0
             self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
@@ -189,7 +212,7 @@ class Timeline:
                 lo, hi = int(other[0]), int(other[1])
                 self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
             # The drawable rows in memory, for windows (web/tiles.py).
-            ev = _arrow(self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl ORDER BY ts")
+            ev = tl
             spans = tiles.Spans.from_arrow(ev)
             corr = ev.column("correlation")
             self._launches = tiles.Launches(
@@ -203,7 +226,7 @@ class Timeline:
             # range (a binary search here, DuckDB's min/max statistics in tl_long's SQL).
             self._long_ns = tiles.long_threshold(spans.dur)
             self._levels = [tiles.Level(spans, self._long_ns)]
-            con.execute(f"CREATE OR REPLACE TEMP TABLE tl_long AS SELECT * FROM tl WHERE dur > {self._long_ns}")
+            tl_long = _arrow(self.profile, f"SELECT * FROM tl WHERE dur > {self._long_ns} ORDER BY ts")
             # A level of detail for wide windows: small events pre-merged per
             # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
             # those rows instead of every event.
@@ -225,25 +248,58 @@ class Timeline:
                 lod_spans = tiles.Spans.from_arrow(lod)
                 self._levels.append(tiles.Level(lod_spans, tiles.long_threshold(lod_spans.dur)))
                 self._lod_ns = lb
-            self._names_by_id = [
-                str(x) for x in _arrow(self.profile, "SELECT name FROM tl_names ORDER BY name_id").column(0).to_pylist()
-            ]
+            self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
+            for name in ("tl", "tl_tracks", "tl_names"):
+                con.unregister(name)
+            self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names, "tl_long": tl_long}
+            self._ts = spans.ts
             self._built = True
 
+    @contextmanager
+    def _served(self) -> Iterator[Profile]:
+        with self.lock:
+            yield self.profile
+
+    @contextmanager
+    def _sql(self, **extra: pa.Table) -> Iterator[Callable[..., list[dict[str, Any]]]]:
+        """Rows of SQL over the timeline's tables (and ``extra`` ones), on a connection
+        this thread alone uses while the context lasts."""
+        with self._reading() as prof:
+            for name, table in {**self._tables, **extra}.items():
+                prof.con.register(name, table)
+
+            def rows(sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+                return list(_arrow(prof, sql, params).to_pylist())
+
+            try:
+                yield rows
+            finally:
+                for name in extra:
+                    prof.con.unregister(name)
+
     # -- queries --------------------------------------------------------------------
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of one SQL query over the timeline's tables (tl, tl_tracks, tl_names,
+        tl_long) and the profile's views."""
+        self.build()
+        with self._sql() as rows:
+            return rows(sql, params)
 
     def tracks(self) -> list[dict[str, Any]]:
         """Track list: track, rank, pid, tid, device_type, device, is_device, name,
         process_name, thread_name, events, max_depth."""
         self.build()
-        with self.lock:
-            rows = self._rows(
-                """
-                SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
-                LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
-                ORDER BY track
-                """
-            )
+        if self._track_rows is None:  # the same for every request: computed once
+            with self._sql() as sql:
+                self._track_rows = sql(
+                    """
+                    SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
+                    LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
+                    ORDER BY track
+                    """
+                )
+        rows = [dict(r) for r in self._track_rows]
         many = len({r["rank"] for r in rows}) > 1
         for r in rows:
             r["name"] = (f"rank {r['rank']} " if many else "") + track_name(r)
@@ -254,24 +310,24 @@ class Timeline:
         (index into ``names``), kind, n (events merged into the item; 1 = one event)."""
         self.build()
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        with self.lock:
-            level = rows = None
-            for _ in range(8):
-                # Wide buckets read the pre-merged level of detail, when there is one.
-                want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
-                if want is not level:
-                    level, rows = want, want.rows(w.t0, w.t1, w.tracks)
-                assert rows is not None
-                merged = tiles.merge(rows, w.t0, bucket)
-                if len(merged.ts) <= w.max_items:
-                    break
-                bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
-                rows = merged  # a whole multiple of the bucket: merging the merged is the same
-            cols = tiles.items(merged)
-            assert self._launches is not None
-            flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
-            ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
-            names = [self._names_by_id[i] for i in ids]
+        # No lock: the built columns are only read (several windows run at once).
+        level = rows = None
+        for _ in range(8):
+            # Wide buckets read the pre-merged level of detail, when there is one.
+            want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
+            if want is not level:
+                level, rows = want, want.rows(w.t0, w.t1, w.tracks)
+            assert rows is not None
+            merged = tiles.merge(rows, w.t0, bucket)
+            if len(merged.ts) <= w.max_items:
+                break
+            bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
+            rows = merged  # a whole multiple of the bucket: merging the merged is the same
+        cols = tiles.items(merged)
+        assert self._launches is not None
+        flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
+        ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
+        names = [self._names_by_id[i] for i in ids]
         remap = {nid: i for i, nid in enumerate(ids)}
         cols["name"] = [remap[n] for n in cols["name"]]
         return {
@@ -295,18 +351,16 @@ class Timeline:
         """What a selection covers: per kind and per name, events (count) and the time
         they spend inside [t0, t1] (ns, clipped at the edges)."""
         self.build()
-        src, params = self._source(w)
+        src, near = self._source(w)
         clip = f"sum(least(ts + dur, {w.t1}) - greatest(ts, {w.t0}))::BIGINT"
-        with self.lock:
-            kinds = self._rows(
-                f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC",
-                params,
+        with self._sql(tl_near=near) as sql:
+            kinds = sql(
+                f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC, kind"
             )
-            names = self._rows(
+            names = sql(
                 f"""SELECT kind, n.name, count(*) AS events, {clip} AS time_ns
                     FROM ({src}) JOIN tl_names n USING (name_id) GROUP BY kind, n.name
-                    ORDER BY time_ns DESC LIMIT {int(limit)}""",
-                params,
+                    ORDER BY time_ns DESC, kind, n.name LIMIT {int(limit)}"""
             )
         return {
             "t0": w.t0,
@@ -320,21 +374,22 @@ class Timeline:
         """The full rows of the events on ``track`` starting at ``ts`` (longest first),
         with the events linked to them by ``correlation``."""
         self.build()
-        with self.lock:
-            t = self._rows("SELECT rank, pid, tid FROM tl_tracks WHERE track = ?", [track])
+        with self._sql() as sql:
+            t = sql("SELECT rank, pid, tid FROM tl_tracks WHERE track = ?", [track])
             if not t:
                 raise QueryError(f"no track {track}")
-            rows = self._rows(
+            rows = sql(
                 f"""SELECT * EXCLUDE (profile) FROM events WHERE rank = ? AND pid = ? AND tid = ? AND ts = ?
-                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC LIMIT 50""",
+                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC, name, kind LIMIT 50""",
                 [t[0]["rank"], t[0]["pid"], t[0]["tid"], ts],
             )
             for r in rows:
                 r["linked"] = []
                 if r.get("correlation") is not None:
-                    r["linked"] = self._rows(
+                    r["linked"] = sql(
                         """SELECT l.track, l.depth, l.ts, l.dur, l.kind, n.name FROM tl l JOIN tl_names n USING (name_id)
-                           WHERE l.correlation = ? AND NOT (l.track = ? AND l.ts = ?) ORDER BY l.ts LIMIT 20""",
+                           WHERE l.correlation = ? AND NOT (l.track = ? AND l.ts = ?)
+                           ORDER BY l.ts, l.track, l.depth LIMIT 20""",
                         [r["correlation"], track, ts],
                     )
         return rows
@@ -373,18 +428,20 @@ class Timeline:
             where.append(f"l.ts + l.dur >= {int(t0)}")
         if t1 is not None:
             where.append(f"l.ts <= {int(t1)}")
-        sort = "l.dur DESC, l.ts" if order == "-dur" else "l.ts, l.track"
-        with self.lock:
+        # Total orders (ties broken the same way on every connection).
+        ties = "l.track, l.depth, h.name, l.kind"
+        sort = f"l.dur DESC, l.ts, {ties}" if order == "-dur" else f"l.ts, {ties}, l.dur DESC"
+        with self._sql() as sql:
             try:
-                self.profile.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE tl_hit AS SELECT name_id, name FROM tl_names WHERE {cond}", [arg]
-                )
+                hit = sql(f"SELECT name_id, name FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
             except duckdb.Error as e:
                 raise QueryError(f"bad search pattern: {str(e).splitlines()[0]}") from None
-            cond_sql = " AND ".join(where)
-            total = self._rows(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
-            n_names = self._rows("SELECT count(*) AS n FROM tl_hit")
-            rows = self._rows(
+        hits = pa.Table.from_pylist(hit, schema=pa.schema([("name_id", pa.int32()), ("name", pa.string())]))
+        cond_sql = " AND ".join(where)
+        with self._sql(tl_hit=hits) as sql:
+            total = sql(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
+            n_names = [{"n": hits.num_rows}]
+            rows = sql(
                 f"""SELECT l.track, l.depth, l.ts, l.dur, h.name, l.kind FROM tl l JOIN tl_hit h USING (name_id)
                     WHERE {cond_sql} ORDER BY {sort} LIMIT {int(limit)} OFFSET {int(offset)}""",
                 params,
@@ -401,20 +458,20 @@ class Timeline:
 
     # -- internals ------------------------------------------------------------------
 
-    def _source(self, w: Window) -> tuple[str, list[Any]]:
+    def _source(self, w: Window) -> tuple[str, pa.Table]:
+        """The rows of ``tl`` a window overlaps, as SQL over ``tl_near`` (the slice of
+        ``tl`` whose ts can overlap: found by a binary search, no scan) and ``tl_long``."""
         tr = ""
         if w.tracks is not None:
             tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
-        lo = w.t0 - self._long_ns
+        lo = int(np.searchsorted(self._ts, w.t0 - self._long_ns, side="left"))
+        hi = int(np.searchsorted(self._ts, w.t1, side="right"))
+        near = self._tables["tl"].slice(lo, hi - lo)
         src = (
-            f"SELECT * FROM tl WHERE ts >= {lo} AND ts <= {w.t1} AND ts + dur >= {w.t0} AND dur <= {self._long_ns}{tr}"
+            f"SELECT * FROM tl_near WHERE ts + dur >= {w.t0} AND dur <= {self._long_ns}{tr}"
             f" UNION ALL SELECT * FROM tl_long WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr}"
         )
-        return src, []
-
-    def _rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        tab = _arrow(self.profile, sql, params)
-        return list(tab.to_pylist())
+        return src, near
 
 
 def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -471,27 +528,46 @@ def track_name(r: dict[str, Any]) -> str:
 
 
 class SeriesQuery:
-    """Downsampled counter and memory series, merged per pixel in DuckDB."""
+    """Downsampled counter and memory series, merged per pixel.
 
-    def __init__(self, profile: Profile, lock: threading.RLock, cache: dict[str, Any] | None = None) -> None:
+    ``lock`` guards the fill of ``cache`` (once per profile); queries run on a
+    connection from ``reading`` (by default ``profile`` behind ``lock``)."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        lock: threading.RLock,
+        cache: dict[str, Any] | None = None,
+        reading: Reading | None = None,
+    ) -> None:
         self.profile = profile
         self.lock = lock
         #: Answers that do not depend on the window (memory peaks), kept by the caller
         #: per profile so that each window request does not scan the whole table again.
         self.cache = cache if cache is not None else {}
+        self._reading: Reading = reading or self._served
 
-    def _by_ts(self, table: str, cols: str) -> str:
-        """A temp copy of ``table`` (these columns) sorted by ts, made at the first
-        window: a window then reads the row groups of its range, not the Parquet files."""
-        name = f"tl_{table}"
-        self.profile.con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {cols} FROM {table} ORDER BY ts")
-        return name
+    @contextmanager
+    def _served(self) -> Iterator[Profile]:
+        with self.lock:
+            yield self.profile
+
+    def _kept(self, key: str, make: Callable[[Profile], Any]) -> Any:
+        """``cache[key]``, made once by ``make(profile)``."""
+        value = self.cache.get(key)
+        if value is None:
+            with self.lock:
+                value = self.cache.get(key)
+                if value is None:
+                    with self._reading() as prof:
+                        value = self.cache[key] = make(prof)
+        return value
 
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
-        with self.lock:
+        with self._reading() as prof:
             tab = _arrow(
-                self.profile,
+                prof,
                 """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
                           min(value) AS min, max(value) AS max
                    FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL""",
@@ -501,7 +577,7 @@ class SeriesQuery:
     def counter(self, w: Window, metric: str, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
         """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        cond = ["metric = ?", f"ts >= {w.t0}", f"ts <= {w.t1}"]
+        cond = ["metric = ?"]
         params: list[Any] = [metric]
         if rank is not None:
             cond.append("rank = ?")
@@ -509,13 +585,24 @@ class SeriesQuery:
         if device is not None:
             cond.append("device = ?")
             params.append(device)
-        with self.lock:
-            src = self._by_ts("counters", "rank, device, metric, ts, value")
-            sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
-                             arg_max(value, ts) AS last
-                      FROM {src} WHERE {" AND ".join(cond)}
-                      GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
-            tab = _arrow(self.profile, sql, params)
+        # The counters sorted by ts, in memory once: a window is a slice found by a
+        # binary search, not a scan of the Parquet files.
+        by_ts: pa.Table = self._kept(
+            "counters_by_ts",
+            lambda prof: _arrow(prof, "SELECT rank, device, metric, ts, value FROM counters ORDER BY ts"),
+        )
+        ts = self._kept("counters_ts", lambda _p: by_ts.column("ts").to_numpy(zero_copy_only=False))
+        lo, hi = int(np.searchsorted(ts, w.t0, side="left")), int(np.searchsorted(ts, w.t1, side="right"))
+        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
+                         arg_max(value, ts) AS last
+                  FROM tl_counters WHERE {" AND ".join(cond)}
+                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
+        with self._reading() as prof:
+            prof.con.register("tl_counters", by_ts.slice(lo, hi - lo))
+            try:
+                tab = _arrow(prof, sql, params)
+            finally:
+                prof.con.unregister("tl_counters")
         out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
         out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
         return out
@@ -532,16 +619,16 @@ class SeriesQuery:
         psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
                           max(reserved) AS peak_reserved, count(*) AS events
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
-        with self.lock:
-            arrays = self.cache.get("memory_arrays")
-            if arrays is None:  # once per profile: the series in memory (web/tiles.py)
-                t = _arrow(self.profile, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory")
-                arrays = self.cache["memory_arrays"] = tiles.MaxSeries(
-                    t, ("rank", "device", "device_type"), ("allocated", "reserved")
-                )
-            rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
-            peaks = self.cache.get(psql)
-            if peaks is None:
-                peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
+        # Once per profile: the series in memory (web/tiles.py), and each peak query.
+        arrays: tiles.MaxSeries = self._kept(
+            "memory_arrays",
+            lambda prof: tiles.MaxSeries(
+                _arrow(prof, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory"),
+                ("rank", "device", "device_type"),
+                ("allocated", "reserved"),
+            ),
+        )
+        rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
+        peaks = self._kept(psql, lambda prof: list(_arrow(prof, psql).to_pylist()))
         series = [{c: r[c] for c in ("rank", "device_type", "device", "ts", "allocated", "reserved")} for r in rows]
         return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": series, "peaks": peaks}
