@@ -174,9 +174,10 @@ def build_router(lib: Library) -> APIRouter:
     @r.get("/profiles/{pid}", response_model=m.ProfileMeta, summary="One profile's metadata")
     def profile_meta(pid: Pid) -> Response:
         e = entry(pid)
-        assert e.timeline is not None
-        with e.reading() as prof:
-            return json_response(describe(prof, e.id, e.path.name, e.timeline))
+        tl = e.timeline
+        assert tl is not None
+        # Computed once per profile (it does not change while served).
+        return json_response(e.once("meta", lambda prof: describe(prof, e.id, e.path.name, tl)))
 
     def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any]) -> Response:
         if name not in views():

@@ -16,11 +16,10 @@ events run on any of a profile's connections at once, and windows on none:
                track, depth (nesting level on its track), ts, dur (ns), name_id,
                kind, correlation
 ``tl_names``   name_id -> name
-``tl_long``    the rows of ``tl`` longer than the long threshold (few; see _source)
 
 The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
-as numpy columns, from which windows are merged (:mod:`.tiles`); summaries, events
-and search are SQL over the tables.
+as numpy columns, from which windows are merged and summaries totalled
+(:mod:`.tiles`); events and search are SQL over the tables.
 
 Times in and out are int64 ns on the profile's time axis.
 """
@@ -115,7 +114,6 @@ class Timeline:
         self.lock = threading.RLock()
         self._reading: Reading = reading or self._served
         self._tables: dict[str, pa.Table] = {}
-        self._ts = np.zeros(0, dtype=np.int64)
         self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
         self._long_ns = 0
@@ -128,7 +126,7 @@ class Timeline:
     # -- building -------------------------------------------------------------------
 
     def build(self) -> None:
-        """Create tl_tracks, tl_names, tl and tl_long (once)."""
+        """Create tl_tracks, tl_names and tl (once)."""
         if self._built:
             return
         with self.lock:
@@ -223,10 +221,9 @@ class Timeline:
             )
             del ev
             # "Long" events are few and always scanned; the others are found by a ts
-            # range (a binary search here, DuckDB's min/max statistics in tl_long's SQL).
+            # range (a binary search).
             self._long_ns = tiles.long_threshold(spans.dur)
             self._levels = [tiles.Level(spans, self._long_ns)]
-            tl_long = _arrow(self.profile, f"SELECT * FROM tl WHERE dur > {self._long_ns} ORDER BY ts")
             # A level of detail for wide windows: small events pre-merged per
             # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
             # those rows instead of every event.
@@ -251,8 +248,7 @@ class Timeline:
             self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
             for name in ("tl", "tl_tracks", "tl_names"):
                 con.unregister(name)
-            self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names, "tl_long": tl_long}
-            self._ts = spans.ts
+            self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
             self._built = True
 
     @contextmanager
@@ -280,8 +276,8 @@ class Timeline:
     # -- queries --------------------------------------------------------------------
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of one SQL query over the timeline's tables (tl, tl_tracks, tl_names,
-        tl_long) and the profile's views."""
+        """Rows of one SQL query over the timeline's tables (tl, tl_tracks, tl_names)
+        and the profile's views."""
         self.build()
         with self._sql() as rows:
             return rows(sql, params)
@@ -351,17 +347,9 @@ class Timeline:
         """What a selection covers: per kind and per name, events (count) and the time
         they spend inside [t0, t1] (ns, clipped at the edges)."""
         self.build()
-        src, near = self._source(w)
-        clip = f"sum(least(ts + dur, {w.t1}) - greatest(ts, {w.t0}))::BIGINT"
-        with self._sql(tl_near=near) as sql:
-            kinds = sql(
-                f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC, kind"
-            )
-            names = sql(
-                f"""SELECT kind, n.name, count(*) AS events, {clip} AS time_ns
-                    FROM ({src}) JOIN tl_names n USING (name_id) GROUP BY kind, n.name
-                    ORDER BY time_ns DESC, kind, n.name LIMIT {int(limit)}"""
-            )
+        # From the numpy columns: the rows of the window, then two groupings (tiles.totals).
+        rows = self._levels[0].rows(w.t0, w.t1, w.tracks)
+        kinds, names = tiles.totals(rows, w.t0, w.t1, self._names_by_id, int(limit))
         return {
             "t0": w.t0,
             "t1": w.t1,
@@ -457,21 +445,6 @@ class Timeline:
         }
 
     # -- internals ------------------------------------------------------------------
-
-    def _source(self, w: Window) -> tuple[str, pa.Table]:
-        """The rows of ``tl`` a window overlaps, as SQL over ``tl_near`` (the slice of
-        ``tl`` whose ts can overlap: found by a binary search, no scan) and ``tl_long``."""
-        tr = ""
-        if w.tracks is not None:
-            tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
-        lo = int(np.searchsorted(self._ts, w.t0 - self._long_ns, side="left"))
-        hi = int(np.searchsorted(self._ts, w.t1, side="right"))
-        near = self._tables["tl"].slice(lo, hi - lo)
-        src = (
-            f"SELECT * FROM tl_near WHERE ts + dur >= {w.t0} AND dur <= {self._long_ns}{tr}"
-            f" UNION ALL SELECT * FROM tl_long WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr}"
-        )
-        return src, near
 
 
 def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
