@@ -538,14 +538,11 @@ class SeriesQuery:
 
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
-        with self._reading() as prof:
-            tab = _arrow(
-                prof,
-                """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
-                          min(value) AS min, max(value) AS max
-                   FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL""",
-            )
-        return list(tab.to_pylist())
+        sql = """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
+                        min(value) AS min, max(value) AS max
+                 FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL"""
+        rows: list[dict[str, Any]] = self._kept("metrics", lambda prof: list(_arrow(prof, sql).to_pylist()))
+        return rows
 
     def counter(self, w: Window, metric: str, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
         """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
