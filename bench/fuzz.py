@@ -2,7 +2,7 @@
 
 Imports N mangled copies of every format of ../shared/data (the mutations of
 tests/fuzzing.py) in worker processes and prints the counts: inputs, imported, clean
-errors (aiprof's own), crashes (any other exception, or an importer's
+errors (aiprof's own; the CLI exits 2), imports that warned (partial data kept), crashes (any other exception, or an importer's
 UnexpectedInputError), hangs (past --limit seconds; a worker stuck in C code is killed),
 and the workers' peak RSS. Each crash cause is printed once with how to make its input
 again (``--only I``). Exit status 1 when anything crashed or hung.
@@ -39,7 +39,8 @@ def worker(wid: int, jobs: int, n: int, rng_seed: int, limit: float, q: Any, sta
         with tempfile.TemporaryDirectory(prefix="aiprof-fuzz-") as d:
             o = fuzzing.run_one(seed, data, Path(d), limit)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        q.put(("done", wid, i, seed.name, mutation, o.kind, o.cause, o.detail[-800:], rss))
+        kind = "warned" if o.kind == "imported" and o.warnings else o.kind
+        q.put(("done", wid, i, seed.name, mutation, kind, o.cause, o.detail[-800:], rss))
     q.put(("exit", wid))
 
 
@@ -123,8 +124,9 @@ def main() -> int:
     total = sum(counts.values())
     stopped = f", stopped at --max-s of {args.inputs:,}" if total < args.inputs else ""
     print(f"inputs {total:,} in {took:.0f} s ({args.jobs} workers, seed {args.seed}{stopped})")
-    print(f"  imported      {counts['imported']:,}")
-    print(f"  clean errors  {counts['clean']:,}")
+    print(f"  imported      {counts['imported'] + counts['warned']:,}")
+    print(f"    of which with a warning (partial data kept)  {counts['warned']:,}")
+    print(f"  clean errors  {counts['clean']:,} (aiprof's error type: one line, exit 2)")
     print(f"  crashes       {counts['crash']:,}")
     print(f"  hangs         {counts['hang']:,}")
     print(f"  peak RSS      {peak / 2**20:.0f} MiB (largest worker)")

@@ -2,14 +2,20 @@
 
 Starts ``aiprof serve`` on a loopback port (a real server in its own process), waits
 for its warm-up, then runs the read endpoints a user's pages call (profile list and
-metadata, views with sorts and pages, a timeline window and its summary, counters,
-samples, advice) from one client and then from ``--clients`` clients at once, each on
-a keep-alive connection, for ``--seconds`` each. Prints per run: requests, requests/s,
-p50/p95/p99 latency, and the 5xx count; then the named peer's ratio: the p99 of many
-clients against the p50 of one (1.0 would be perfect parallelism; a server answering
-one request at a time gives about the client count). ``--peer-src DIR`` serves the
-same profile from another source tree too (``/work/main/src``: before a change), and
-prints its figures and the ratio of the two p99s.
+metadata, views with sorts and pages, timeline windows at several zooms, with and
+without a track filter, their summaries, tracks, search, counters, memory, samples,
+advice) from one client and then from ``--clients`` clients at once, each on a
+keep-alive connection, for ``--seconds`` each. Prints per run: requests, requests/s,
+p50/p95/p99 latency, and the 5xx count; then the named peers' ratios:
+
+- '1 client': the p99 of many clients against the p50 of one (1.0 would be perfect
+  parallelism; a server answering one request at a time gives about the client count);
+- 'static files': the same answers (the bytes our server gave, one file each) served by
+  a plain static-file server (Python's ThreadingHTTPServer, keep-alive) to the same
+  number of clients: the floor of HTTP and JSON transfer on this machine, with no
+  query work at all;
+- ``--peer-src DIR``: the same profile served from another source tree
+  (``/work/main/src``: before a change), and the ratio of the two p99s.
 
 PROFILE defaults to the V100 rank-0 Kineto trace of ../shared/data, imported first
 (188k events). Bounded: loopback only, a fixed duration, a client count of at most 200.
@@ -34,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 DEFAULT_TRACE = DATA / "kineto" / "V100" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 MAX_CLIENTS = 200
+#: Issue 19's goal for the read endpoints at 50 clients.
+GOAL_P99_MS = 200.0
 
 
 def free_port() -> int:
@@ -56,7 +64,12 @@ def paths(conn: http.client.HTTPConnection) -> list[str]:
     st, body = get(conn, p + "/timeline/summary?width=800")
     summary = json.loads(body) if st == 200 else {}
     t0, t1 = summary.get("t0"), summary.get("t1")
-    win = f"&t0={t0}&t1={t0 + (t1 - t0) // 10}" if isinstance(t0, int) and isinstance(t1, int) else ""
+    wins: list[str] = []
+    if isinstance(t0, int) and isinstance(t1, int):
+        span = t1 - t0
+        # Zoom levels a user steps through: a tenth, a hundredth, a thousandth of the span.
+        wins = [f"&t0={t0 + span // 3}&t1={t0 + span // 3 + span // d}" for d in (10, 100, 1000)]
+    win = wins[0] if wins else ""
     return [
         "/api/v1/profiles",
         p,
@@ -66,8 +79,14 @@ def paths(conn: http.client.HTTPConnection) -> list[str]:
         p + "/views/kernels?limit=50&offset=50&sort=-count",
         p + "/views/operators?limit=50&sort=name",
         p + "/views/memory?limit=20",
-        p + "/timeline?width=1000" + win,
+        p + "/tracks",
+        p + "/timeline?width=1000",
+        *(p + "/timeline?width=1000" + w for w in wins),
+        p + "/timeline?width=800&tracks=0,1,2" + win,
         p + "/timeline/summary?width=800",
+        p + "/timeline/summary?width=800" + win,
+        p + "/timeline/search?q=gemm&order=-dur&limit=50",
+        p + "/memory/series?width=800",
         p + "/counters",
         p + "/samples/window?width=800",
         p + "/advice",
@@ -141,7 +160,49 @@ def serve(src: Path, profile: Path, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-def run_one(name: str, src: Path, profile: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+STATIC_SERVER = """
+import functools, sys
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+class H(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), functools.partial(H, directory=sys.argv[2])).serve_forever()
+"""
+
+
+def static_peer(answers: list[bytes], args: argparse.Namespace) -> dict[str, float]:
+    """The peer 'static files': ``answers`` as files behind a plain static-file server."""
+    with tempfile.TemporaryDirectory(prefix="aiprof-load-static-") as d:
+        todo = []
+        for i, body in enumerate(answers):
+            (Path(d) / f"{i}.json").write_bytes(body)
+            todo.append(f"/{i}.json")
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-c", STATIC_SERVER, str(port), d])
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    get(conn, todo[0])
+                    conn.close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("static files: the server did not start") from None
+                    time.sleep(0.2)
+            many = load(port, todo, args.clients, args.seconds)
+            return report(f"static files, {args.clients} clients", many, args.seconds)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def run_one(
+    name: str, src: Path, profile: Path, args: argparse.Namespace, answers: list[bytes] | None = None
+) -> dict[str, dict[str, float]]:
     port = free_port()
     proc = serve(src, profile, port)
     try:
@@ -157,7 +218,9 @@ def run_one(name: str, src: Path, profile: Path, args: argparse.Namespace) -> di
                 time.sleep(0.3)
         t = time.perf_counter()
         for p in todo:  # every answer computed once (the warm-up may still run)
-            get(conn, p)
+            _, body = get(conn, p)
+            if answers is not None:
+                answers.append(body)
         conn.close()
         print(f"{name} (src {src}): first round {time.perf_counter() - t:.2f} s")
         one = load(port, todo, 1, args.seconds)
@@ -193,9 +256,21 @@ def main() -> int:
                 [sys.executable, "-m", "aiprof", "import", str(src), "-o", str(profile)], env=env, check=True
             )
         print(f"load: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, {args.seconds:.0f} s per run")
-        ours = run_one("this tree", ROOT / "src", profile, args)
-        ratio = ours["many"]["p99"] / ours["one"]["p50"]
+        answers: list[bytes] = []
+        ours = run_one("this tree", ROOT / "src", profile, args, answers)
+        many = ours["many"]
+        print(
+            f"ours, {args.clients} clients: p50 {many['p50']:.1f} ms, p99 {many['p99']:.1f} ms "
+            f"(goal: p99 <= {GOAL_P99_MS:.0f} ms on a quiet machine)"
+        )
+        ratio = many["p99"] / ours["one"]["p50"]
         print(f"peer '1 client': p99 of {args.clients} clients / p50 of 1 client = {ratio:.1f}x")
+        static = static_peer(answers, args)
+        print(
+            f"peer 'static files' (the same {len(answers)} answers, {sum(map(len, answers)) / 1e6:.1f} MB, "
+            f"from a static-file server): our p99 / its p99 = {many['p99'] / static['p99']:.2f}x, "
+            f"our p50 / its p50 = {many['p50'] / static['p50']:.2f}x"
+        )
         if args.peer_src is not None:
             peer = run_one("peer", args.peer_src, profile, args)
             print(

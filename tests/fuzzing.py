@@ -7,7 +7,8 @@ cuts, splices, deleted ranges, long lines, type swaps, huge numbers, deep nestin
 gzip tricks (trailing bytes, several members, a corrupt or cut stream). The outcome of
 importing one copy is one of:
 
-- ``imported``: a profile was written (maybe with warnings);
+- ``imported``: a profile was written (maybe with warnings: ``Outcome.warnings`` counts
+  them; a damaged copy that imports with a warning kept what it could read);
 - ``clean``: aiprof's own error (the CLI prints one line and exits 2);
 - ``crash``: any other exception, or :class:`~aiprof.errors.UnexpectedInputError` (an
   importer tripped on input it did not foresee: the CLI still prints one line and exits
@@ -336,6 +337,8 @@ class Outcome:
     cause: str = ""
     """For a crash or hang: the exception type and where it was raised (one line), so
     that copies which crash for the same reason are counted together."""
+    warnings: int = 0
+    """For an import: the warnings it gave (losses the user is told of)."""
 
 
 class Hang(BaseException):
@@ -370,8 +373,8 @@ def run_one(seed: Seed, data: bytes, work: Path, limit_s: float = 10.0) -> Outco
             choose(src)  # the detectors read damaged input too (aiprof import without -f)
         except AiprofError:
             pass
-        import_paths([src], work / "out.aiprof", forced=seed.importer)
-        return Outcome("imported")
+        _, ctx = import_paths([src], work / "out.aiprof", forced=seed.importer)
+        return Outcome("imported", warnings=len(ctx.warnings))
     except Hang as e:
         return Outcome("hang", f"still running after {limit_s:.0f} s\n{_tb(e)}", _where(e))
     except UnexpectedInputError as e:

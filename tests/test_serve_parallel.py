@@ -153,3 +153,108 @@ def test_parallel_clients_get_the_answers_of_one_client(served: Path) -> None:
     for path, _, body in together:
         assert body == alone[path], path
     assert alone[p + "/advice"]["available"] is True and alone[p + "/advice"]["advice"]
+
+
+def _timeline_calls(e: Any) -> list[tuple[str, Any]]:
+    """Timeline answers of many kinds over one profile: windows, summaries, search,
+    events, tracks, counter list and memory series."""
+    from aiprof.web.timeline import SeriesQuery, Window
+
+    tl = e.timeline
+    tl.build()
+    a, b = tl.span
+    cuts = [(a, b), (a + (b - a) // 3, a + (b - a) // 2), (a + (b - a) // 2, a + (b - a) // 2 + (b - a) // 200)]
+    first = tl.window(Window(*cuts[1], 1200))["items"]
+    one = next(i for i, n in enumerate(first["n"]) if n == 1)
+    sq = SeriesQuery(e.profile, e.series_lock, e.series_cache, e.reading)
+    calls: list[tuple[str, Any]] = [("tracks", tl.tracks)]
+    for k, (t0, t1) in enumerate(cuts):
+        calls += [
+            (f"window {k}", lambda t0=t0, t1=t1: tl.window(Window(t0, t1, 1000))),
+            (f"window {k} tracks", lambda t0=t0, t1=t1: tl.window(Window(t0, t1, 700, (0, 1)))),
+            (f"summary {k}", lambda t0=t0, t1=t1: tl.summary(Window(t0, t1, 800))),
+            (f"memory {k}", lambda t0=t0, t1=t1: sq.memory(Window(t0, t1, 500))),
+        ]
+    calls += [
+        ("search", lambda: tl.search("gemm")),
+        ("search -dur", lambda: tl.search("memcpy|sgemm", regex=True, order="-dur", limit=50)),
+        ("event", lambda: tl.events_at(first["track"][one], first["ts"][one])),
+        ("counters", sq.metrics),
+    ]
+    return calls
+
+
+def test_timeline_answers_run_on_extra_connections_and_equal_serial_ones(lib: Library, served: Path) -> None:
+    e = lib.get("r0.aiprof")
+    calls = _timeline_calls(e)
+    _, release = _busy(e.lock)  # the served connection held: before, every timeline answer waited
+    try:
+        with ThreadPoolExecutor(1) as one:
+            got = {name: one.submit(fn).result(timeout=60) for name, fn in calls}
+        assert 1 <= e.opened <= POOL
+    finally:
+        release.set()
+    # The same questions to a timeline of a profile opened alone, one at a time.
+    lone = Library([served])
+    try:
+        want = {name: fn() for name, fn in _timeline_calls(lone.get("r0.aiprof"))}
+    finally:
+        lone.close()
+    assert got == want
+    assert got["search"]["total"] > 0 and got["event"] and got["summary 0"]["events"] > 0
+
+
+def test_parallel_timeline_answers_keep_to_the_pool(lib: Library) -> None:
+    e = lib.get("r0.aiprof")
+    calls = _timeline_calls(e)
+    serial = {name: fn() for name, fn in calls}
+    most, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            most[0] = max(most[0], e.opened)
+            stop.wait(0.001)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            together = list(pool.map(lambda c: (c[0], c[1]()), calls * 4))
+    finally:
+        stop.set()
+        watcher.join()
+    assert len(together) == 4 * len(calls)
+    for name, body in together:
+        assert body == serial[name], name
+    assert most[0] <= POOL and e.opened <= POOL and len(e.idle) == e.opened
+
+
+def test_parallel_clients_get_the_timeline_answers_of_one_client(served: Path) -> None:
+    with running_server(served) as (base, _), httpx.Client(base_url=base + "api/v1", timeout=120) as c:
+        p = "/profiles/r0.aiprof"
+        a, b = c.get(p).json()["span_ns"]
+        mid = a + (b - a) // 2
+        win = c.get(p + f"/timeline?t0={mid}&t1={mid + (b - a) // 100}&width=900").json()["items"]
+        k = win["n"].index(1)
+        paths = [p + "/tracks", p + f"/timeline/event?track={win['track'][k]}&ts={win['ts'][k]}"]
+        for t0, t1 in ((a, b), (a + (b - a) // 4, mid), (mid, mid + (b - a) // 100)):
+            paths += [
+                p + f"/timeline?t0={t0}&t1={t1}&width=1000",
+                p + f"/timeline?t0={t0}&t1={t1}&width=600&tracks=0,1,2",
+                p + f"/timeline/summary?t0={t0}&t1={t1}&width=800",
+                p + f"/memory/series?t0={t0}&t1={t1}&width=500",
+            ]
+        paths += [p + "/timeline/search?q=gemm&order=-dur&limit=40", p + "/timeline/search?q=Memcpy", p + "/counters"]
+
+        def fetch(path: str) -> tuple[str, int, Any]:
+            with httpx.Client(base_url=base + "api/v1", timeout=120) as own:
+                r = own.get(path)
+                return path, r.status_code, r.json()
+
+        with ThreadPoolExecutor(16) as pool:
+            together = list(pool.map(fetch, paths * 3))
+        alone = {path: c.get(path).json() for path in paths}
+    assert all(status == 200 for _, status, _ in together), [(q, s) for q, s, _ in together if s != 200]
+    for path, _, body in together:
+        assert body == alone[path], path
+    assert alone[paths[1]]["events"] and alone[paths[-2]]["total"] > 0

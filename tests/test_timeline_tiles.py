@@ -25,9 +25,9 @@ def timeline(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with open_profile(out) as p:
         tl = Timeline(p)
         tl.build()
-        rows = p.sql(
+        rows = tl.query(
             "SELECT l.track, l.depth, l.ts, l.dur, n.name, l.kind, l.correlation FROM tl l JOIN tl_names n USING (name_id)"
-        ).to_pylist()
+        )
         yield tl, rows
 
 
@@ -146,3 +146,28 @@ def test_a_widened_bucket_merges_as_if_asked_for_at_once(timeline: Any, max_item
     for i, key in enumerate(items):
         if key in names:
             assert (got["names"][it["name"][i]], it["kind"][i]) in names[key]
+
+
+@pytest.mark.parametrize(
+    ("frac0", "frac1", "tracks", "limit"),
+    [(0.0, 1.0, None, 20), (0.40, 0.41, None, 50), (0.3, 0.6, (0, 2), 5), (0.5, 0.5001, None, 1000)],
+)
+def test_summary_totals_equal_the_sql_statement(
+    timeline: Any, frac0: float, frac1: float, tracks: tuple[int, ...] | None, limit: int
+) -> None:
+    tl, _ = timeline
+    a, b = tl.span
+    w = Window(a + int((b - a) * frac0), a + int((b - a) * frac1), 800, tracks)
+    got = tl.summary(w, limit)
+    tr = "" if tracks is None else f" AND track IN ({','.join(map(str, tracks))})"
+    src = f"SELECT * FROM tl WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr}"
+    clip = f"sum(least(ts + dur, {w.t1}) - greatest(ts, {w.t0}))::BIGINT"
+    kinds = tl.query(
+        f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC, kind"
+    )
+    top = tl.query(
+        f"""SELECT kind, n.name, count(*) AS events, {clip} AS time_ns FROM ({src}) JOIN tl_names n USING (name_id)
+            GROUP BY kind, n.name ORDER BY time_ns DESC, kind, n.name LIMIT {limit}"""
+    )
+    assert got["by_kind"] == kinds and got["top"] == top
+    assert got["events"] == sum(k["events"] for k in kinds) > 0

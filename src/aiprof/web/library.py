@@ -68,6 +68,8 @@ class Entry:
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
     series_cache: dict[str, Any] = field(default_factory=dict)
     """Window-independent series answers (memory peaks), see SeriesQuery."""
+    series_lock: threading.RLock = field(default_factory=threading.RLock)
+    """Guards the fill of ``series_cache``."""
     name: str = ""
     """Readable and unique: the path below the served folder (store.library)."""
     sql: ReadOnlySql | None = None
@@ -98,8 +100,8 @@ class Entry:
 
         The served one when it is free; else an extra one (up to ``POOL``, opened on
         demand and kept), so that queries on one profile run in parallel; when all are
-        busy, the served one once it is free. Only the timeline's tables live on the
-        served one: the timeline keeps to ``lock``.
+        busy, the served one once it is free. The timeline builds its tables on the
+        served one under ``lock``, then registers them on whichever it is handed.
         """
         if self.lock.acquire(blocking=False):
             try:
@@ -246,7 +248,7 @@ class Library:
                     # A many-rank job folder opens through its cluster index, as in the CLI.
                     e.profile = _open(e.path)
                     e.profile.con.execute("SELECT count(*) FROM events").fetchall()
-                    e.timeline = Timeline(e.profile)
+                    e.timeline = Timeline(e.profile, reading=e.reading)
                     e.timeline.lock = e.lock
                 except Exception as ex:
                     msg = str(ex).splitlines()[0] if str(ex) else type(ex).__name__

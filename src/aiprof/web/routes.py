@@ -5,7 +5,7 @@ timeline windows (:mod:`aiprof.web.timeline`) and the advice proposer; nothing i
 computed here (the SQL page and the trace export: :mod:`aiprof.web.routes_sql`).
 Handlers are plain functions, so FastAPI runs them in its thread pool. Queries take a
 connection of their own from the profile's entry (:meth:`Entry.reading`), so several
-run at once; the timeline's keep to its lock.
+run at once, timeline answers included (windows need no connection at all).
 Bad parameters are refused by the models with a 422 that names the field.
 """
 
@@ -142,6 +142,10 @@ def build_router(lib: Library) -> APIRouter:
         assert e.timeline is not None
         return e.timeline
 
+    def series(e: Entry) -> SeriesQuery:
+        assert e.profile is not None
+        return SeriesQuery(e.profile, e.series_lock, e.series_cache, e.reading)
+
     def window(tl: Timeline, t0: int | None, t1: int | None, width: int, tracks: Any, max_items: int) -> Window:
         tl.build()
         return Window.parse(
@@ -170,9 +174,10 @@ def build_router(lib: Library) -> APIRouter:
     @r.get("/profiles/{pid}", response_model=m.ProfileMeta, summary="One profile's metadata")
     def profile_meta(pid: Pid) -> Response:
         e = entry(pid)
-        assert e.profile is not None and e.timeline is not None
-        with e.lock:
-            return json_response(describe(e.profile, e.id, e.path.name, e.timeline))
+        tl = e.timeline
+        assert tl is not None
+        # Computed once per profile (it does not change while served).
+        return json_response(e.once("meta", lambda prof: describe(prof, e.id, e.path.name, tl)))
 
     def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any]) -> Response:
         if name not in views():
@@ -299,12 +304,12 @@ def build_router(lib: Library) -> APIRouter:
     def counter_metrics(pid: Pid) -> Response:
         e = entry(pid)
         assert e.profile is not None
-        return json_response({"metrics": SeriesQuery(e.profile, e.lock, e.series_cache).metrics()})
+        return json_response({"metrics": series(e).metrics()})
 
     def counter_answer(pid: str, metric: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        sq = SeriesQuery(e.profile, e.lock, e.series_cache)
+        sq = series(e)
         return json_response(sq.counter(window(e.timeline, *w), metric, rank, device))
 
     @r.get(
@@ -332,9 +337,7 @@ def build_router(lib: Library) -> APIRouter:
     def memory_answer(pid: str, rank: int | None, device: int | None, w: tuple[Any, ...]) -> Response:
         e = entry(pid)
         assert e.profile is not None and e.timeline is not None
-        return json_response(
-            SeriesQuery(e.profile, e.lock, e.series_cache).memory(window(e.timeline, *w), rank, device)
-        )
+        return json_response(series(e).memory(window(e.timeline, *w), rank, device))
 
     @r.get(
         "/profiles/{pid}/memory/series",

@@ -150,6 +150,39 @@ def merge(s: Spans, t0: int, bucket: int) -> Spans:
     return out
 
 
+def totals(s: Spans, t0: int, t1: int, names: list[str], limit: int) -> tuple[list[Any], list[Any]]:
+    """What the rows ``s`` spend inside [t0, t1] (ns, clipped at the edges) and how many
+    they are: per kind, longest first, and per (kind, name), the ``limit`` longest;
+    ties in kind, then name order. ``s`` holds single events (``n`` = 1); ``name`` ids
+    are in name order (``names[i]``)."""
+    inside = np.minimum(s.ts + s.dur, t1) - np.maximum(s.ts, t0)
+    rank = np.argsort(np.argsort(np.asarray(s.kinds, dtype=object))) if s.kinds else np.zeros(0, np.int64)
+
+    def grouped(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        count = np.bincount(key, minlength=size)
+        # Exact int64 sums through float64 counts: each part's total stays below 2**53.
+        lo = np.bincount(key, weights=(inside & 0x3FFFFFF).astype(np.float64), minlength=size)
+        hi = np.bincount(key, weights=(inside >> 26).astype(np.float64), minlength=size)
+        total = (hi.astype(np.int64) << 26) + lo.astype(np.int64)
+        used = np.flatnonzero(count)
+        return used, count[used], total[used]
+
+    k_used, k_count, k_time = grouped(s.kind, len(s.kinds))
+    order = np.lexsort((rank[k_used], -k_time)) if len(k_used) else k_used
+    by_kind = [
+        {"kind": s.kinds[k_used[i]], "events": int(k_count[i]), "time_ns": int(k_time[i])} for i in order.tolist()
+    ]
+    nk = max(len(s.kinds), 1)
+    n_used, n_count, n_time = grouped(s.name * nk + s.kind, (int(s.name.max()) + 1) * nk if len(s.name) else 0)
+    kind_of, name_of = n_used % nk, n_used // nk
+    order = np.lexsort((name_of, rank[kind_of], -n_time))[:limit] if len(n_used) else n_used
+    top = [
+        {"kind": s.kinds[kind_of[i]], "name": names[name_of[i]], "events": int(n_count[i]), "time_ns": int(n_time[i])}
+        for i in order.tolist()
+    ]
+    return by_kind, top
+
+
 def items(s: Spans) -> dict[str, list[Any]]:
     """A window's items as the API sends them: track, depth, ts, dur, name (name id),
     kind (text), n."""

@@ -5,8 +5,10 @@ the profile's size: DuckDB does the merging. Events at least one pixel wide come
 one by one; narrower ones are merged per (track, depth, pixel) into one item that
 carries how many events it stands for and the name of the longest.
 
-On first use a :class:`Timeline` builds two temporary tables in the profile's DuckDB
-connection (this is the only state it keeps):
+On first use a :class:`Timeline` builds these tables (this is the only state it keeps),
+as Arrow tables in memory: each request registers them, zero-copy, on the connection
+it was handed (:meth:`aiprof.web.library.Entry.reading`), so that summaries, search and
+events run on any of a profile's connections at once, and windows on none:
 
 ``tl_tracks``  one row per track: track (dense id, host tracks first), rank, pid, tid,
                device_type, device, is_device, name, events
@@ -16,8 +18,8 @@ connection (this is the only state it keeps):
 ``tl_names``   name_id -> name
 
 The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
-as numpy columns, from which windows are merged (:mod:`.tiles`); summaries, events
-and search are SQL over the tables.
+as numpy columns, from which windows are merged and summaries totalled
+(:mod:`.tiles`); events and search are SQL over the tables.
 
 Times in and out are int64 ns on the profile's time axis.
 """
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,12 +97,24 @@ def parse_tracks(value: Any) -> tuple[int, ...] | None:
         raise QueryError("track ids are integers") from None
 
 
-class Timeline:
-    """Window queries over one opened profile (thread-safe through one lock)."""
+#: Hands out a profile (DuckDB connection) that the calling thread alone uses until the
+#: context ends: the server's pool (Entry.reading), or one profile behind a lock.
+Reading = Callable[[], AbstractContextManager[Profile]]
 
-    def __init__(self, profile: Profile) -> None:
+
+class Timeline:
+    """Window queries over one opened profile, thread-safe.
+
+    ``lock`` guards the build (on ``profile``'s own connection); after it, windows read
+    the numpy columns with no lock, and SQL answers run on a connection from
+    ``reading`` (by default ``profile`` behind ``lock``), several at once."""
+
+    def __init__(self, profile: Profile, reading: Reading | None = None) -> None:
         self.profile = profile
         self.lock = threading.RLock()
+        self._reading: Reading = reading or self._served
+        self._tables: dict[str, pa.Table] = {}
+        self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
         self._long_ns = 0
         self._lod_ns = 0
@@ -111,6 +127,8 @@ class Timeline:
 
     def build(self) -> None:
         """Create tl_tracks, tl_names and tl (once)."""
+        if self._built:
+            return
         with self.lock:
             if self._built:
                 return
@@ -119,9 +137,9 @@ class Timeline:
                 con.execute("SET enable_progress_bar = false")
             except duckdb.Error:
                 pass  # in Jupyter without ipywidgets DuckDB refuses the setting (off there already)
-            con.execute(
+            tracks = _arrow(
+                self.profile,
                 f"""
-                CREATE OR REPLACE TEMP TABLE tl_tracks AS
                 WITH ev AS (
                   SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
                          any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
@@ -139,15 +157,18 @@ class Timeline:
                        ev.is_device, pr.process_name, th.thread_name, ev.events
                 FROM ev LEFT JOIN th USING (rank, pid, tid) LEFT JOIN pr USING (rank, pid)
                 ORDER BY track
-                """
+                """,
             )
-            con.execute(
+            names = _arrow(
+                self.profile,
                 f"""
-                CREATE OR REPLACE TEMP TABLE tl_names AS
                 SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
                 FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
-                """
+                ORDER BY name_id
+                """,
             )
+            con.register("tl_tracks", tracks)
+            con.register("tl_names", names)
             base = _arrow(
                 self.profile,
                 f"""
@@ -165,12 +186,12 @@ class Timeline:
             )
             tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
             con.register("tl_src", tl_src)
-            con.execute(
-                """CREATE OR REPLACE TEMP TABLE tl AS
-                   SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"""
+            tl = _arrow(
+                self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"
             )
             con.unregister("tl_src")
             del base, tl_src
+            con.register("tl", tl)
             row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
             n = int(row[0]) if row else 0
             self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
@@ -189,7 +210,7 @@ class Timeline:
                 lo, hi = int(other[0]), int(other[1])
                 self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
             # The drawable rows in memory, for windows (web/tiles.py).
-            ev = _arrow(self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl ORDER BY ts")
+            ev = tl
             spans = tiles.Spans.from_arrow(ev)
             corr = ev.column("correlation")
             self._launches = tiles.Launches(
@@ -200,10 +221,9 @@ class Timeline:
             )
             del ev
             # "Long" events are few and always scanned; the others are found by a ts
-            # range (a binary search here, DuckDB's min/max statistics in tl_long's SQL).
+            # range (a binary search).
             self._long_ns = tiles.long_threshold(spans.dur)
             self._levels = [tiles.Level(spans, self._long_ns)]
-            con.execute(f"CREATE OR REPLACE TEMP TABLE tl_long AS SELECT * FROM tl WHERE dur > {self._long_ns}")
             # A level of detail for wide windows: small events pre-merged per
             # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
             # those rows instead of every event.
@@ -225,25 +245,57 @@ class Timeline:
                 lod_spans = tiles.Spans.from_arrow(lod)
                 self._levels.append(tiles.Level(lod_spans, tiles.long_threshold(lod_spans.dur)))
                 self._lod_ns = lb
-            self._names_by_id = [
-                str(x) for x in _arrow(self.profile, "SELECT name FROM tl_names ORDER BY name_id").column(0).to_pylist()
-            ]
+            self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
+            for name in ("tl", "tl_tracks", "tl_names"):
+                con.unregister(name)
+            self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
             self._built = True
 
+    @contextmanager
+    def _served(self) -> Iterator[Profile]:
+        with self.lock:
+            yield self.profile
+
+    @contextmanager
+    def _sql(self, **extra: pa.Table) -> Iterator[Callable[..., list[dict[str, Any]]]]:
+        """Rows of SQL over the timeline's tables (and ``extra`` ones), on a connection
+        this thread alone uses while the context lasts."""
+        with self._reading() as prof:
+            for name, table in {**self._tables, **extra}.items():
+                prof.con.register(name, table)
+
+            def rows(sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+                return list(_arrow(prof, sql, params).to_pylist())
+
+            try:
+                yield rows
+            finally:
+                for name in extra:
+                    prof.con.unregister(name)
+
     # -- queries --------------------------------------------------------------------
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of one SQL query over the timeline's tables (tl, tl_tracks, tl_names)
+        and the profile's views."""
+        self.build()
+        with self._sql() as rows:
+            return rows(sql, params)
 
     def tracks(self) -> list[dict[str, Any]]:
         """Track list: track, rank, pid, tid, device_type, device, is_device, name,
         process_name, thread_name, events, max_depth."""
         self.build()
-        with self.lock:
-            rows = self._rows(
-                """
-                SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
-                LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
-                ORDER BY track
-                """
-            )
+        if self._track_rows is None:  # the same for every request: computed once
+            with self._sql() as sql:
+                self._track_rows = sql(
+                    """
+                    SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
+                    LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
+                    ORDER BY track
+                    """
+                )
+        rows = [dict(r) for r in self._track_rows]
         many = len({r["rank"] for r in rows}) > 1
         for r in rows:
             r["name"] = (f"rank {r['rank']} " if many else "") + track_name(r)
@@ -254,24 +306,24 @@ class Timeline:
         (index into ``names``), kind, n (events merged into the item; 1 = one event)."""
         self.build()
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        with self.lock:
-            level = rows = None
-            for _ in range(8):
-                # Wide buckets read the pre-merged level of detail, when there is one.
-                want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
-                if want is not level:
-                    level, rows = want, want.rows(w.t0, w.t1, w.tracks)
-                assert rows is not None
-                merged = tiles.merge(rows, w.t0, bucket)
-                if len(merged.ts) <= w.max_items:
-                    break
-                bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
-                rows = merged  # a whole multiple of the bucket: merging the merged is the same
-            cols = tiles.items(merged)
-            assert self._launches is not None
-            flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
-            ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
-            names = [self._names_by_id[i] for i in ids]
+        # No lock: the built columns are only read (several windows run at once).
+        level = rows = None
+        for _ in range(8):
+            # Wide buckets read the pre-merged level of detail, when there is one.
+            want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
+            if want is not level:
+                level, rows = want, want.rows(w.t0, w.t1, w.tracks)
+            assert rows is not None
+            merged = tiles.merge(rows, w.t0, bucket)
+            if len(merged.ts) <= w.max_items:
+                break
+            bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
+            rows = merged  # a whole multiple of the bucket: merging the merged is the same
+        cols = tiles.items(merged)
+        assert self._launches is not None
+        flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
+        ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
+        names = [self._names_by_id[i] for i in ids]
         remap = {nid: i for i, nid in enumerate(ids)}
         cols["name"] = [remap[n] for n in cols["name"]]
         return {
@@ -295,19 +347,9 @@ class Timeline:
         """What a selection covers: per kind and per name, events (count) and the time
         they spend inside [t0, t1] (ns, clipped at the edges)."""
         self.build()
-        src, params = self._source(w)
-        clip = f"sum(least(ts + dur, {w.t1}) - greatest(ts, {w.t0}))::BIGINT"
-        with self.lock:
-            kinds = self._rows(
-                f"SELECT kind, count(*) AS events, {clip} AS time_ns FROM ({src}) GROUP BY kind ORDER BY time_ns DESC",
-                params,
-            )
-            names = self._rows(
-                f"""SELECT kind, n.name, count(*) AS events, {clip} AS time_ns
-                    FROM ({src}) JOIN tl_names n USING (name_id) GROUP BY kind, n.name
-                    ORDER BY time_ns DESC LIMIT {int(limit)}""",
-                params,
-            )
+        # From the numpy columns: the rows of the window, then two groupings (tiles.totals).
+        rows = self._levels[0].rows(w.t0, w.t1, w.tracks)
+        kinds, names = tiles.totals(rows, w.t0, w.t1, self._names_by_id, int(limit))
         return {
             "t0": w.t0,
             "t1": w.t1,
@@ -320,21 +362,22 @@ class Timeline:
         """The full rows of the events on ``track`` starting at ``ts`` (longest first),
         with the events linked to them by ``correlation``."""
         self.build()
-        with self.lock:
-            t = self._rows("SELECT rank, pid, tid FROM tl_tracks WHERE track = ?", [track])
+        with self._sql() as sql:
+            t = sql("SELECT rank, pid, tid FROM tl_tracks WHERE track = ?", [track])
             if not t:
                 raise QueryError(f"no track {track}")
-            rows = self._rows(
+            rows = sql(
                 f"""SELECT * EXCLUDE (profile) FROM events WHERE rank = ? AND pid = ? AND tid = ? AND ts = ?
-                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC LIMIT 50""",
+                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC, name, kind LIMIT 50""",
                 [t[0]["rank"], t[0]["pid"], t[0]["tid"], ts],
             )
             for r in rows:
                 r["linked"] = []
                 if r.get("correlation") is not None:
-                    r["linked"] = self._rows(
+                    r["linked"] = sql(
                         """SELECT l.track, l.depth, l.ts, l.dur, l.kind, n.name FROM tl l JOIN tl_names n USING (name_id)
-                           WHERE l.correlation = ? AND NOT (l.track = ? AND l.ts = ?) ORDER BY l.ts LIMIT 20""",
+                           WHERE l.correlation = ? AND NOT (l.track = ? AND l.ts = ?)
+                           ORDER BY l.ts, l.track, l.depth LIMIT 20""",
                         [r["correlation"], track, ts],
                     )
         return rows
@@ -373,18 +416,20 @@ class Timeline:
             where.append(f"l.ts + l.dur >= {int(t0)}")
         if t1 is not None:
             where.append(f"l.ts <= {int(t1)}")
-        sort = "l.dur DESC, l.ts" if order == "-dur" else "l.ts, l.track"
-        with self.lock:
+        # Total orders (ties broken the same way on every connection).
+        ties = "l.track, l.depth, h.name, l.kind"
+        sort = f"l.dur DESC, l.ts, {ties}" if order == "-dur" else f"l.ts, {ties}, l.dur DESC"
+        with self._sql() as sql:
             try:
-                self.profile.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE tl_hit AS SELECT name_id, name FROM tl_names WHERE {cond}", [arg]
-                )
+                hit = sql(f"SELECT name_id, name FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
             except duckdb.Error as e:
                 raise QueryError(f"bad search pattern: {str(e).splitlines()[0]}") from None
-            cond_sql = " AND ".join(where)
-            total = self._rows(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
-            n_names = self._rows("SELECT count(*) AS n FROM tl_hit")
-            rows = self._rows(
+        hits = pa.Table.from_pylist(hit, schema=pa.schema([("name_id", pa.int32()), ("name", pa.string())]))
+        cond_sql = " AND ".join(where)
+        with self._sql(tl_hit=hits) as sql:
+            total = sql(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
+            n_names = [{"n": hits.num_rows}]
+            rows = sql(
                 f"""SELECT l.track, l.depth, l.ts, l.dur, h.name, l.kind FROM tl l JOIN tl_hit h USING (name_id)
                     WHERE {cond_sql} ORDER BY {sort} LIMIT {int(limit)} OFFSET {int(offset)}""",
                 params,
@@ -400,21 +445,6 @@ class Timeline:
         }
 
     # -- internals ------------------------------------------------------------------
-
-    def _source(self, w: Window) -> tuple[str, list[Any]]:
-        tr = ""
-        if w.tracks is not None:
-            tr = " AND track IN (" + (",".join(str(int(t)) for t in w.tracks) or "NULL") + ")"
-        lo = w.t0 - self._long_ns
-        src = (
-            f"SELECT * FROM tl WHERE ts >= {lo} AND ts <= {w.t1} AND ts + dur >= {w.t0} AND dur <= {self._long_ns}{tr}"
-            f" UNION ALL SELECT * FROM tl_long WHERE ts <= {w.t1} AND ts + dur >= {w.t0}{tr}"
-        )
-        return src, []
-
-    def _rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        tab = _arrow(self.profile, sql, params)
-        return list(tab.to_pylist())
 
 
 def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -471,37 +501,53 @@ def track_name(r: dict[str, Any]) -> str:
 
 
 class SeriesQuery:
-    """Downsampled counter and memory series, merged per pixel in DuckDB."""
+    """Downsampled counter and memory series, merged per pixel.
 
-    def __init__(self, profile: Profile, lock: threading.RLock, cache: dict[str, Any] | None = None) -> None:
+    ``lock`` guards the fill of ``cache`` (once per profile); queries run on a
+    connection from ``reading`` (by default ``profile`` behind ``lock``)."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        lock: threading.RLock,
+        cache: dict[str, Any] | None = None,
+        reading: Reading | None = None,
+    ) -> None:
         self.profile = profile
         self.lock = lock
         #: Answers that do not depend on the window (memory peaks), kept by the caller
         #: per profile so that each window request does not scan the whole table again.
         self.cache = cache if cache is not None else {}
+        self._reading: Reading = reading or self._served
 
-    def _by_ts(self, table: str, cols: str) -> str:
-        """A temp copy of ``table`` (these columns) sorted by ts, made at the first
-        window: a window then reads the row groups of its range, not the Parquet files."""
-        name = f"tl_{table}"
-        self.profile.con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {cols} FROM {table} ORDER BY ts")
-        return name
+    @contextmanager
+    def _served(self) -> Iterator[Profile]:
+        with self.lock:
+            yield self.profile
+
+    def _kept(self, key: str, make: Callable[[Profile], Any]) -> Any:
+        """``cache[key]``, made once by ``make(profile)``."""
+        value = self.cache.get(key)
+        if value is None:
+            with self.lock:
+                value = self.cache.get(key)
+                if value is None:
+                    with self._reading() as prof:
+                        value = self.cache[key] = make(prof)
+        return value
 
     def metrics(self) -> list[dict[str, Any]]:
         """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
-        with self.lock:
-            tab = _arrow(
-                self.profile,
-                """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
-                          min(value) AS min, max(value) AS max
-                   FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL""",
-            )
-        return list(tab.to_pylist())
+        sql = """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
+                        min(value) AS min, max(value) AS max
+                 FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL"""
+        rows: list[dict[str, Any]] = self._kept("metrics", lambda prof: list(_arrow(prof, sql).to_pylist()))
+        return rows
 
     def counter(self, w: Window, metric: str, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
         """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        cond = ["metric = ?", f"ts >= {w.t0}", f"ts <= {w.t1}"]
+        cond = ["metric = ?"]
         params: list[Any] = [metric]
         if rank is not None:
             cond.append("rank = ?")
@@ -509,13 +555,24 @@ class SeriesQuery:
         if device is not None:
             cond.append("device = ?")
             params.append(device)
-        with self.lock:
-            src = self._by_ts("counters", "rank, device, metric, ts, value")
-            sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
-                             arg_max(value, ts) AS last
-                      FROM {src} WHERE {" AND ".join(cond)}
-                      GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
-            tab = _arrow(self.profile, sql, params)
+        # The counters sorted by ts, in memory once: a window is a slice found by a
+        # binary search, not a scan of the Parquet files.
+        by_ts: pa.Table = self._kept(
+            "counters_by_ts",
+            lambda prof: _arrow(prof, "SELECT rank, device, metric, ts, value FROM counters ORDER BY ts"),
+        )
+        ts = self._kept("counters_ts", lambda _p: by_ts.column("ts").to_numpy(zero_copy_only=False))
+        lo, hi = int(np.searchsorted(ts, w.t0, side="left")), int(np.searchsorted(ts, w.t1, side="right"))
+        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
+                         arg_max(value, ts) AS last
+                  FROM tl_counters WHERE {" AND ".join(cond)}
+                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
+        with self._reading() as prof:
+            prof.con.register("tl_counters", by_ts.slice(lo, hi - lo))
+            try:
+                tab = _arrow(prof, sql, params)
+            finally:
+                prof.con.unregister("tl_counters")
         out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
         out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
         return out
@@ -532,16 +589,16 @@ class SeriesQuery:
         psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
                           max(reserved) AS peak_reserved, count(*) AS events
                    FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
-        with self.lock:
-            arrays = self.cache.get("memory_arrays")
-            if arrays is None:  # once per profile: the series in memory (web/tiles.py)
-                t = _arrow(self.profile, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory")
-                arrays = self.cache["memory_arrays"] = tiles.MaxSeries(
-                    t, ("rank", "device", "device_type"), ("allocated", "reserved")
-                )
-            rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
-            peaks = self.cache.get(psql)
-            if peaks is None:
-                peaks = self.cache[psql] = list(_arrow(self.profile, psql).to_pylist())
+        # Once per profile: the series in memory (web/tiles.py), and each peak query.
+        arrays: tiles.MaxSeries = self._kept(
+            "memory_arrays",
+            lambda prof: tiles.MaxSeries(
+                _arrow(prof, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory"),
+                ("rank", "device", "device_type"),
+                ("allocated", "reserved"),
+            ),
+        )
+        rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
+        peaks = self._kept(psql, lambda prof: list(_arrow(prof, psql).to_pylist()))
         series = [{c: r[c] for c in ("rank", "device_type", "device", "ts", "allocated", "reserved")} for r in rows]
         return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": series, "peaks": peaks}
