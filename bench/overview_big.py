@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hta_compare import DATA, make_big, run_hta  # noqa: E402
+from hta_compare import DATA, make_big, run_hta
 
 _IMPORT = r"""
 import json, resource, sys, time
@@ -87,7 +87,9 @@ def main() -> int:
         repeat = max(1, math.ceil(args.events / one["events"]))
         t = time.perf_counter()
         big = make_big(repeat, work / "big.json")
-        print(f"trace: df_index_resolver x{repeat}, {big.stat().st_size / 2**20:.0f} MiB ({time.perf_counter() - t:.0f} s)")
+        print(
+            f"trace: df_index_resolver x{repeat}, {big.stat().st_size / 2**20:.0f} MiB ({time.perf_counter() - t:.0f} s)"
+        )
         imp = child(_IMPORT, big, work / "big.aiprof")
         lost = repeat * one["events"] - imp["events"]
         meta = json.loads((work / "big.aiprof" / "profile.json").read_text())
@@ -106,7 +108,9 @@ def main() -> int:
             h = run_hta([big], no_rounding=False).get(str(big), {})
             ht = (h.get("analysis_seconds") or {}).get("temporal_breakdown")
             if ht:
-                print(f"HTA temporal_breakdown: {ht:.3f} s (load {h.get('load_seconds', float('nan')):.1f} s); ratio {ht / fast['seconds']:.1f}x")
+                print(
+                    f"HTA temporal_breakdown: {ht:.3f} s (load {h.get('load_seconds', float('nan')):.1f} s); ratio {ht / fast['seconds']:.1f}x"
+                )
             else:
                 print(f"HTA did not finish: {str(h.get('error') or h.get('errors') or 'no answer')[:200]}")
         return 0 if same == "identical" and lost == 0 else 1
