@@ -93,9 +93,13 @@ def main() -> int:
         imp = child(_IMPORT, big, work / "big.aiprof")
         lost = repeat * one["events"] - imp["events"]
         meta = json.loads((work / "big.aiprof" / "profile.json").read_text())
+        one_tables = json.loads((work / "one.aiprof" / "profile.json").read_text())["tables"]
+        for t, n in one_tables.items():
+            if t not in ("tracks", "events"):  # the copies repeat no process or thread names
+                lost += repeat * n - meta["tables"].get(t, 0)
         print(
             f"import: {imp['events']:,} events in {imp['seconds']:.1f} s, peak RSS {imp['rss'] / 2**20:.0f} MiB; "
-            f"{lost:,} events lost (x{repeat} of {one['events']:,}); derived tables: {meta.get('derived')}"
+            f"{lost:,} rows lost (events and other tables, x{repeat} of {one_tables}); derived: {meta.get('derived')}"
         )
         old = as_old(work / "big.aiprof", work / "old.aiprof")
         fast = child(_OVERVIEW, work / "big.aiprof")
