@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aiprof.analysis import run
-from aiprof.analysis.derived import load_totals
+from aiprof.analysis.derived import DERIVE_MIN_EVENTS, load_totals, upgrade
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 from aiprof.store.derived import DERIVED_SCHEMAS, DERIVED_VERSION
@@ -42,21 +42,29 @@ def _answers(*paths: Path) -> tuple[dict[str, list[dict[str, Any]]], bool]:
 def _as_old(src: Path, dest: Path) -> Path:
     """A copy of ``src`` as an aiprof without derived tables wrote it."""
     shutil.copytree(src, dest)
-    for name in DERIVED_SCHEMAS:
-        (dest / f"{name}.parquet").unlink()
     meta = json.loads((dest / "profile.json").read_text())
-    del meta["derived"]
-    (dest / "profile.json").write_text(json.dumps(meta))
+    if meta.pop("derived", None) is not None:
+        for name in DERIVED_SCHEMAS:
+            (dest / f"{name}.parquet").unlink()
+        (dest / "profile.json").write_text(json.dumps(meta))
     return dest
+
+
+def _pair(src: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """Import ``src``: (a copy with the derived tables, whatever its size; one without)."""
+    out, _ = import_paths([src], tmp_path / f"{name}-import")
+    old = _as_old(out, tmp_path / f"{name}-old.aiprof")
+    new = shutil.copytree(old, tmp_path / f"{name}-new.aiprof")
+    upgrade(new)
+    return new, old
 
 
 @pytest.mark.parametrize("rel", CAPTURES)
 def test_derived_equals_events(shared_data: Path, tmp_path: Path, rel: str) -> None:
-    new, _ = import_paths([shared_data / rel], tmp_path / "new")
+    new, old = _pair(shared_data / rel, tmp_path, "p")
     meta = json.loads((new / "profile.json").read_text())
     assert meta["derived"]["version"] == DERIVED_VERSION
     assert meta["derived"]["tables"]["step_totals"] >= 1
-    old = _as_old(new, tmp_path / "old.aiprof")
     fast, used = _answers(new)
     slow, used_old = _answers(old)
     assert used and not used_old
@@ -65,26 +73,40 @@ def test_derived_equals_events(shared_data: Path, tmp_path: Path, rel: str) -> N
     assert len(fast["steps"]) == meta["derived"]["tables"]["step_totals"]
 
 
+def test_import_derives_large_profiles_only(shared_data: Path, tmp_path: Path) -> None:
+    """A profile of DERIVE_MIN_EVENTS events or more gets the tables at import, the same
+    as an upgrade gives it; a smaller one does not (its views read the events)."""
+    big, _ = import_paths([shared_data / CAPTURES[0]], tmp_path / "big")
+    meta = json.loads((big / "profile.json").read_text())
+    assert meta["tables"]["events"] >= DERIVE_MIN_EVENTS
+    new, _ = _pair(shared_data / CAPTURES[0], tmp_path, "again")
+    assert meta["derived"] == json.loads((new / "profile.json").read_text())["derived"]
+    assert _answers(big) == _answers(new)
+    small, _ = import_paths([shared_data / CAPTURES[3]], tmp_path / "small")
+    meta = json.loads((small / "profile.json").read_text())
+    assert meta["tables"]["events"] < DERIVE_MIN_EVENTS
+    assert "derived" not in meta
+
+
 def test_opened_together(shared_data: Path, tmp_path: Path) -> None:
     """Two ranks of a job: the derived tables, on the shared time axis, equal the events;
     the same rank twice (its events combine) is computed from the events."""
     ranks = sorted((shared_data / "kineto/sampled-128-ranks").glob("sampled_rank-*.json.gz"))[:2]
-    new = [import_paths([f], tmp_path / f"r{i}")[0] for i, f in enumerate(ranks)]
-    old = [_as_old(p, tmp_path / f"old{i}.aiprof") for i, p in enumerate(new)]
-    fast, used = _answers(*new)
-    slow, _ = _answers(*old)
+    pairs = [_pair(f, tmp_path, f"r{i}") for i, f in enumerate(ranks)]
+    fast, used = _answers(*(n for n, _ in pairs))
+    slow, _ = _answers(*(o for _, o in pairs))
     assert used
     assert fast == slow
     assert {r["rank"] for r in fast["steps"]} == {0, 1}
-    twice = shutil.copytree(new[0], tmp_path / "again.aiprof")
-    fast2, used2 = _answers(new[0], twice)
-    slow2, _ = _answers(old[0], old[0])
+    twice = shutil.copytree(pairs[0][0], tmp_path / "again.aiprof")
+    fast2, used2 = _answers(pairs[0][0], twice)
+    slow2, _ = _answers(pairs[0][1], pairs[0][1])
     assert not used2
     assert fast2 == slow2
 
 
 def test_other_version_is_recomputed(shared_data: Path, tmp_path: Path) -> None:
-    new, _ = import_paths([shared_data / CAPTURES[0]], tmp_path / "p")
+    new, _ = _pair(shared_data / CAPTURES[1], tmp_path, "p")
     want, _ = _answers(new)
     meta = json.loads((new / "profile.json").read_text())
     meta["derived"]["version"] = DERIVED_VERSION + 1
@@ -97,8 +119,7 @@ def test_other_version_is_recomputed(shared_data: Path, tmp_path: Path) -> None:
 def test_old_profile_upgraded_in_place(shared_data: Path, tmp_path: Path) -> None:
     """``aiprof import OLD.aiprof`` adds the derived tables; the answers stay the same,
     and a second time changes nothing."""
-    new, _ = import_paths([shared_data / CAPTURES[1]], tmp_path / "p")
-    old = _as_old(new, tmp_path / "old.aiprof")
+    new, old = _pair(shared_data / CAPTURES[1], tmp_path, "p")
     before, used = _answers(old)
     assert not used
     r = cli("import", old)
