@@ -65,7 +65,13 @@ _CATEGORY_SQL = f"""
 def _windows(profile: Profile) -> dict[str, np.ndarray]:
     """Step windows per rank (ranks.step_windows, the one definition) as ts / dur."""
     w = step_windows(profile)
-    return {"rank": w["rank"], "step": w["step"], "ts": w["start"], "dur": w["end"] - w["start"]}
+    return {
+        "rank": w["rank"],
+        "step": w["step"],
+        "ts": w["start"],
+        "dur": w["end"] - w["start"],
+        "whole_span": w["whole_span"],
+    }
 
 
 def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -97,10 +103,11 @@ def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarr
     return out
 
 
-def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """HTA's temporal breakdown per rank (overall), and per step window."""
+def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """HTA's temporal breakdown per rank (overall: span, busy, compute ns), and the
+    device's busy and compute time per step window."""
     d = fetch(profile, f"SELECT rank, ts, ts + dur AS te, compute FROM {hta_window(profile)}")
-    rows: list[dict[str, Any]] = []
+    dev: dict[str, list[int]] = {k: [] for k in ("rank", "span", "busy", "compute")}
     n = len(w["rank"])
     per = {k: np.zeros(n, dtype=np.int64) for k in ("busy", "compute")}
     allk = fetch(
@@ -113,23 +120,14 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
         if sel.any():
             ts, te = d["ts"][sel], d["te"][sel]
             ms, me = iv.merge(ts, te)
-            span = int(me.max() - ms.min())
-            busy = int((me - ms).sum())
             comp = d["compute"][sel]
-            compute = iv.length(ts[comp], te[comp])
-            idle = span - busy
-            for cat, v in (("idle", idle), ("compute", compute), ("non_compute", busy - compute)):
-                rows.append(
-                    {
-                        "section": "device",
-                        "rank": int(r),
-                        "device": None,
-                        "step": None,
-                        "category": cat,
-                        "time_us": v / 1000.0,
-                        "percent": float(pct(v, span)),
-                    }
-                )
+            for k, v in (
+                ("rank", int(r)),
+                ("span", int(me.max() - ms.min())),
+                ("busy", int((me - ms).sum())),
+                ("compute", iv.length(ts[comp], te[comp])),
+            ):
+                dev[k].append(v)
         asel = allk["rank"] == r
         wsel = np.flatnonzero(w["rank"] == r)
         if asel.any() and len(wsel):
@@ -141,19 +139,46 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[list[dict[str, 
             comp = allk["compute"][asel]
             cs, ce = iv.merge(ts[comp], te[comp])
             per["compute"][wsel] = iv.covered(cs, ce, w0, w1)
-    return rows, per
+    return {k: np.array(v, dtype=np.int64) for k, v in dev.items()}, per
 
 
-def _compute_all(
-    profile: Profile,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
-    def compute() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]], dict[str, np.ndarray]]:
-        w = _windows(profile)
-        b = _breakdown(profile, w)
-        dev_rows, per = _device(profile, w)
-        return w, b, dev_rows, per
+def _device_rows(dev: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The 'device' section: idle / compute / non_compute of each rank's active span."""
+    rows: list[dict[str, Any]] = []
+    for r, span, busy, compute in zip(*(dev[k].tolist() for k in ("rank", "span", "busy", "compute")), strict=True):
+        for cat, v in (("idle", span - busy), ("compute", compute), ("non_compute", busy - compute)):
+            rows.append(
+                {
+                    "section": "device",
+                    "rank": r,
+                    "device": None,
+                    "step": None,
+                    "category": cat,
+                    "time_us": v / 1000.0,
+                    "percent": float(pct(v, span)),
+                }
+            )
+    return rows
 
-    return profile.memo("overview", compute)
+
+Totals = tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]
+"""Step windows (rank, step, ts, dur, whole_span), the breakdown per window, HTA's device
+figures per rank, the device's busy / compute per window: all ns."""
+
+
+def compute_totals(profile: Profile) -> Totals:
+    """The overview's totals computed from the events (the rule; store/derived.py keeps
+    them at import)."""
+    w = _windows(profile)
+    b = _breakdown(profile, w)
+    dev, per = _device(profile, w)
+    return w, b, dev, per
+
+
+def _compute_all(profile: Profile) -> Totals:
+    from .derived import load_totals
+
+    return profile.memo("overview", lambda: load_totals(profile) or compute_totals(profile))
 
 
 _OVERVIEW_SCHEMA = pa.schema(
@@ -172,7 +197,7 @@ _OVERVIEW_SCHEMA = pa.schema(
 @analyser("overview", "Overview", units={"time_us": "µs", "percent": "%"})
 def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """Step time breakdown, device temporal breakdown and utilization (see module doc)."""
-    w, b, dev_rows, per = _compute_all(profile)
+    w, b, dev, per = _compute_all(profile)
     rows: list[dict[str, Any]] = []
     for r in np.unique(w["rank"]):
         sel = np.flatnonzero(w["rank"] == r)
@@ -222,7 +247,7 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 "percent": float(pct(busy, total)),
             }
         )
-    rows.extend(dev_rows)
+    rows.extend(_device_rows(dev))
     rows.extend(phase_section(profile))
     return pa.Table.from_pylist(rows, schema=_OVERVIEW_SCHEMA)
 

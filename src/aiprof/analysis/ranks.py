@@ -46,7 +46,8 @@ MIN_GAP_NS = 500_000_000
 
 
 def step_windows(profile: Profile) -> dict[str, np.ndarray]:
-    """Step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns).
+    """Step windows: rank, step (-1 = no steps: the rank's whole span), start, end (ns),
+    whole_span (the window is a rank without step spans: its whole span).
 
     The one definition of a step every view and rule uses (the overview's): the
     ``kind = 'step'`` spans of a rank, one window per step number, and a rank without
@@ -54,7 +55,9 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
     step traces are, takes those). The last step of a rank extends to the end of the device work
     it launched (tb-profiler's rule: the profiler stops the host step before the
     device has finished it)."""
-    return profile.memo("step_windows", lambda: _step_windows(profile))
+    from .derived import windows
+
+    return profile.memo("step_windows", lambda: windows(profile) or _step_windows(profile))
 
 
 def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
@@ -91,6 +94,7 @@ def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
         "step": np.concatenate([steps["step"], np.full(len(extra), -1, dtype=np.int64)]),
         "start": np.concatenate([steps["start"], spans["start"][extra]]).astype(np.int64),
         "end": np.concatenate([end, spans["end_"][extra]]).astype(np.int64),
+        "whole_span": np.concatenate([np.zeros(len(end), dtype=bool), np.ones(len(extra), dtype=bool)]),
     }
 
 

@@ -59,7 +59,8 @@ def command(
     Several Kineto rank files of one job (or a folder of them) are imported in
     parallel on Dask into OUT/rank<N>.aiprof, with the cluster index in OUT/cluster.
     A raw folder that a killed aiprof record left becomes its profile (as aiprof
-    recover does).
+    recover does). A profile an older aiprof wrote gets, in place, the tables this
+    one derives at import (the overview's totals: docs/store.md).
     """
     from ..cluster.cli import as_job
     from .recover import is_raw, recover
@@ -68,6 +69,15 @@ def command(
         for p in files:
             for line in recover(p):
                 click.echo(f"aiprof: {line}", err=True)
+        return
+
+    from ..store.reader import is_profile
+
+    if all(is_profile(p) for p in files):
+        from ..analysis.derived import upgrade
+
+        for p in files:
+            click.echo(f"{'upgraded' if upgrade(p) else 'up to date'}: {p}")
         return
 
     paths, is_job = as_job(list(files), forced, rank)

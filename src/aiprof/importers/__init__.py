@@ -133,9 +133,10 @@ def _import(
     columnar: bool,
     interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
+    from ..analysis.derived import derive_at_import
     from .kineto_columnar import ColumnarUnavailable
 
-    with ProfileWriter(out) as writer:
+    with ProfileWriter(out, derive=derive_at_import) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)
         for p, imp in chosen:
             try:

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,6 +44,13 @@ def profile_path(path: str | os.PathLike[str]) -> Path:
     return p if p.name.endswith(PROFILE_SUFFIX) else p.with_name(p.name + PROFILE_SUFFIX)
 
 
+def write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    """Write ``folder``/profile.json whole or not at all (a sibling file renamed over it)."""
+    tmp = folder / f".{META_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(meta, indent=1, default=_json_default))
+    os.replace(tmp, folder / META_FILE)
+
+
 class ProfileWriter:
     """Collects table batches and metadata for one profile and commits them atomically.
 
@@ -51,7 +58,13 @@ class ProfileWriter:
     the temporary folder is removed and the exception propagates.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        overwrite: bool = True,
+        derive: Callable[[Path, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.path: Path = profile_path(path)
         """Final location of the profile folder."""
         if self.path.exists() and not overwrite:
@@ -84,6 +97,9 @@ class ProfileWriter:
             "warnings": [],
         }
         """The content of profile.json; importers fill it in."""
+        self._derive = derive
+        """Called at commit with the folder (tables and profile.json written) and the
+        metadata, to add derived tables (store/derived.py) before the folder is moved."""
         self._committed = False
 
     # -- tables -------------------------------------------------------------------
@@ -220,7 +236,10 @@ class ProfileWriter:
             for message in derive_allocated(self._tmp / "memory.parquet"):
                 self.warn(message)
         self.meta["tables"] = dict(self.rows)
-        (self._tmp / META_FILE).write_text(json.dumps(self.meta, indent=1, default=_json_default))
+        write_meta(self._tmp, self.meta)
+        if self._derive is not None:
+            self._derive(self._tmp, self.meta)
+            write_meta(self._tmp, self.meta)
         if self.path.exists():
             old = self.path.with_name(f".{self.path.name}.old-{time.time_ns()}")
             self.path.rename(old)

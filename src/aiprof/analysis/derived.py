@@ -1,0 +1,110 @@
+"""The overview's totals kept in the profile (store/derived.py) and read back.
+
+``derive`` computes them at import from the events, by the overview's own rule
+(overview.compute_totals); ``load_totals`` and ``windows`` give them back in the shapes
+the views use, or None for a profile without them (the views then compute from the
+events, and answer the same).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from ..store.derived import read_derived, write_derived
+from .overview import CATEGORIES, Totals, compute_totals
+
+#: Profiles with fewer events are not given derived tables at import: deriving costs a
+#: fixed ~0.5 s here (a profile opened, six scans), which would double a small import,
+#: while their overview from the events takes a few tens of ms. ``upgrade`` derives
+#: whatever the size.
+DERIVE_MIN_EVENTS = 50_000
+
+
+def derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
+    """``derive`` for a profile of at least DERIVE_MIN_EVENTS events."""
+    if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
+        derive(folder, meta)
+
+
+def derive(folder: Path, meta: dict[str, Any]) -> None:
+    """Compute the derived tables of the profile in ``folder`` and write them there
+    (``meta``, its profile.json, notes them; the caller writes it). Where the events
+    defeat the overview's rule, the profile is kept without them, with a warning: its
+    views then compute from the events, and say why where they fail."""
+    from ..store import open_profile
+
+    try:
+        with open_profile(folder) as p:
+            w, b, dev, per = compute_totals(p)
+    except Exception as e:  # the import's tables are whole: never lose them to a view's failure
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        meta.setdefault("warnings", []).append(f"the overview's totals were not derived ({type(e).__name__}: {first})")
+        return
+    step_totals = {
+        "rank": w["rank"],
+        "step": w["step"],
+        "whole_span": w["whole_span"],
+        "start": w["ts"],
+        "end": w["ts"] + w["dur"],
+    }
+    step_totals |= {c: b[c] for c in (*CATEGORIES, "device_busy")} | {"busy": per["busy"], "compute": per["compute"]}
+    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)})
+
+
+def _tables(profile: Profile) -> dict[str, dict[str, np.ndarray]] | None:
+    def read() -> dict[str, dict[str, np.ndarray]] | None:
+        t = read_derived(profile.paths, profile.metas)
+        if t is None:
+            return None
+        st, dt = t["step_totals"], t["device_totals"]
+        s = {c: st.column(c).to_numpy() for c in st.column_names}
+        # The windows' order from the events: step windows by rank and start, then the
+        # ranks without steps by rank (already so for one profile; a stable sort keeps it).
+        order = np.lexsort((s["start"], s["rank"], s["whole_span"]))
+        d = {c: dt.column(c).to_numpy() for c in dt.column_names}
+        by_rank = np.argsort(d["rank"], kind="stable")
+        return {"steps": {k: v[order] for k, v in s.items()}, "device": {k: v[by_rank] for k, v in d.items()}}
+
+    return profile.memo("derived_tables", read)
+
+
+def windows(profile: Profile) -> dict[str, np.ndarray] | None:
+    """ranks.step_windows from the derived table, or None without it."""
+    t = _tables(profile)
+    if t is None:
+        return None
+    s = t["steps"]
+    return {k: s[k] for k in ("rank", "step", "start", "end", "whole_span")}
+
+
+def load_totals(profile: Profile) -> Totals | None:
+    """overview.compute_totals from the derived tables, or None without them."""
+    t = _tables(profile)
+    if t is None:
+        return None
+    s = t["steps"]
+    w = {"rank": s["rank"], "step": s["step"], "ts": s["start"], "dur": s["end"] - s["start"]}
+    w["whole_span"] = s["whole_span"]
+    b = {c: s[c] for c in (*CATEGORIES, "device_busy")}
+    return w, b, dict(t["device"]), {"busy": s["busy"], "compute": s["compute"]}
+
+
+def upgrade(folder: Path) -> bool:
+    """Add the derived tables to a profile written without them (an older aiprof), in
+    place; False when it has them already. The tables are renamed into place before
+    profile.json names them, so a profile cut short here still opens (without them)."""
+    from ..store.derived import has_derived
+    from ..store.reader import _read_meta
+    from ..store.writer import write_meta
+
+    meta = _read_meta(folder)
+    if has_derived(folder, meta):
+        return False
+    derive(folder, meta)
+    write_meta(folder, meta)
+    return True

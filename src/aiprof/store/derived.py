@@ -1,0 +1,94 @@
+"""Derived tables: what the overview needs, computed once at import (docs/store.md).
+
+A profile may hold, beside its event tables, small Parquet tables derived from them:
+
+``step_totals.parquet`` (one row per rank and step window, analysis/ranks.py's windows)
+    rank, step (-1: no steps, the rank's whole span), whole_span (the window is a rank's
+    whole span, not a step), start, end (ns), the breakdown categories' ns (kernel, memcpy,
+    memset, communication, runtime, dataloader, cpu_exec), device_busy (kernel + memcpy +
+    memset, the breakdown's), busy and compute (device time inside the window, all devices
+    of the rank: the steps view's device figures).
+``device_totals.parquet`` (one row per rank with device work in HTA's window)
+    rank, span, busy, compute (ns): HTA's temporal breakdown before it is split into
+    idle / compute / non_compute.
+
+profile.json says which version of them the profile holds (``derived``:
+``{"version": N, "tables": {name: rows}}``). A profile without them, or with another
+version, is read from its events as before (analysis/derived.py), so an old profile
+still opens and gives the same answers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+#: Bumped whenever a derived table, or the rule it was computed by, changes.
+DERIVED_VERSION = 1
+
+_CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+
+DERIVED_SCHEMAS: dict[str, pa.Schema] = {
+    "step_totals": pa.schema(
+        [("rank", pa.int64()), ("step", pa.int64()), ("whole_span", pa.bool_()), ("start", pa.int64())]
+        + [("end", pa.int64())]
+        + [(c, pa.int64()) for c in (*_CATEGORIES, "device_busy", "busy", "compute")]
+    ),
+    "device_totals": pa.schema(
+        [("rank", pa.int64()), ("span", pa.int64()), ("busy", pa.int64()), ("compute", pa.int64())]
+    ),
+}
+
+#: Derived columns on the profile's time axis (shifted when profiles are opened together).
+_TIMED = {"step_totals": ("start", "end")}
+
+
+def write_derived(folder: Path, meta: dict[str, Any], tables: dict[str, pa.Table]) -> None:
+    """Write ``tables`` (each of DERIVED_SCHEMAS) into ``folder`` and note them in ``meta``.
+
+    Each file is written beside its final name and renamed, so a profile being upgraded
+    in place never shows half a table."""
+    rows: dict[str, int] = {}
+    for name, schema in DERIVED_SCHEMAS.items():
+        t = tables[name].select(schema.names).cast(schema)
+        tmp = folder / f".{name}.parquet.tmp-{os.getpid()}"
+        pq.write_table(t, tmp, compression="zstd")
+        os.replace(tmp, folder / f"{name}.parquet")
+        rows[name] = t.num_rows
+    meta["derived"] = {"version": DERIVED_VERSION, "tables": rows}
+
+
+def has_derived(folder: Path, meta: dict[str, Any]) -> bool:
+    """True when ``folder`` holds this aiprof's version of every derived table."""
+    d = meta.get("derived")
+    if not isinstance(d, dict) or d.get("version") != DERIVED_VERSION:
+        return False
+    return all((folder / f"{name}.parquet").is_file() for name in DERIVED_SCHEMAS)
+
+
+def read_derived(paths: list[Path], metas: list[dict[str, Any]]) -> dict[str, pa.Table] | None:
+    """The derived tables of profiles opened together, on their shared time axis; None
+    when one of them lacks them, or when two hold the same rank (their events then
+    combine in ways per-profile totals cannot: the caller computes from the events)."""
+    if not paths or not all(has_derived(p, m) for p, m in zip(paths, metas, strict=True)):
+        return None
+    origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
+    parts: dict[str, list[pa.Table]] = {name: [] for name in DERIVED_SCHEMAS}
+    seen: set[int] = set()
+    for p, m in zip(paths, metas, strict=True):
+        shift = int(m.get("time_origin_ns", 0)) - origin
+        for name, schema in DERIVED_SCHEMAS.items():
+            t = pq.read_table(p / f"{name}.parquet").cast(schema)
+            for col in _TIMED.get(name, ()) if shift else ():
+                t = t.set_column(t.schema.get_field_index(col), col, pc.add(t.column(col), shift))
+            parts[name].append(t)
+        ranks = set(parts["step_totals"][-1].column("rank").to_pylist())
+        if ranks & seen:
+            return None
+        seen |= ranks
+    return {name: pa.concat_tables(ts) for name, ts in parts.items()}
