@@ -63,7 +63,7 @@ WAIT_SHARE = SPREAD
 def backward_wait(ctx: Context) -> Outcome:
     rows = ctx.rows("rank_waits") or []
     if len(rows) < 2:
-        return NotEnoughData("fewer than two ranks with sampled forward and backward phases")
+        return NotEnoughData("fewer than two DistributedDataParallel ranks with sampled forward and backward phases")
     waiting = max(rows, key=lambda r: float(r["wait_pct"] or 0.0))
     share = float(waiting["wait_pct"] or 0.0) / 100.0
     if share < WAIT_SHARE:
