@@ -165,6 +165,11 @@ def test_host_wait_labels_per_stream_figures(tmp_path: Path) -> None:
     assert a.evidence["device_idle_pct"] == pytest.approx(100 * 2 * 2000 / (2 * STEP + 8000), abs=0.01)
     assert "busiest stream 7 of device 0" in a.summary
     assert "of its active span" in a.summary
+    # The gain rests on the idle time inside the steps, and the summary states it: the
+    # gain is never more than the idle time the item reports.
+    assert a.estimate_us <= a.evidence["steps_idle_us"] + 1e-3
+    assert f"idle {a.evidence['steps_idle_us'] / 1000:.1f} ms" in a.summary
+    assert f"{a.evidence['steps_idle_pct']:.1f}% of the step time" in a.summary
 
 
 # --- 7: zero-gain advice is information ---------------------------------------------------
