@@ -131,6 +131,11 @@ def test_host_setup_is_not_launch_overhead(tmp_path: Path) -> None:
     # The stream created before the first step is startup cost, not step time.
     assert s.evidence["startup_us"] == 5000.0
     assert s.estimate_us == 4 * 400.0
+    assert "5.0 ms more of setup and allocation runs outside the steps" in s.summary
+    # Without startup calls the summary does not speak of "0.0 ms more" outside the steps.
+    t = trace(extra=lambda i, t0: _setup_calls(i + 1, t0))
+    s = fired(judge(tmp_path, "setup_only", t["events"], t["top"]), "runtime.setup")
+    assert s.evidence["startup_us"] == 0.0 and "outside the steps" not in s.summary
     with _profile(tmp_path, "setup2", t["events"], t["top"]) as prof:
         classes = {(r["class"], r["name"]) for r in run(prof, "runtime").rows}
     assert ("memory", "cudaMalloc") in classes and ("setup", "cudaDeviceGetStreamPriorityRange") in classes
@@ -165,6 +170,11 @@ def test_host_wait_labels_per_stream_figures(tmp_path: Path) -> None:
     assert a.evidence["device_idle_pct"] == pytest.approx(100 * 2 * 2000 / (2 * STEP + 8000), abs=0.01)
     assert "busiest stream 7 of device 0" in a.summary
     assert "of its active span" in a.summary
+    # The gain rests on the idle time inside the steps, and the summary states it: the
+    # gain is never more than the idle time the item reports.
+    assert a.estimate_us <= a.evidence["steps_idle_us"] + 1e-3
+    assert f"idle {a.evidence['steps_idle_us'] / 1000:.1f} ms" in a.summary
+    assert f"{a.evidence['steps_idle_pct']:.1f}% of the step time" in a.summary
 
 
 # --- 7: zero-gain advice is information ---------------------------------------------------

@@ -785,6 +785,9 @@ def test_low_util_regions(tmp_path: Path) -> None:
     assert a.evidence["low_chunk_idle_us"] == 1800.0
     assert a.evidence["span_us"] == 30_000.0
     assert a.raw_gain == pytest.approx(1800 / 30_000 * 0.5)
+    # The summary says what the gain rests on: the idle time and the share assumed filled.
+    assert "idle 1.8 ms in them (6.0% of the device's span)" in a.summary
+    assert "fills 50% of that idle time" in a.summary
     # 2 of 30 = 6.7%.
     t = _chunked(low[:-1])
     silent(judge(tmp_path, "below", t["events"], t["top"]), "kernels.low_util_regions")

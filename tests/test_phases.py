@@ -282,10 +282,12 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     assert a.evidence["cores"] == cores and f"num_workers={cores}" in a.snippets["pytorch"]
     step = sum(r["time_us"] for r in rows)
     load = sum(r["time_us"] for r in rows if r["phase"] == "data_loading")
-    # 30 ms of loading in a ~38 ms step: workers on C cores save at most the step less
-    # the larger of the rest of the step and the step's CPU work spread over C cores.
+    # 30 ms of loading in a ~38 ms step: workers on C cores save at most the loading;
+    # how much of it depends on the CPU the host had to give during the steps (the
+    # arithmetic: tests/test_loader_estimate.py), recorded with the advice.
     assert load > 0.6 * step
-    assert a.estimate_us == pytest.approx(min(load, step * (1 - 1 / cores)), rel=1e-6)
+    assert 0 < a.estimate_us <= load + 1e-6
+    assert 0 < a.evidence["proc_cpu_pct"] <= 100.0 and 0 < a.evidence["sys_cpu_pct"] <= 100.0
     assert f"With {cores} workers on {cores} cores" in a.summary
 
 

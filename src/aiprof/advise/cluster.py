@@ -53,6 +53,33 @@ def slow_rank(ctx: Context) -> Outcome:
 WAIT_SHARE = SPREAD
 
 
+def balanced_cpu_share(ctx: Context, slow: int, ranks: list[int]) -> float | None:
+    """The most of the step that balancing can save when the ranks compute on the CPU of
+    one host (no accelerator; ``proc_cpu`` / ``sys_cpu`` recorded inside the steps),
+    else None.
+
+    The ranks' CPU work stays: balanced, each rank runs the mean of the ranks' work,
+    sum(p_r) T / R (p_r: rank r's CPU rate, in cores, over the step T), and no rank
+    waits, so all R ranks compete for the cores at once. The slow rank never waits, so
+    its rate p_s is what a busy thread got; the rest of the host (o = sys x C - sum(p_r))
+    counts as o / p_s threads as busy, and each of the N = o / p_s + R threads gets
+    min(1, C / N) of a core (the fair share). A step then takes the mean work at that
+    rate: the saving is at most 1 - mean(p_r) / min(1, C / N) of it. On an idle host
+    (o = 0, R <= C) that is 1 - mean(p_r): the waiting ranks' idle share."""
+    if any(str(d.get("type")) != "cpu" for d in ctx.devices):
+        return None
+    cores = ctx.cores()
+    cpu = {int(r["rank"]): r for r in ctx.rows("loader_cpu") or []}
+    if not cores or any(cpu.get(r, {}).get("proc_cpu_pct") is None for r in ranks):
+        return None
+    host = min(float(cpu[slow]["sys_cpu_pct"] or 0.0) / 100.0, 1.0)
+    p = {r: min(max(float(cpu[r]["proc_cpu_pct"]) / 100.0, 1e-3), 1.0) for r in ranks}
+    c = float(sum(cores.get(r, min(cores.values())) for r in ranks))  # the ranks' share of the host
+    others = max(host * c - sum(p.values()), 0.0) / p[slow]
+    rate = min(1.0, c / (others + len(ranks)))
+    return max(1.0 - sum(p.values()) / len(ranks) / rate, 0.0)
+
+
 @rule(
     "cluster.backward_wait",
     "Slow rank: the others wait for it inside backward (DDP, Python samples)",
@@ -63,7 +90,7 @@ WAIT_SHARE = SPREAD
 def backward_wait(ctx: Context) -> Outcome:
     rows = ctx.rows("rank_waits") or []
     if len(rows) < 2:
-        return NotEnoughData("fewer than two ranks with sampled forward and backward phases")
+        return NotEnoughData("fewer than two DistributedDataParallel ranks with sampled forward and backward phases")
     waiting = max(rows, key=lambda r: float(r["wait_pct"] or 0.0))
     share = float(waiting["wait_pct"] or 0.0) / 100.0
     if share < WAIT_SHARE:
@@ -71,6 +98,7 @@ def backward_wait(ctx: Context) -> Outcome:
     slow = min(rows, key=lambda r: float(r["wait_us"] or 0.0))
     lost = sum(float(r["wait_us"] or 0.0) for r in rows)
     total = sum(float(r["step_us"] or 0.0) for r in rows)
+    cpu_bound = balanced_cpu_share(ctx, slow["rank"], [r["rank"] for r in rows])
     # Balanced, every rank's step shrinks by the ranks' mean wait: over all ranks that is
     # the sum of the waits.
     hot = [
@@ -89,7 +117,14 @@ def backward_wait(ctx: Context) -> Outcome:
         f"Rank {slow['rank']} is the slow rank: rank{'s' if len(waiters) > 1 else ''} "
         f"{', '.join(str(r['rank']) for r in waiters)} wait{'' if len(waiters) > 1 else 's'} for it in backward "
         f"(the gradient all-reduce) {100 * share:.1f}% of the step; balanced, the job gains "
-        f"{100 * lost / total if total else 0.0:.1f}% of its step time.{where}",
+        f"{100 * lost / total if total else 0.0:.1f}% of its step time"
+        + (
+            f", at most {100 * cpu_bound:.1f}% with the CPU the host gave the ranks (balanced, all of them "
+            "compute at once)"
+            if cpu_bound is not None and total and cpu_bound < lost / total
+            else ""
+        )
+        + f".{where}",
         {
             "slowest_rank": slow["rank"],
             "waiting_ranks": [r["rank"] for r in waiters],
@@ -98,8 +133,9 @@ def backward_wait(ctx: Context) -> Outcome:
             "step_share_lost_pct": 100 * lost / total if total else 0.0,
             "backward_per_forward": {str(r["rank"]): r["backward_per_forward"] for r in rows},
         }
+        | ({"cpu_bound_pct": 100 * cpu_bound} if cpu_bound is not None else {})
         | ({"function": top["function"], "file": top["file"], "line": top["line"]} if top else {}),
-        lost,
+        min(lost, cpu_bound * total) if cpu_bound is not None else lost,
         "Balance the work across ranks: give the slow rank's data shard, sequence lengths or micro-batches "
         "to the others; the waiting ranks idle in every gradient all-reduce until it arrives.",
         pytorch="# equal shards: DistributedSampler(ds, shuffle=True, drop_last=True); same micro-batches per rank",

@@ -11,6 +11,9 @@ LOW_UTILIZATION = 0.50
 REGION_BUSY = 0.50
 #: ...firing when at least this share of the chunks is low.
 LOW_REGION_SHARE = 0.10
+#: What a fix is assumed to fill of the idle time in the low chunks: the cause is unknown
+#: (nsys analyze names the regions, not what fills them), so half of it.
+LOW_REGION_FILLED = 0.5
 #: HTA: host wait is the main idle cause when it is the largest part of idle time and
 #: idle time is at least this share of the device's active span.
 IDLE_SHARE = 0.10
@@ -91,9 +94,12 @@ def low_util_regions(ctx: Context) -> Outcome:
     idle = sum(float(r["dur_us"]) - float(r["busy_us"]) for r in low)
     span = sum(float(r["dur_us"]) for r in rows)
     return make(
-        f"{len(low)} of {len(rows)} time chunks have the device under 50% busy.",
+        f"{len(low)} of {len(rows)} time chunks have the device under {100 * REGION_BUSY:.0f}% busy; it is idle "
+        f"{idle / 1000:.1f} ms in them ({100 * share(idle, span):.1f}% of the device's span). The trace does not "
+        f"show what the device waits for there; the estimate assumes a fix fills {100 * LOW_REGION_FILLED:.0f}% of "
+        "that idle time.",
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
-        idle * 0.5,
+        idle * LOW_REGION_FILLED,
         _UTIL_FIX,
         pytorch="# aiprof report PROFILE --view utilization shows where the low chunks are",
     )
@@ -123,14 +129,21 @@ def host_wait(ctx: Context) -> Outcome:
         return None
     main = max(rows, key=lambda r: float(r["busy_us"] or 0.0))
     m_idle, m_span = float(main["idle_us"] or 0.0), float(main["span_us"] or 0.0)
+    # The gain's base: the device's idle time inside the step windows (the overview's
+    # active span starts at the first kernel; steps also hold the host's time before it).
+    s_idle = sum(float(r["idle_us"] or 0.0) for r in ctx.rows("steps") or [])
+    s_time = ctx.step_us() or 0.0
     return make(
-        f"The device is idle {100 * d_idle / d_span:.1f}% of its active span, and waiting for the host is the "
+        f"During the steps the device is idle {s_idle / 1000:.1f} ms, {100 * share(s_idle, s_time):.1f}% of the "
+        f"step time ({100 * d_idle / d_span:.1f}% of its active span), and waiting for the host is the "
         f"main cause: {100 * hw / idle:.0f}% of the streams' idle time (busiest stream {main['stream']} of "
         f"device {main['device']}: idle {100 * m_idle / m_span if m_span else 0.0:.1f}% of its own span).",
         {
             "device_idle_us": d_idle,
             "device_span_us": d_span,
             "device_idle_pct": 100 * d_idle / d_span,
+            "steps_idle_us": s_idle,
+            "steps_idle_pct": 100 * share(s_idle, s_time),
             "streams_host_wait_us": hw,
             "streams_kernel_wait_us": kw,
             "streams_other_us": other,
@@ -139,7 +152,7 @@ def host_wait(ctx: Context) -> Outcome:
             "busiest_stream_idle_pct": 100 * m_idle / m_span if m_span else 0.0,
         },
         # HTA's split of idle time applied to the steps' own (whole-device) idle time.
-        share(hw, idle) * sum(float(r["idle_us"] or 0.0) for r in ctx.rows("steps") or []),
+        share(hw, idle) * s_idle,
         "The host does not queue work fast enough: reduce Python overhead per step (torch.compile, CUDA "
         "graphs), move host-side preprocessing to DataLoader workers, and avoid synchronization.",
         pytorch="model = torch.compile(model)",

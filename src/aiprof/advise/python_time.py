@@ -81,18 +81,40 @@ def loader_overlap_us(ctx: Context, per: dict[int, tuple[float, float]]) -> tupl
     """What loader workers can save of (step time, loading time) per rank (µs), and the
     workers that assumes (the host's cores; None when the cores were not recorded).
 
-    With W workers on C cores the steps' CPU work (loading L and the rest R = T - L)
-    still has to run: a step takes at least R (the main process), (L + R) / C (all
-    cores busy) and L / W (the workers). With W = C the saving is T - max(R, T / C) =
-    min(L, T (1 - 1/C)): on one core, none. Worker start-up and the batches' transfer
-    between processes are not counted (persistent workers start once)."""
+    The loading L of a step T either runs in the main process or, where the loader
+    has workers (``loader_cpu``: samples under the multi-process iterator), waits for
+    them.
+
+    - Run in the main process: with W = C workers on C cores the steps' CPU work still
+      has to run. The job ran at p cores (``proc_cpu``) while the rest of the host
+      used o = sys x C - p (``sys_cpu``); other work gets its fair share of the cores,
+      so the others count as o / p threads as busy as the job's and the job's 1 + W
+      threads get (1 + W) C / max(N, C) cores, N = o / p + 1 + W. A step then takes
+      max(R, T p / those cores), R = T - L. On an idle host (p = 1, o = 0) that is
+      max(R, T / C): on one core, no saving.
+    - Waiting for workers already there: more workers add only the idle cores, so the
+      saving is at most T (1 - sys).
+
+    Worker start-up and the batches' transfer between processes are not counted
+    (persistent workers start once)."""
     cores = ctx.cores()
     if not cores:
         return sum(m for _, m in per.values()), None
+    cpu = {int(r["rank"]): r for r in ctx.rows("loader_cpu") or []}
     saved = 0.0
     for rank, (t, load) in per.items():
         c = cores.get(rank, min(cores.values()))
-        saved += max(min(load, t * (1.0 - 1.0 / c)), 0.0)
+        row = cpu.get(rank, {})
+        # A loader with workers: the rest of its time in the main process is the
+        # iterator's own work, which more workers do not move either.
+        waiting = load if int(row.get("worker_samples") or 0) > 0 else 0.0
+        p = min(max(float(row.get("proc_cpu_pct") or 100.0) / 100.0, 1e-3), 1.0)
+        busy = row.get("sys_cpu_pct")
+        host = min(float(busy) / 100.0, 1.0) if busy is not None else p / c
+        others = max(host * c - p, 0.0) / p
+        job_cores = (1 + c) * c / max(others + 1 + c, c)
+        after = max(t - (load - waiting), t * p / job_cores)
+        saved += min(max(t - after, 0.0) + min(waiting, t * (1.0 - host)), load)
     return saved, min(cores.values())
 
 
@@ -114,9 +136,22 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
     if phase == "data_loading":
         # Workers move the loading off the main process, not off the CPU.
         estimate, cores = loader_overlap_us(ctx, per_rank(ctx, phase))
+        if cores is not None and estimate <= threshold * ctx.total_us():
+            # The loading is already overlapped (workers) or the cores are busy: more
+            # workers would not gain what the threshold asks for.
+            return None
         if cores is not None:
             evidence |= {"cores": cores, "overlap_us": estimate}
             snippet = snippet.replace("num_workers=2", f"num_workers={cores}")
+            cpu = (ctx.rows("loader_cpu") or [{}])[0]
+            if cpu.get("worker_samples"):
+                where += " The loader already has workers; more can use only the host's idle cores."
+            if cpu.get("sys_cpu_pct") is not None:
+                evidence |= {"proc_cpu_pct": cpu["proc_cpu_pct"], "sys_cpu_pct": cpu["sys_cpu_pct"]}
+                where += (
+                    f" During the steps the job used {cpu['proc_cpu_pct'] or 0:.0f}% of a core and the host's "
+                    f"cores were {cpu['sys_cpu_pct']:.0f}% busy (rank {cpu['rank']})."
+                )
             where += (
                 f" With {cores} workers on {cores} cores the loading overlaps the rest of the step by "
                 f"{estimate / 1000:.1f} ms at most."

@@ -77,8 +77,13 @@ def setup(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outcome:
     if s < SETUP_SHARE:
         return None
     return make(
-        f"Setup calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step; "
-        f"{startup / 1000:.1f} ms more of setup and allocation runs outside the steps (startup cost, not step time).",
+        f"Setup calls ({', '.join(_top(rows))}) take {100 * s:.1f}% of the step"
+        + (
+            f"; {startup / 1000:.1f} ms more of setup and allocation runs outside the steps (startup cost, not step "
+            "time)."
+            if round(startup / 1000, 1) > 0
+            else "."
+        ),
         {
             "setup_us": t,
             "calls": sum(int(r["calls"]) for r in rows if r["name"] == ALL),

@@ -33,6 +33,7 @@ MODULES: list[str] = [
     "stages",
     "op_types",
     "phases",
+    "loader_cpu",
 ]
 
 for _m in MODULES:

@@ -62,6 +62,10 @@ _RANK |= {"collective": 6, "sync": 7}
 _SYNC_LINE = re.compile(r"\.(item|cpu|tolist|numpy)\(\s*\)")
 _PRINT_LINE = re.compile(r"(^|[^\w.])print\(")
 _LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<|/aiprof/record/")
+#: The DataLoader's iterator over worker processes: the main process waits for batches.
+_WORKER_ITER = "_MultiProcessingDataLoaderIter"
+#: DistributedDataParallel's module: ranks in lockstep at each gradient all-reduce.
+_DDP_FILE = "/torch/nn/parallel/distributed.py"
 _LOGGING_FILE = re.compile(r"/logging/|/tqdm/|/wandb/|/tensorboard(X)?/|/torch/utils/tensorboard/")
 
 
@@ -124,6 +128,11 @@ class _Classified:
         self.window = np.zeros(0, dtype=np.int64)
         self.phase = np.zeros(0, dtype=np.int64)
         self.where: list[tuple[str, str, int]] = []
+        self.in_workers = np.zeros(0, dtype=bool)
+        """The stack waits for DataLoader worker processes (a multi-process iterator frame)."""
+        self.ddp = np.zeros(0, dtype=bool)
+        """A DistributedDataParallel frame is on the stack (its forward or its hooks)."""
+        """The stack waits for DataLoader worker processes (a multi-process iterator frame)."""
         self.w_rank = np.zeros(0, dtype=np.int64)
         self.w_step = np.zeros(0, dtype=np.int64)
         self.w_dur = np.zeros(0, dtype=np.int64)
@@ -157,25 +166,28 @@ def _classify(profile: Profile) -> _Classified:
         fr["rank"].tolist(), fr["frame_id"].tolist(), fr["parent"].tolist(), fr["function"], fr["file"], fr["line"]
     ):
         nodes[(r, f)] = (p, str(fn), str(fl), int(ln))
-    memo: dict[tuple[int, int], tuple[int, tuple[str, str, int] | None]] = {}
+    memo: dict[tuple[int, int], tuple[int, tuple[str, str, int] | None, bool, bool]] = {}
 
-    def up(r: int, node: int) -> tuple[int, tuple[str, str, int] | None]:
-        """(strongest phase rank of the frames from node to the root, innermost user frame)."""
+    def up(r: int, node: int) -> tuple[int, tuple[str, str, int] | None, bool, bool]:
+        """(strongest phase rank of the frames from node to the root, innermost user
+        frame, whether a frame waits for loader workers, whether one is DDP's)."""
         chain: list[tuple[int, int]] = []
         k = (r, node)
         while k in nodes and k not in memo:
             chain.append(k)
             k = (r, nodes[k][0])
-        base = memo.get(k, (0, None))
+        base = memo.get(k, (0, None, False, False))
         for key in reversed(chain):
             _, fn, fl, ln = nodes[key]
             user = (fn, fl, ln) if is_user_code(fl) else base[1]
-            base = (max(base[0], _RANK[frame_phase(fn, fl)]), user)
+            f = fl.replace("\\", "/")
+            workers = base[2] or (_WORKER_ITER in fn and "/torch/utils/data/" in f)
+            base = (max(base[0], _RANK[frame_phase(fn, fl)]), user, workers, base[3] or f.endswith(_DDP_FILE))
             memo[key] = base
         return base
 
     by_rank = sorted(_RANK, key=_RANK.__getitem__)  # phase rank -> phase
-    ranks_, windows, phases, where = [], [], [], []
+    ranks_, windows, phases, where, workers, ddp = [], [], [], [], [], []
     for r in np.unique(s["rank"]).tolist():
         tid = step_tid.get(r)
         sel = np.flatnonzero((s["rank"] == r) & (s["tid"] == tid))
@@ -191,7 +203,7 @@ def _classify(profile: Profile) -> _Classified:
         win = np.where(inside, order[ic] if len(order) else -1, -1)
         refine = _op_phases(profile, r, int(tid) if tid is not None else -1, ts)
         for j, stack in enumerate(s["stack_id"][sel].tolist()):
-            strongest, user = up(r, stack)
+            strongest, user, waits, in_ddp = up(r, stack)
             leaf = nodes.get((r, stack))
             if leaf is not None:
                 strongest = max(strongest, _RANK[line_phase(leaf[2], leaf[3])])
@@ -200,6 +212,8 @@ def _classify(profile: Profile) -> _Classified:
             ranks_.append(r)
             windows.append(int(win[j]))
             phases.append(strongest)
+            workers.append(waits)
+            ddp.append(in_ddp)
             where.append(user or ((leaf[1], leaf[2], leaf[3]) if leaf else ("?", "?", 0)))
     out.rank = np.array(ranks_, dtype=np.int64)
     out.window = np.array(windows, dtype=np.int64)
@@ -207,6 +221,8 @@ def _classify(profile: Profile) -> _Classified:
     idx = {p: PHASES.index(p) for p in by_rank}
     out.phase = np.array([idx[by_rank[p]] for p in phases], dtype=np.int64)
     out.where = where
+    out.in_workers = np.array(workers, dtype=bool)
+    out.ddp = np.array(ddp, dtype=bool)
     return out
 
 
@@ -376,16 +392,45 @@ _WAITS_SCHEMA = pa.schema(
 )
 
 
-def _wait_ratio(ns: dict[str, np.ndarray], w: dict[str, np.ndarray]) -> float | None:
-    """The reference backward / forward ratio: the lowest of the ranks' (the rank that
-    waits least). None with fewer than two ranks with forward samples."""
+def _ddp_ranks(c: _Classified) -> list[int]:
+    """The ranks with samples inside steps under a DistributedDataParallel frame: the
+    ranks that wait for each other at its gradient all-reduces."""
+    return sorted(np.unique(c.rank[c.ddp & (c.window >= 0)]).tolist())
+
+
+def _wait_ratio(ns: dict[str, np.ndarray], w: dict[str, np.ndarray], ranks: list[int]) -> float | None:
+    """The backward / forward ratio of the rank that waits least (the lowest among
+    ``ranks``). None with fewer than two ranks with forward samples."""
     ratios = []
-    for r in np.unique(w["rank"][: len(ns["forward"])]).tolist():
+    for r in ranks:
         sel = w["rank"][: len(ns["forward"])] == r
         f, b = int(ns["forward"][sel].sum()), int(ns["backward"][sel].sum())
         if f > 0:
             ratios.append(b / f)
     return min(ratios) if len(ratios) >= 2 else None
+
+
+def _accumulation_ratio(c: _Classified, ranks: list[int]) -> float | None:
+    """backward / forward samples of the micro-batches before each step's last one
+    (gradient accumulation under ``no_sync()``): DDP all-reduces only in the last
+    backward of a step, so this is the ratio of the compute alone. None when no step of
+    ``ranks`` has a backward before its last forward."""
+    fw, bw = PHASES.index("forward"), PHASES.index("backward")
+    f = b = 0
+    for r in ranks:
+        sel = np.flatnonzero((c.rank == r) & (c.window >= 0))
+        ph, win = c.phase[sel], c.window[sel]
+        for k in np.unique(win).tolist():
+            p = ph[win == k]
+            fwd, bwd = np.flatnonzero(p == fw), np.flatnonzero(p == bw)
+            if not len(fwd):
+                continue
+            # The last micro-batch starts after the last backward sample before its forward.
+            prior = bwd[bwd < fwd[-1]]
+            start = int(prior[-1]) + 1 if len(prior) else 0
+            f += int((p[:start] == fw).sum())
+            b += int((p[:start] == bw).sum())
+    return b / f if f > 0 and b > 0 else None
 
 
 def window_waits(profile: Profile) -> np.ndarray:
@@ -394,10 +439,17 @@ def window_waits(profile: Profile) -> np.ndarray:
 
     DDP's gradient all-reduces run in C++ hooks inside ``loss.backward()``: a rank that
     waits for a slower one spends that wait in backward, which the Python samples see as
-    backward time. Ranks running the same model take the same backward time per forward
-    time, so what a rank's backward takes beyond the lowest ratio among the ranks
-    (:func:`_wait_ratio`) times its forward is its wait (an estimate: a rank whose
-    backward is longer for its own reasons counts as waiting too). The rank's wait is
+    backward time. Only ranks whose samples show DistributedDataParallel are in such a
+    lockstep (:func:`_ddp_ranks`); without two of them nothing is a wait. Ranks running
+    the same model take the same backward time per forward time k, so a rank's backward
+    beyond k times its forward is its all-reduce: the transfer itself, common to the
+    ranks, plus its wait. The rank that waits least holds the transfer alone, so a
+    rank's wait is its excess less the lowest excess among the ranks. k is the ratio of
+    the backwards that hold no all-reduce where steps accumulate gradients
+    (:func:`_accumulation_ratio`), else the lowest ratio among the ranks
+    (:func:`_wait_ratio`: the transfer is then part of k, and a rank with less forward
+    than the reference counts a part of it as waiting). An estimate: a rank whose
+    backward is longer for its own reasons counts as waiting too. The rank's wait is
     computed over all its steps (one step's phases rest on a few samples) and shared
     among its steps by their own excess backward time."""
     from .ranks import step_windows
@@ -406,17 +458,27 @@ def window_waits(profile: Profile) -> np.ndarray:
     _, ns = window_times(profile)
     n = len(ns["backward"])
     out = np.zeros(n, dtype=np.int64)
-    k = _wait_ratio(ns, w)
+    ranks = _ddp_ranks(classify(profile))
+    if len(ranks) < 2:
+        return out
+    k = _accumulation_ratio(classify(profile), ranks)
+    if k is None:
+        k = _wait_ratio(ns, w, ranks)
     if k is None:
         return out
     rank, step = w["rank"][:n], w["step"][:n]
     extra = np.maximum(ns["backward"] - k * ns["forward"], 0.0) * (step >= 0)
-    for r in np.unique(rank).tolist():
+    excess = {}
+    for r in ranks:
         sel = (rank == r) & (step >= 0)
-        wait = float(ns["backward"][sel].sum()) - k * float(ns["forward"][sel].sum())
+        excess[r] = float(ns["backward"][sel].sum()) - k * float(ns["forward"][sel].sum())
+    common = min(excess.values())
+    for r in ranks:
+        sel = (rank == r) & (step >= 0)
+        wait = excess[r] - common
         pos = float(extra[sel].sum())
         if wait > 0 and pos > 0:
-            out[sel] = np.round(extra[sel] * (wait / pos)).astype(np.int64)
+            out[sel] = np.round(extra[sel] * min(wait / pos, 1.0)).astype(np.int64)
     return out
 
 
@@ -427,7 +489,8 @@ def window_waits(profile: Profile) -> np.ndarray:
     units={"step_us": "µs", "forward_us": "µs", "backward_us": "µs", "wait_us": "µs", "wait_pct": "%"},
 )
 def rank_waits(profile: Profile, params: dict[str, Any]) -> pa.Table:
-    """One row per rank with sampled steps (two ranks or more): steps, step_us (their
+    """One row per DDP rank with sampled steps (two ranks or more, see
+    :func:`window_waits`): steps, step_us (their
     time), forward_us and backward_us (sampled phases), backward_per_forward, wait_us
     (backward beyond the lowest ratio among the ranks times the rank's forward: its wait
     for the others, see :func:`window_waits`), wait_pct (of step_us)."""
@@ -438,7 +501,8 @@ def rank_waits(profile: Profile, params: dict[str, Any]) -> pa.Table:
     waits = window_waits(profile)
     rows: list[dict[str, Any]] = []
     n = len(waits)
-    ranks = [r for r in np.unique(w["rank"][:n]).tolist() if counts[w["rank"][:n] == r].sum()]
+    ddp = _ddp_ranks(classify(profile))
+    ranks = [r for r in np.unique(w["rank"][:n]).tolist() if counts[w["rank"][:n] == r].sum() and r in ddp]
     if len(ranks) < 2:
         return pa.Table.from_pylist([], schema=_WAITS_SCHEMA)
     for r in ranks:

@@ -1,0 +1,126 @@
+"""python.data_loading's estimate on built profiles: the CPU the host had to give (the
+recorder's proc_cpu / sys_cpu counters inside the steps) and a loader that already has
+workers (samples under the multi-process iterator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aiprof.advise import evaluate
+from aiprof.analysis import run
+from aiprof.store import ProfileWriter, open_profile
+
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+STEPS, STEP_NS, EVERY_NS = 10, 100_000_000, 1_000_000
+# main -> DataLoader.__next__ -> (workers: the multi-process iterator ->) Dataset.__getitem__;
+# main -> Module._call_impl (forward).
+FRAMES = {
+    "frame_id": [0, 1, 2, 3, 4],
+    "parent": [None, 0, 1, 0, 1],
+    "function": [
+        "main",
+        "_BaseDataLoaderIter.__next__",
+        "Expensive.__getitem__",
+        "Module._call_impl",
+        "_MultiProcessingDataLoaderIter._next_data",
+    ],
+    "file": [
+        "/job/train.py",
+        f"{TORCH}/utils/data/dataloader.py",
+        "/job/train.py",
+        f"{TORCH}/nn/modules/module.py",
+        f"{TORCH}/utils/data/dataloader.py",
+    ],
+    "line": [10, 700, 20, 1500, 1400],
+    "rank": [0] * 5,
+}
+
+
+def build(tmp: Path, load_share: float, proc_cpu: float, sys_cpu: float, workers: bool = False) -> Path:
+    """STEPS steps of 100 ms, a sample every ms: ``load_share`` of them in the loader's
+    __getitem__ (or its wait for workers), the rest in forward; 2 cores; the counters
+    at a constant proc_cpu (% of a core) and sys_cpu (% of the host)."""
+    per = STEP_NS // EVERY_NS
+    stacks = [(4 if workers else 2) if k < round(load_share * per) else 3 for _ in range(STEPS) for k in range(per)]
+    ts = [s * STEP_NS + k * EVERY_NS + 1 for s in range(STEPS) for k in range(per)]
+    cts = list(range(0, STEPS * STEP_NS, STEP_NS // 4))
+    counters: dict[str, list[object]] = {k: [] for k in ("rank", "device_type", "device", "ts", "metric", "value")}
+    counters["unit"] = []
+    for metric, dev, value in [
+        ("cpu_util.core0", 0, sys_cpu),
+        ("cpu_util.core1", 0, sys_cpu),
+        ("proc_cpu", -1, proc_cpu),
+        ("sys_cpu", -1, sys_cpu),
+    ]:
+        for t in cts:
+            for k, v in zip(counters, (0, "cpu", dev, t, metric, value, "%"), strict=True):
+                counters[k].append(v)
+    with ProfileWriter(tmp) as w:
+        w.append(
+            "events",
+            {
+                "rank": [0] * STEPS,
+                "device_type": ["cpu"] * STEPS,
+                "device": [-1] * STEPS,
+                "pid": [1] * STEPS,
+                "tid": [1] * STEPS,
+                "kind": ["step"] * STEPS,
+                "name": [f"step#{s}" for s in range(STEPS)],
+                "ts": [s * STEP_NS for s in range(STEPS)],
+                "dur": [STEP_NS] * STEPS,
+                "step": list(range(STEPS)),
+            },
+        )
+        w.append("frames", FRAMES)
+        w.append(
+            "samples", {"rank": [0] * len(ts), "ts": ts, "pid": [1] * len(ts), "tid": [1] * len(ts), "stack_id": stacks}
+        )
+        w.append("counters", counters)
+    return tmp.with_suffix(".aiprof")
+
+
+def loader(path: Path) -> tuple[str, float]:
+    with open_profile(path) as p:
+        v = evaluate(p, only=["python.data_loading"])[0]
+    return v.status, v.advice.estimate_us if v.advice else 0.0
+
+
+def test_an_idle_host_gives_the_loading_every_core(tmp_path: Path) -> None:
+    # 80 of 100 ms loading, the job alone on 2 cores (one busy): 2 workers bring a step
+    # to max(R, T / 2) = 50 ms, 50 ms saved a step.
+    status, est = loader(build(tmp_path / "idle", 0.8, proc_cpu=100.0, sys_cpu=50.0))
+    assert status == "fired"
+    assert est == pytest.approx(STEPS * 50_000, rel=1e-6)
+
+
+def test_a_busy_host_gives_the_workers_their_fair_share(tmp_path: Path) -> None:
+    # The job got 0.25 of a core, the host was full: the others are 1.75 cores, 7 threads
+    # as busy as the job's one. With 2 workers the job has 3 of 10 threads: 0.6 cores, and a
+    # step of 0.25 cores' work x 100 ms takes 41.7 ms (R = 20 ms is less): 58.3 ms saved.
+    # The bound of an idle host (50 ms) is wrong both ways here.
+    status, est = loader(build(tmp_path / "busy", 0.8, proc_cpu=25.0, sys_cpu=100.0))
+    assert status == "fired"
+    assert est == pytest.approx(STEPS * (100_000 - 100_000 * 0.25 / 0.6), rel=1e-6)
+    with open_profile(tmp_path / "busy.aiprof") as p:
+        (row,) = run(p, "loader_cpu").rows
+    assert (row["loading_samples"], row["worker_samples"]) == (STEPS * 80, 0)
+    assert (row["proc_cpu_pct"], row["sys_cpu_pct"]) == (25.0, 100.0)
+
+
+def test_a_loader_with_workers_on_busy_cores_gets_no_advice(tmp_path: Path) -> None:
+    # After the fix: the main process waits for its workers 80% of the step, and the
+    # host's cores are all busy; more workers have no core to run on.
+    path = build(tmp_path / "after", 0.8, proc_cpu=20.0, sys_cpu=100.0, workers=True)
+    assert loader(path) == ("silent", 0.0)
+    with open_profile(path) as p:
+        (row,) = run(p, "loader_cpu").rows
+    assert row["worker_samples"] == row["loading_samples"] == STEPS * 80
+
+
+def test_a_loader_with_workers_and_idle_cores_may_use_them(tmp_path: Path) -> None:
+    # Workers that leave 40% of the host idle: more of them save at most 40 ms a step.
+    status, est = loader(build(tmp_path / "idle_w", 0.8, proc_cpu=20.0, sys_cpu=60.0, workers=True))
+    assert status == "fired"
+    assert est == pytest.approx(STEPS * 40_000, rel=1e-6)
