@@ -140,7 +140,9 @@ export async function comparePage(main: HTMLElement): Promise<void> {
   await run();
 }
 
+/** A change in %; past +1000 % as a factor ("3131 ×"), which reads where "+313006.5 %" does not. */
 function pct(v: number): string {
+  if (v >= 1000) return (1 + v / 100).toFixed(0) + " ×";
   return (v > 0 ? "+" : "") + v.toFixed(1) + " %";
 }
 
