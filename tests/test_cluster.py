@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from aiprof.analysis import run  # noqa: E402
+from aiprof.analysis.query import Query  # noqa: E402
+from aiprof.cluster.index import from_index  # noqa: E402
+from aiprof.cluster.opened import open_job  # noqa: E402
+from aiprof.cluster.views import comm_overlap_from_index  # noqa: E402
 from aiprof.importers import import_paths  # noqa: E402
 from aiprof.store import open_profile  # noqa: E402
 from make_fleet import SMALL_TEMPLATE, make_fleet  # noqa: E402
@@ -108,6 +112,26 @@ def test_planted_faults_are_the_findings(job: tuple[Path, Any, Any]) -> None:
             assert ev["pg"] == fleet.slow_group and ev["slow_groups"] == [fleet.slow_group]
         if a["rule"] == "cluster.persistent_straggler":
             assert ev["rank"] == fleet.straggler and ev["slow_ranks"] == [fleet.straggler]
+
+
+def test_comm_overlap_from_the_index_equals_the_per_rank_computation(job: tuple[Path, Any, Any]) -> None:
+    """The job's comm_overlap is one SQL pass over the index; each rank's own profile
+    computes it from its events: the same rows, value for value."""
+    out, _, _ = job
+    with open_job(out) as prof:
+        indexed = run(prof, "comm_overlap", Query(limit=100000)).rows
+        assert from_index(prof) and comm_overlap_from_index(prof) is not None  # the SQL pass, not the events
+    per_rank: list[dict[str, Any]] = []
+    for r in range(16):
+        with open_profile(out / f"rank{r}.aiprof") as one:
+            per_rank += run(one, "comm_overlap", Query(limit=100000)).rows
+    assert len(indexed) == len(per_rank) > 16
+    key = lambda row: (row["rank"], -1 if row["step"] is None else row["step"])  # noqa: E731
+    for a, b in zip(sorted(indexed, key=key), sorted(per_rank, key=key), strict=True):
+        assert key(a) == key(b)
+        for col in ("step_us", "comm_us", "compute_us", "overlap_us", "overlap_pct", "exposed_us"):
+            assert a[col] == pytest.approx(b[col], rel=1e-9, abs=1e-6), (key(a), col)
+    assert any(row["overlap_us"] > 0 for row in indexed) and any(row["exposed_us"] > 0 for row in indexed)
 
 
 def test_serve_reads_the_cluster_index(job: tuple[Path, Any, Any]) -> None:

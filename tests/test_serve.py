@@ -417,6 +417,13 @@ def test_compare_two_profiles(client: httpx.Client, served: Path) -> None:
     assert doc["failed"] == cli_doc["failed"] and doc["note"] == cli_doc["note"]
     assert doc["sides"]["a"] == {**cli_doc["a"], "path": a} and doc["sides"]["b"]["steps"] == cli_doc["b"]["steps"]
     assert doc["gate"][1]["failed"] is True  # only B has NCCL kernels (rank 1 of 2)
+    # The compare page's one call also says how the jobs differ (the former /compare/verdicts).
+    from aiprof.analysis.job_match import job_differences
+
+    with open_profile(served / "r0.aiprof") as pa_, open_profile(served / "mem.aiprof") as pb:
+        assert doc["differences"] == job_differences(pa_, pb)
+    assert doc["too_few_steps"] is (doc["note"] is not None)
+    assert client.get("/compare/verdicts", params={"a": a, "b": b}).status_code == 404
     _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "nonsense"}), 400)
     _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "no_such_us>+5%"}), 400)
     _err(client.get("/compare", params={"a": a, "b": b, "view": "memory"}), 422)

@@ -177,6 +177,11 @@ def test_compare_verdicts_equal_the_diff_and_warn_of_another_job(page: Any, base
         for i in range(rows.count())
     ]
     assert shown == [(r["figure"], r["verdict"]) for r in expected]
+    # Changes past +1000 % read as a factor of B over A.
+    big = [(i, r) for i, r in enumerate(expected) if r["change_pct"] is not None and r["change_pct"] >= 1000]
+    assert big  # B's communication and host time are many times A's
+    for i, r in big:
+        assert rows.nth(i).locator("td").nth(3).inner_text() == f"{1 + r['change_pct'] / 100:.0f} ×"
     assert any(r["verdict"] in ("slower", "faster") for r in expected)  # 5 steps a side: a real test ran
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..analysis.tensor_cores import uses_tensor_cores
 from .base import Context, NotEnoughData, Outcome, make, needs, rule
 
 #: tb-profiler: tensor cores exist from compute capability 7.0; TF32 from 8.0.
@@ -19,11 +20,6 @@ TC_SAVING = 0.5
 ELIGIBLE_OP = re.compile(
     r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv|cudnn_conv|convolution|_convolution"
     r"|miopen_conv|_scaled_dot_product|scaled_dot_product|_flash_attention|_efficient_attention)"
-)
-#: Kernel names that run on tensor / matrix cores (NVIDIA HMMA/IMMA families, cutlass
-#: tensorop, Hopper gmma, AMD MFMA tiles in rocBLAS/hipBLASLt "MI32x32x8" names).
-TC_KERNEL = re.compile(
-    r"(?i)(884|1688|16816|16832|h?mma|xmma|tensorop|gmma|_tf32|bf16|f16f16|fp16|MI\d+x\d+x\d+|flash|fmha|cutlass)"
 )
 
 _AMP_PT = (
@@ -71,7 +67,7 @@ def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
         k = float(r["kernel_us"] or 0.0)
         total += k
         if ELIGIBLE_OP.match(str(r["operator"])):
-            if TC_KERNEL.search(str(r["kernel"])):
+            if uses_tensor_cores(str(r["kernel"])):
                 on += k
             else:
                 off += k

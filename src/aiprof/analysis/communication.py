@@ -30,7 +30,7 @@ import pyarrow as pa
 from ..store import Profile
 from ..store.vocabulary import COMM_RANGE_LIBS, COMM_RANGE_SQL_RE, collective_op
 from . import intervals as iv
-from .base import analyser
+from .base import SqlView, analyser
 from .common import fetch
 from .ranks import step_of, step_windows
 
@@ -238,29 +238,27 @@ _OVERLAP_SCHEMA = pa.schema(
     default_sort=("rank", "step"),
     units={c: "µs" for c in ("step_us", "comm_us", "compute_us", "overlap_us", "exposed_us")} | {"overlap_pct": "%"},
 )
-def comm_overlap(profile: Profile, params: dict[str, Any]) -> pa.Table:
+def comm_overlap(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
     """One row per rank and step of a rank that runs collectives (module doc: columns)."""
+    from ..cluster.views import comm_overlap_from_index
+
+    indexed = comm_overlap_from_index(profile)  # a many-rank job: one SQL pass over its index
+    if indexed is not None:
+        return indexed
     w = step_windows(profile)
     d = fetch(
         profile,
-        "SELECT rank, kind, ts, ts + dur AS te FROM events WHERE device_type <> 'cpu' "
-        "AND kind IN ('kernel', 'collective') AND dur > 0",
+        "SELECT rank, kind = 'collective' AS comm, kind = 'kernel' AS kern, ts, ts + dur AS te FROM events "
+        "WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective') AND dur > 0",
     )
     rows: list[dict[str, Any]] = []
     for r in np.unique(d["rank"]):
         sel = d["rank"] == r
-        cm = sel & (d["kind"] == "collective")
-        if not cm.any():
+        if not (sel & d["comm"]).any():
             continue
-        cs, ce = iv.merge(d["ts"][cm], d["te"][cm])
-        ks, ke = iv.merge(d["ts"][sel & ~cm], d["te"][sel & ~cm])
-        # Overlap = comm covered by compute: intersect the two unions.
-        both_s, both_e = intersect(cs, ce, ks, ke)
         wsel = np.flatnonzero(w["rank"] == r)
         w0, w1 = w["start"][wsel], w["end"][wsel]
-        comm = iv.covered(cs, ce, w0, w1)
-        comp = iv.covered(ks, ke, w0, w1)
-        ov = iv.covered(both_s, both_e, w0, w1)
+        comm, comp, ov = step_overlap(d["ts"], d["te"], sel & d["comm"], sel & d["kern"], w0, w1)
         for j, i in enumerate(wsel):
             cu = int(comm[j])
             rows.append(
@@ -276,6 +274,19 @@ def comm_overlap(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 }
             )
     return pa.Table.from_pylist(rows, schema=_OVERLAP_SCHEMA)
+
+
+def step_overlap(
+    ts: np.ndarray, te: np.ndarray, comm: np.ndarray, kernels: np.ndarray, w0: np.ndarray, w1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The overlap rule (HTA's): per window [w0, w1), the ns covered by the union of the
+    ``comm`` intervals, by the union of the ``kernels`` (computation) intervals, and by
+    communication while computation runs (the two unions intersected). Memcpy and memset
+    are not computation. ``comm`` and ``kernels`` are masks over the ``ts``/``te`` rows."""
+    cs, ce = iv.merge(ts[comm], te[comm])
+    ks, ke = iv.merge(ts[kernels], te[kernels])
+    both_s, both_e = intersect(cs, ce, ks, ke)
+    return iv.covered(cs, ce, w0, w1), iv.covered(ks, ke, w0, w1), iv.covered(both_s, both_e, w0, w1)
 
 
 def intersect(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

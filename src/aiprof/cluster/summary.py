@@ -8,7 +8,10 @@ plus ``ts``), so ranks recorded on different clock origins line up.
 ``steps`` (one row per rank and step; a rank without steps is one window, step null)
     rank, step, start_ns, dur_ns, busy_ns (union of device work), compute_ns (union of
     the non-collective device work), comm_ns (union of collective kernels),
-    overlap_ns (communication while compute runs), exposed_ns (comm_ns - overlap_ns).
+    overlap_ns (communication while compute kernels run), exposed_ns (comm_ns -
+    overlap_ns), kernel_ns (union of the compute kernels, memcpy/memset left out).
+    The overlap columns follow :func:`..analysis.communication.step_overlap`, so the
+    ``comm_overlap`` view reads them from the index as the per-rank computation would.
 
 ``collectives`` (one row per device collective of a rank)
     rank, step, op (canonical: allreduce, allgather, reducescatter, broadcast, reduce,
@@ -32,7 +35,7 @@ import pyarrow as pa
 
 from ..analysis import intervals as iv
 from ..analysis.common import DEVICE_BUSY_SQL, fetch
-from ..analysis.communication import DTYPE_BYTES, collectives, intersect
+from ..analysis.communication import DTYPE_BYTES, collectives, step_overlap
 from ..analysis.ranks import step_of, step_windows
 from ..store import Profile
 from ..store.vocabulary import collective_op
@@ -48,6 +51,7 @@ STEPS_SCHEMA = pa.schema(
         ("comm_ns", pa.int64()),
         ("overlap_ns", pa.int64()),
         ("exposed_ns", pa.int64()),
+        ("kernel_ns", pa.int64()),
     ]
 )
 
@@ -117,7 +121,7 @@ def summarize(profile: Profile) -> dict[str, pa.Table]:
 def _steps(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
     d = fetch(
         profile,
-        f"SELECT rank, kind = 'collective' AS comm, ts, ts + dur AS te FROM events "
+        f"SELECT rank, kind = 'collective' AS comm, kind = 'kernel' AS kern, ts, ts + dur AS te FROM events "
         f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL} AND dur > 0",
     )
     cols: dict[str, list[Any]] = {n: [] for n in STEPS_SCHEMA.names}
@@ -127,11 +131,9 @@ def _steps(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
         sel = d["rank"] == r
         cm = sel & d["comm"]
         bs, be = iv.merge(d["ts"][sel], d["te"][sel])
-        cs, ce = iv.merge(d["ts"][cm], d["te"][cm])
         ks, ke = iv.merge(d["ts"][sel & ~cm], d["te"][sel & ~cm])
-        os_, oe = intersect(cs, ce, ks, ke)
-        busy, comm = iv.covered(bs, be, w0, w1), iv.covered(cs, ce, w0, w1)
-        comp, ov = iv.covered(ks, ke, w0, w1), iv.covered(os_, oe, w0, w1)
+        busy, comp = iv.covered(bs, be, w0, w1), iv.covered(ks, ke, w0, w1)
+        comm, kern, ov = step_overlap(d["ts"], d["te"], cm, sel & d["kern"], w0, w1)
         for j, i in enumerate(wsel):
             cols["rank"].append(int(r))
             cols["step"].append(int(w["step"][i]) if w["step"][i] >= 0 else None)
@@ -142,6 +144,7 @@ def _steps(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
             cols["comm_ns"].append(int(comm[j]))
             cols["overlap_ns"].append(int(ov[j]))
             cols["exposed_ns"].append(int(comm[j] - ov[j]))
+            cols["kernel_ns"].append(int(kern[j]))
     return pa.table(cols, schema=STEPS_SCHEMA)
 
 

@@ -271,3 +271,22 @@ FROM st LEFT JOIN cr USING (rank)
 def ranks_from_index(profile: Profile) -> SqlView | None:
     """The ``ranks`` view from the index on disk, when the profile was opened with one."""
     return SqlView(RANKS_SQL) if from_index(profile) else None
+
+
+#: The ``comm_overlap`` view (analysis/communication.py's columns) as one pass over the
+#: index's steps, for the ranks that run collectives.
+COMM_OVERLAP_SQL = """
+SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, comm_ns / 1e3 AS comm_us,
+       kernel_ns / 1e3 AS compute_us, overlap_ns / 1e3 AS overlap_us,
+       100.0 * overlap_ns / nullif(comm_ns, 0) AS overlap_pct, exposed_ns / 1e3 AS exposed_us
+FROM cluster_steps WHERE rank IN (SELECT DISTINCT rank FROM cluster_collectives)
+"""
+
+
+def comm_overlap_from_index(profile: Profile) -> SqlView | None:
+    """The ``comm_overlap`` view from the index on disk, when the profile was opened with
+    one that has the computation column (indexes written before it are recomputed)."""
+    if not from_index(profile):
+        return None
+    cols = {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
+    return SqlView(COMM_OVERLAP_SQL) if "kernel_ns" in cols else None

@@ -268,18 +268,6 @@ class DiffSide(Model):
     devices: list[str]
 
 
-class CompareVerdicts(Model):
-    a: str
-    b: str
-    verdicts: list[dict[str, Any]] = Field(
-        description="aiprof diff's rows: figure, unit, a_n, b_n, a_median, b_median, change_pct, "
-        "ci_low_pct, ci_high_pct, p_value, verdict, a_total, b_total"
-    )
-    too_few_steps: bool
-    differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
-    devices: dict[str, list[str]]
-
-
 class RelatedProfile(Model):
     id: str
     ranks: int = Field(description="ranks the profile holds")
@@ -302,6 +290,8 @@ class CompareResponse(Model):
     query: dict[str, Any]
     verdicts: list[Verdict] = Field(description="per-step figures with their statistical verdict (aiprof diff)")
     note: str | None = Field(description="why totals only were compared (too few steps), if so")
+    too_few_steps: bool = Field(description="a side has too few steps for the statistical test (note says so)")
+    differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
     gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")
     failed: bool = Field(description="a fail_if rule failed")
     sides: dict[str, DiffSide] = Field(description="a and b: steps kept, outliers left out, devices")

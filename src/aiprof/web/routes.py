@@ -406,8 +406,8 @@ def build_router(lib: Library) -> APIRouter:
     @r.get(
         "/compare",
         response_model=m.CompareResponse,
-        summary="Profile B against A: per-step verdicts and gate (as aiprof diff --format json), "
-        "and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
+        summary="Profile B against A, the compare page's one call: per-step verdicts and gate (as aiprof diff "
+        "--format json), how the jobs differ, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status",
     )
     def compare(
         a: Annotated[str, Query(description="profile id of A")],
@@ -423,6 +423,7 @@ def build_router(lib: Library) -> APIRouter:
     ) -> Response:
         from ..analysis.compare import compare_tables, step_summary
         from ..analysis.gate import judge, parse_rule
+        from ..analysis.job_match import job_differences
         from ..analysis.regression import parse_pattern, side, step_series
 
         rules = [parse_rule(t) for t in fail_if or []]
@@ -438,6 +439,9 @@ def build_router(lib: Library) -> APIRouter:
             with e.reading() as prof:
                 halves.append((query_view(e, view, ViewQuery(), {}, profile=prof).table, step_summary(prof)))
                 series.append(step_series([prof], patterns))
+        with _locked(ea, eb):
+            assert ea.profile is not None and eb.profile is not None
+            differences = job_differences(ea.profile, eb.profile)
         table = compare_tables(halves[0][0], halves[1][0], view)
         page, total = q.apply(table)
         judged = judge(series[0], series[1], rules)
@@ -451,41 +455,9 @@ def build_router(lib: Library) -> APIRouter:
                 "total": total,
                 "query": q.to_json(),
                 **judged,
-                "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
-            }
-        )
-
-    @r.get(
-        "/compare/verdicts",
-        response_model=m.CompareVerdicts,
-        summary="B against A per step figure, with `aiprof diff`'s statistical verdicts, and how the jobs differ",
-    )
-    def compare_verdicts(
-        a: Annotated[str, Query(description="profile id of A")],
-        b: Annotated[str, Query(description="profile id of B")],
-    ) -> Response:
-        from ..analysis.job_match import job_differences
-        from ..analysis.regression import step_series, verdicts
-        from ..analysis.stats import TOO_FEW
-
-        ea, eb = lib.get(a), lib.get(b)
-        series = []
-        for e in (ea, eb):
-            with e.lock:
-                assert e.profile is not None
-                series.append(step_series([e.profile]))
-        with _locked(ea, eb):
-            assert ea.profile is not None and eb.profile is not None
-            differences = job_differences(ea.profile, eb.profile)
-        rows = verdicts(series[0], series[1]).to_pylist()
-        return json_response(
-            {
-                "a": ea.id,
-                "b": eb.id,
-                "verdicts": rows,
-                "too_few_steps": any(row["verdict"] == TOO_FEW for row in rows),
+                "too_few_steps": judged["note"] is not None,
                 "differences": differences,
-                "devices": {"a": series[0].devices, "b": series[1].devices},
+                "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
             }
         )
 

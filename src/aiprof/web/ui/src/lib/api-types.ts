@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Profile B against A: per-step verdicts and gate (as aiprof diff --format json), and per kernel or operator name a_us, b_us, delta_us, delta_pct, status */
+        /** Profile B against A, the compare page's one call: per-step verdicts and gate (as aiprof diff --format json), how the jobs differ, and per kernel or operator name a_us, b_us, delta_us, delta_pct, status */
         get: operations["compare_api_v1_compare_get"];
         put?: never;
         post?: never;
@@ -30,23 +30,6 @@ export interface paths {
         };
         /** The other profiles and how each one's job differs from A's (empty: the same job) */
         get: operations["compare_related_api_v1_compare_related_get"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/compare/verdicts": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** B against A per step figure, with `aiprof diff`'s statistical verdicts, and how the jobs differ */
-        get: operations["compare_verdicts_api_v1_compare_verdicts_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -546,6 +529,11 @@ export interface components {
             /** B */
             b: string;
             /**
+             * Differences
+             * @description how B's job differs from A's (world size, devices, model)
+             */
+            differences: string[];
+            /**
              * Failed
              * @description a fail_if rule failed
              */
@@ -582,6 +570,11 @@ export interface components {
             steps: {
                 [key: string]: unknown;
             };
+            /**
+             * Too Few Steps
+             * @description a side has too few steps for the statistical test (note says so)
+             */
+            too_few_steps: boolean;
             /** Total */
             total: number;
             /**
@@ -594,33 +587,6 @@ export interface components {
              * @enum {string}
              */
             view: "kernels" | "operators";
-        } & {
-            [key: string]: unknown;
-        };
-        /** CompareVerdicts */
-        CompareVerdicts: {
-            /** A */
-            a: string;
-            /** B */
-            b: string;
-            /** Devices */
-            devices: {
-                [key: string]: string[];
-            };
-            /**
-             * Differences
-             * @description how B's job differs from A's (world size, devices, model)
-             */
-            differences: string[];
-            /** Too Few Steps */
-            too_few_steps: boolean;
-            /**
-             * Verdicts
-             * @description aiprof diff's rows: figure, unit, a_n, b_n, a_median, b_median, change_pct, ci_low_pct, ci_high_pct, p_value, verdict, a_total, b_total
-             */
-            verdicts: {
-                [key: string]: unknown;
-            }[];
         } & {
             [key: string]: unknown;
         };
@@ -1529,76 +1495,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RelatedResponse"];
-                };
-            };
-            /** @description a value the analysers refuse (unknown column, bad filter) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description a token is required */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description no such profile, view or event */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description the profile is broken */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description a parameter of the wrong type or range (the field is named) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-        };
-    };
-    compare_verdicts_api_v1_compare_verdicts_get: {
-        parameters: {
-            query: {
-                /** @description profile id of A */
-                a: string;
-                /** @description profile id of B */
-                b: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CompareVerdicts"];
                 };
             };
             /** @description a value the analysers refuse (unknown column, bad filter) */

@@ -1,6 +1,6 @@
 // Compare: B against A. The step breakdown as a chart, `aiprof diff`'s verdicts per
-// figure (analysis/regression.py through /compare/verdicts), the largest changes by
-// name with % and absolute, and a warning when the runs are not of one job.
+// figure (analysis/regression.py), the largest changes by name with % and absolute, and
+// a warning when the runs are not of one job: all from GET /compare (one shape).
 import { api, profilePath, type CompareResponse, type Schemas, type ViewResult } from "../lib/api";
 import { CAT_COLORS } from "../lib/colors";
 import { h } from "../lib/dom";
@@ -14,7 +14,6 @@ import { exportTable } from "../lib/export";
 /** The parts of step time (they add up to the step, as in the overview's breakdown). */
 const CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"];
 const TOP = 10;
-type Verdicts = Schemas["CompareVerdicts"];
 type Related = Schemas["RelatedResponse"];
 
 const VERDICT_CLASS: Record<string, string> = { slower: "bad", higher: "bad", faster: "good", lower: "good" };
@@ -56,11 +55,15 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     }
     updateRoute({ a, b });
     out.textContent = "Loading…";
-    const [sa, sb, v] = await Promise.all([
+    // The server compares every name (aiprof.analysis.compare); the largest changes either way first.
+    const changes = (view: "operators" | "kernels", sort: string) => api<CompareResponse>("/compare", { a, b, view, limit: TOP, sort });
+    const [sa, sb, opsUp, opsDown, kUp, kDown] = await Promise.all([
       api<ViewResult>(profilePath(a, "/views/steps"), { limit: 10000 }),
       api<ViewResult>(profilePath(b, "/views/steps"), { limit: 10000 }),
-      api<Verdicts>("/compare/verdicts", { a, b }),
+      changes("operators", "-delta_us"), changes("operators", "delta_us"),
+      changes("kernels", "-delta_us"), changes("kernels", "delta_us"),
     ]);
+    const v = opsUp; // verdicts, too_few_steps and differences are the same in every /compare answer
     out.textContent = "";
     if (v.differences.length)
       out.append(h("div", { class: "warning", id: "cmp-warning", role: "alert" },
@@ -101,10 +104,7 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     alignNumbers(vt);
 
     let changed = 0;
-    for (const [title, view, id, vk] of [["Operators", "operators", "cmp-ops", "host total"], ["Kernels", "kernels", "cmp-kernels", "total"]] as const) {
-      // The server compares every name (aiprof.analysis.compare); the largest changes either way first.
-      const q = { a, b, view, limit: TOP };
-      const [up, down] = await Promise.all([api<CompareResponse>("/compare", { ...q, sort: "-delta_us" }), api<CompareResponse>("/compare", { ...q, sort: "delta_us" })]);
+    for (const [title, view, id, vk, up, down] of [["Operators", "operators", "cmp-ops", "host total", opsUp, opsDown], ["Kernels", "kernels", "cmp-kernels", "total", kUp, kDown]] as const) {
       const seen = new Set<string>();
       const diffs = [...up.rows, ...down.rows]
         .filter((d) => d.status !== "same" && Number(d.delta_us) !== 0 && !seen.has(String(d.name)) && seen.add(String(d.name)))
@@ -140,7 +140,9 @@ export async function comparePage(main: HTMLElement): Promise<void> {
   await run();
 }
 
+/** A change in %; past +1000 % as a factor ("3131 ×"), which reads where "+313006.5 %" does not. */
 function pct(v: number): string {
+  if (v >= 1000) return (1 + v / 100).toFixed(0) + " ×";
   return (v > 0 ? "+" : "") + v.toFixed(1) + " %";
 }
 
