@@ -134,6 +134,30 @@ def test_comm_overlap_from_the_index_equals_the_per_rank_computation(job: tuple[
     assert any(row["overlap_us"] > 0 for row in indexed) and any(row["exposed_us"] > 0 for row in indexed)
 
 
+def test_rank_steps_from_the_index_agree_with_each_ranks_own_views(job: tuple[Path, Any, Any]) -> None:
+    """The distributed page's grid and bars (rank_steps) come from the index: each rank
+    and step has its step time and its computation as comm_overlap counts them, and
+    parts that add up to the step (computation, copies, communication alone, idle)."""
+    out, fleet, _ = job
+    with open_job(out) as prof:
+        got = {(r["rank"], r["step"]): r for r in run(prof, "rank_steps", Query(limit=100000)).rows}
+    assert {k[0] for k in got} == set(range(16))
+    for r in (0, fleet.straggler):
+        with open_profile(out / f"rank{r}.aiprof") as one:
+            overlap = run(one, "comm_overlap", Query(limit=100000)).rows
+        steps = [o for o in overlap if o["step"] is not None]
+        assert steps
+        for o in steps:
+            g = got[(r, o["step"])]
+            assert g["step_us"] == pytest.approx(o["step_us"], rel=1e-9)
+            assert g["compute_us"] == pytest.approx(o["compute_us"], rel=1e-9, abs=1e-6)
+            # Communication alone on the device: at most what no kernel hides (copies may).
+            assert 0 <= g["exposed_comm_us"] <= o["exposed_us"] + 1e-6
+            parts = g["compute_us"] + g["copy_us"] + g["exposed_comm_us"] + g["idle_us"]
+            assert parts == pytest.approx(g["step_us"], rel=1e-9), (r, o["step"])
+    assert any(g["exposed_comm_us"] > 0 for g in got.values()) and any(g["copy_us"] > 0 for g in got.values())
+
+
 def test_serve_reads_the_cluster_index(job: tuple[Path, Any, Any]) -> None:
     """`aiprof serve OUT`: the job opens through its index; /cluster answers the
     distributed page with the CLI's rows."""

@@ -9,6 +9,12 @@ computed from its events first (:func:`.index.ensure`).
     the step), step_median_us, compute_median_us (over the ranks), step_z, compute_z
     (robust z-scores against the ranks of that step, see :data:`STRAGGLER_Z`).
 
+``rank_steps`` (one row per rank and step)
+    rank, step, step_us, compute_us (union of the compute kernels), copy_us (what the
+    copies and memsets add to it; null in an index written before kernel_ns),
+    exposed_comm_us (time with communication alone on the device: no computation and no
+    copy under it), idle_us (step time with no device work); the four add up to step_us.
+
 ``stragglers`` (one row per rank)
     rank, steps, step_us, compute_us (medians over the rank's steps), step_z, compute_z
     (medians over steps), slow_steps (steps with a z-score above :data:`STRAGGLER_Z`),
@@ -117,6 +123,31 @@ def straggler_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per rank and step: its step and compute time against the ranks' medians
     (robust z-scores); see aiprof.cluster.views for the columns."""
     return _view(profile, _STEP_Z)
+
+
+@analyser(
+    "rank_steps",
+    "Step time and its parts per rank and step",
+    default_sort=("rank", "step"),
+    units={"step_us": "µs", "compute_us": "µs", "copy_us": "µs", "exposed_comm_us": "µs", "idle_us": "µs"},
+)
+def rank_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
+    """One row per rank and step from the cluster summaries (the index of a many-rank job):
+    the step's time, its device computation, copies and exposed communication, and the
+    device's idle time in it; what the distributed page draws, without reading events."""
+    ensure(profile)
+    cols = {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
+    # Indexes written before kernel_ns counted copies with the computation.
+    kernel, copy = ("kernel_ns", "compute_ns - kernel_ns") if "kernel_ns" in cols else ("compute_ns", "NULL")
+    return SqlView(
+        f"""
+        SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, {kernel} / 1e3 AS compute_us,
+               greatest({copy}, 0) / 1e3 AS copy_us,
+               greatest(busy_ns - compute_ns, 0) / 1e3 AS exposed_comm_us,
+               greatest(dur_ns - busy_ns, 0) / 1e3 AS idle_us
+        FROM cluster_steps WHERE step IS NOT NULL
+        """
+    )
 
 
 @analyser(

@@ -1,4 +1,4 @@
-// Distributed: the ranks of one job side by side (the ranks, stragglers, comm_overlap,
+// Distributed: the ranks of one job side by side (the ranks, stragglers, rank_steps,
 // collectives and links views through the common query).
 import { api, profilePath, type ProfileMeta, type Row, type ViewResult } from "../lib/api";
 import { h } from "../lib/dom";
@@ -85,10 +85,11 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
     "Straggler: the rank whose steps cost the others the most time (the stragglers view's lost_pct). ",
     "Waiting ranks: those that reach the collectives first (lowest mean lateness), so they wait longest."));
 
-  const steps = await allRows("steps");
+  // From the cluster summaries (a many-rank job's index), not from every rank's events.
+  const steps = await allRows("rank_steps");
   const hm = section(main, "dist-heatmap-box", "Step time, rank × step");
   await guarded(hm, async () => {
-    const cells: Cell[] = steps.filter((r) => r.step !== null).map((r) => ({ rank: Number(r.rank), step: Number(r.step), value: Number(r.duration_us) }));
+    const cells: Cell[] = steps.filter((r) => r.step !== null).map((r) => ({ rank: Number(r.rank), step: Number(r.step), value: Number(r.step_us) }));
     if (!cells.length) return void hm.append(h("p", { class: "muted" }, "No step marks: each rank's steps are needed for the grid."));
     const c = h("canvas", { class: "chart heatmap", id: "dist-heatmap" });
     // The stragglers view's order: in a synchronous job every rank's step lasts as long
@@ -111,12 +112,10 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
 
   const bars = section(main, "dist-bars-box", "Per-rank breakdown of one step");
   await guarded(bars, async () => {
-    const overlap = await allRows("comm_overlap");
-    const exposed = new Map(overlap.map((r) => [`${r.rank}/${r.step}`, Number(r.exposed_us || 0)]));
     const stepIds = [...new Set(steps.map((r) => r.step).filter((s) => s !== null).map(Number))].sort((a, b) => a - b);
     if (!stepIds.length) return void bars.append(h("p", { class: "muted" }, "No steps."));
     // Default: the step whose slowest rank is slowest.
-    const worst = steps.reduce((m, r) => (Number(r.duration_us) > Number(m.duration_us) ? r : m), steps[0]!);
+    const worst = steps.reduce((m, r) => (Number(r.step_us) > Number(m.step_us) ? r : m), steps[0]!);
     const sel = h("select", { id: "dist-step", "aria-label": "step" }, stepIds.map((s) => h("option", { value: String(s) }, "step " + s)));
     sel.value = String(worst.step);
     const c = h("canvas", { class: "chart", id: "dist-bars" });
@@ -128,14 +127,14 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
       const val = (r: Row, k: string) => Number(r[k] || 0);
       stackedBars(c, rows.map((r) => "r" + String(r.rank) + mark(r)), [
         { name: PARTS[0]![0], color: PARTS[0]![1], values: rows.map((r) => val(r, "compute_us")) },
-        { name: PARTS[1]![0], color: PARTS[1]![1], values: rows.map((r) => val(r, "memcpy_us") + val(r, "memset_us")) },
-        { name: PARTS[2]![0], color: PARTS[2]![1], values: rows.map((r) => exposed.get(`${r.rank}/${r.step}`) ?? 0) },
+        { name: PARTS[1]![0], color: PARTS[1]![1], values: rows.map((r) => val(r, "copy_us")) },
+        { name: PARTS[2]![0], color: PARTS[2]![1], values: rows.map((r) => val(r, "exposed_comm_us")) },
         { name: PARTS[3]![0], color: PARTS[3]![1], values: rows.map((r) => val(r, "idle_us")) },
       ], (v) => fmtValue(v, "µs"));
     };
     sel.addEventListener("change", draw);
     draw();
-    bars.append(h("p", { class: "muted" }, "compute: kernels; non-compute: memcpy and memset; exposed communication: collective time not overlapped by compute; idle: the device does nothing. ★ straggler, · waiting rank."));
+    bars.append(h("p", { class: "muted" }, "compute: kernels; non-compute: memcpy and memset; exposed communication: collectives alone on the device, with no kernel or copy under them; idle: the device does nothing. ★ straggler, · waiting rank."));
   });
 
   const skew = section(main, "dist-skew-box", "Collective skew (arrival spread per collective)");
