@@ -113,7 +113,7 @@ def test_line_table_decoder_matches_cpython_on_every_instruction() -> None:
     # back, instructions with no line, nested functions and comprehensions).
     import inspect
 
-    import aiprof.importers.kineto as kineto
+    import aiprof.importers.kineto.events as kineto
     import aiprof.record.pystate as ps
 
     checked = 0

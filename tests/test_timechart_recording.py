@@ -182,3 +182,23 @@ def test_a_flame_never_bridges_steps_that_were_not_sampled(tmp_path: Path) -> No
     for s in idle:
         mid = s["ts"] + s["dur"] // 2
         assert not [e for e in slices if _ns(e["ts"]) <= mid < _ns(e["ts"]) + _ns(e["dur"])]
+
+
+@pytest.mark.parametrize("engine", ["python", "columnar"])
+def test_a_reimported_timechart_leaves_the_drawn_samples_out(
+    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    from aiprof.importers import import_paths
+    from aiprof.importers.kineto.columnar import ENGINE_ENV
+
+    monkeypatch.setenv(ENGINE_ENV, engine)
+    chart = tmp_path / "t.json"
+    slices = [e for e in timechart(recording, chart) if e.get("cat") == "python_sample"]
+    assert slices
+    out, ctx = import_paths([chart], tmp_path / "back.aiprof", forced="kineto")
+    with open_profile(out) as back, open_profile(recording) as orig:
+        assert back.sql("SELECT count(*) AS n FROM events WHERE cat = 'python_sample'").to_pylist()[0]["n"] == 0
+        query = "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
+        # Every recorded event comes back with its kind; nothing is added as 'other'.
+        assert back.sql(query).to_pylist() == orig.sql(query).to_pylist()
+    assert [w for w in ctx.warnings if f"{len(slices)} Python sample slices" in w]

@@ -112,7 +112,7 @@ def import_paths(
     """Import ``paths`` into one profile at ``out`` (written atomically).
 
     ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs)."""
-    from .kineto_columnar import ColumnarUnavailable
+    from .kineto.columnar import ColumnarUnavailable
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
@@ -133,7 +133,7 @@ def _import(
     columnar: bool,
     interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
-    from .kineto_columnar import ColumnarUnavailable
+    from .kineto.columnar import ColumnarUnavailable
 
     with ProfileWriter(out) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)

@@ -49,7 +49,7 @@ class ImportContext:
     tables: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     columnar: bool = False
-    """May Chrome traces take the columnar path (importers/kineto_columnar.py)?"""
+    """May Chrome traces take the columnar path (importers/kineto/columnar.py)?"""
     sample_interval_ns: int | None = None
     """Time between samples of a log without timestamps, as the user gave it (``--interval``)."""
 
