@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from aiprof.devices.base import DeviceBackend, DeviceInfo, Sample
-from aiprof.devices.dmon import parse_dmon
 from aiprof.errors import AiprofError
+from aiprof.importers.nvidia.dmon import parse_dmon
 from aiprof.monitor.live import sparkline
 from aiprof.monitor.loop import Monitor, Selector, parse_selectors
 from aiprof.monitor.prom import MetricsServer, exposition, parse_listen

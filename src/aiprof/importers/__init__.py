@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
-from ..store.writer import ProfileWriter
 from .base import Detection, ImportContext, Importer
 
 log = logging.getLogger("aiprof.import")
@@ -36,8 +35,8 @@ REGISTRY: list[str] = [
     "ascend.trace",
     "nvidia.nsys",
     "nvidia.ncu",
-    "smi_dmon",
-    "smi_query_csv",
+    "nvidia.dmon",
+    "nvidia.query_csv",
     "smi_cnmon",
     "smi_hlsmi",
     "smi_npu",
@@ -133,6 +132,7 @@ def _import(
     columnar: bool,
     interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
+    from ..store.writer import ProfileWriter
     from .kineto.columnar import ColumnarUnavailable
 
     with ProfileWriter(out) as writer:

@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store.writer import ProfileWriter
+if TYPE_CHECKING:
+    from ..store.writer import ProfileWriter
 
 log = logging.getLogger("aiprof.import")
 
