@@ -17,7 +17,7 @@ from aiprof.importers.nvidia.dmon import parse_dmon
 from aiprof.monitor.live import sparkline
 from aiprof.monitor.loop import Monitor, Selector, parse_selectors
 from aiprof.monitor.prom import MetricsServer, exposition, parse_listen
-from aiprof.monitor.render import LineRenderer, parse_groups, parse_options
+from aiprof.render.monitor import LineRenderer, parse_groups, parse_options
 from aiprof.store import open_profile
 
 

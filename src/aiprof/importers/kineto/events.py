@@ -326,24 +326,14 @@ class ChromeTraceConverter:
         if not done:
             return
         evs = [d[0] for d in done]
-        names = [str(e.name or "") for e in evs]
-        cats = [e.cat for e in evs]
-        pids = [self.int_id(e.pid) for e in evs]
-        kinds = self.classify(cats, names, [e.pid for e in evs])
-        args = self._decode_args([e.args for e in evs])
-        dt, dev = self.device_of(kinds, cats, pids, args)
-        self._write_events(
-            kinds,
-            dt,
-            dev,
-            pids,
+        self._paired(
+            [str(e.name or "") for e in evs],
+            [e.cat for e in evs],
+            [e.pid for e in evs],
             [self.int_id(e.tid) for e in evs],
-            cats,
-            names,
             np.array([d[1] for d in done], dtype=np.int64),
             np.array([d[2] for d in done], dtype=np.int64),
             [e.args for e in evs],
-            args,
         )
 
     def finish(self) -> None:
@@ -353,25 +343,32 @@ class ChromeTraceConverter:
         if not left:
             return
         self.ctx.warn(f"{len(left)} B events never closed; kept with dur = 0")
-        names = [i[1] for _, i in left]
-        cats = [i[2] for _, i in left]
-        pids = [k[0] for k, _ in left]
-        kinds = self.classify(cats, names, pids)
-        args = self._decode_args([msgspec.Raw(i[3]) for _, i in left])
-        dt, dev = self.device_of(kinds, cats, pids, args)
-        self._write_events(
-            kinds,
-            dt,
-            dev,
-            pids,
+        self._paired(
+            [i[1] for _, i in left],
+            [i[2] for _, i in left],
+            [k[0] for k, _ in left],
             [k[1] for k, _ in left],
-            cats,
-            names,
             np.array([i[0] for _, i in left], dtype=np.int64),
             np.zeros(len(left), dtype=np.int64),
-            [i[3] for _, i in left],
-            args,
+            [msgspec.Raw(i[3]) for _, i in left],
         )
+
+    def _paired(
+        self,
+        names: list[str],
+        cats: list[str | None],
+        pids_raw: list[Any],
+        tids: list[int],
+        ts: np.ndarray,
+        dur: np.ndarray,
+        raws: list[msgspec.Raw],
+    ) -> None:
+        """Spans made of B/E pairs (or a B left open): classified and written."""
+        pids = [self.int_id(p) for p in pids_raw]
+        kinds = self.classify(cats, names, pids_raw)
+        args = self._decode_args(raws)
+        dt, dev = self.device_of(kinds, cats, pids, args)
+        self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args)
 
     def _flows(self, evs: list[Ev]) -> None:
         # Arrows that `aiprof timechart` drew from correlation were never recorded.

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._log import log
+from ..._log import log
 
 #: Code of aiprof's own callbacks that run on the job's threads -> the frame the stack
 #: sampler shows instead. The GC callback is the first Python code after a collection,
