@@ -17,6 +17,7 @@ from aiprof.export.chrome_trace import TRACK_OFFSETS
 from aiprof.export.samples import StackTable
 from aiprof.record import Profiler, schedule
 from aiprof.store import open_profile
+from record_support import record
 
 PY = sys.executable
 
@@ -76,18 +77,7 @@ def timechart(profile: Path, out: Path, *extra: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    d = tmp_path_factory.mktemp("rec")
-    job = d / "job.py"
-    job.write_text(JOB)
-    out = d / "out"
-    r = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), "--ops", "--rate", "200", "--", PY, str(job)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return out / "rank0.aiprof"
+    return record(tmp_path_factory.mktemp("rec"), JOB, "--ops", "--rate", "200") / "rank0.aiprof"
 
 
 def test_aiprofs_slices_and_torchs_nest_on_every_track(recording: Path, tmp_path: Path) -> None:
