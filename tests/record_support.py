@@ -73,6 +73,8 @@ def record_run(
     return dest, rec
 
 
-def record(folder: Path, source: str, *options: str, args: tuple[str, ...] = ()) -> Path:
+def record(
+    folder: Path, source: str, *options: str, args: tuple[str, ...] = (), name: str = "job", out: str = "out"
+) -> Path:
     """:func:`record_run`'s output folder."""
-    return record_run(folder, source, *options, args=args)[0]
+    return record_run(folder, source, *options, args=args, name=name, out=out)[0]

@@ -51,7 +51,7 @@ dist.destroy_process_group()
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    return record(tmp_path_factory.mktemp("ddp"), JOB, "--rate", "200", args=(str(free_port()),))
+    return record(tmp_path_factory.mktemp("ddp"), JOB, "--rate", "200", args=(str(free_port()),), name="ddp", out="ddp")
 
 
 def test_the_waiting_rank_waits_in_backward(ddp: Path) -> None:

@@ -39,7 +39,7 @@ dist.destroy_process_group()
 
 def test_the_slow_rank_of_a_gloo_job_is_found(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    out = record(tmp_path, JOB, args=(str(free_port()),))
+    out = record(tmp_path, JOB, args=(str(free_port()),), name="ddp", out="ddp")
     with open_profile(out) as p:
         ev = p.sql("SELECT rank, name, bytes, args FROM events WHERE kind = 'collective' ORDER BY rank, ts").to_pylist()
         assert len(ev) == 2 * 40 and {e["name"] for e in ev} == {"all_reduce"}
