@@ -7,7 +7,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+from aiprof.record.job.collectors.base import Clock
 
 PY = sys.executable
 
@@ -78,3 +81,45 @@ def record(
 ) -> Path:
     """:func:`record_run`'s output folder."""
     return record_run(folder, source, *options, args=args, name=name, out=out)[0]
+
+
+class FakeClock(Clock):
+    """A :class:`~aiprof.record.job.collectors.base.Clock` that stands still until the
+    test advances it: a poller on it ticks exactly as often as the time given says."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._cv = threading.Condition()
+        self._asleep: dict[int, float] = {}  # thread -> until when it sleeps
+        self._busy: set[int] = set()  # threads woken and ticking
+
+    def now(self) -> float:
+        with self._cv:
+            return self.t
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        me = threading.get_ident()
+        with self._cv:
+            self._busy.discard(me)
+            self._asleep[me] = self.t + seconds
+            self._cv.notify_all()
+            while self.t < self._asleep[me] and not stop.is_set():
+                self._cv.wait(0.05)
+            del self._asleep[me]
+            if not stop.is_set():
+                self._busy.add(me)  # until it sleeps again: its tick runs
+            self._cv.notify_all()
+            return stop.is_set()
+
+    def advance(self, seconds: float, step: float = 0.001) -> None:
+        """Let ``seconds`` pass in ``step``s, each once every poller due has woken,
+        ticked and gone back to sleep."""
+        with self._cv:
+            # A poller just started may not sleep yet: wait for one (5 s at the most).
+            self._cv.wait_for(lambda: bool(self._asleep), timeout=5)
+            end = self.t + seconds
+            while self.t < end - 1e-12:
+                self.t = min(end, self.t + step)
+                self._cv.notify_all()
+                while self._busy or any(until <= self.t for until in self._asleep.values()):
+                    self._cv.wait(0.05)

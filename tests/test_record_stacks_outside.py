@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from aiprof.record.job.collectors.python_outside import OutsideSampler, connect
 from aiprof.record.launcher import pystate
 from aiprof.record.launcher.outside_stacks import StackServer
 from aiprof.store import open_profile
-from record_support import record_run
+from record_support import FakeClock, record_run
 
 PY = sys.executable
 
@@ -145,7 +144,8 @@ def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
 def test_connect_offers_the_layout_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     # The real server, taking this very process's offer (as aiprof record takes its
     # job's): it checks the peer by SO_PEERCRED, reads our memory, answers "ok".
-    server = StackServer({"rate": 100.0})
+    clock = FakeClock()
+    server = StackServer({"rate": 100.0}, clock)
     server.start()
     monkeypatch.setenv(ENV_STACKS, server.name)
     try:
@@ -153,7 +153,7 @@ def test_connect_offers_the_layout_to_the_server(monkeypatch: pytest.MonkeyPatch
         assert isinstance(sampler, OutsideSampler) and why == "" and not took
         assert list(server.pollers) == [os.getpid()] and not server.refused
         poller = server.pollers[os.getpid()]
-        time.sleep(0.3)
+        clock.advance(0.3)
         assert len(poller.ts) >= 5, "it samples us"
         mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
         assert mine, "the main thread is among the samples"
@@ -164,18 +164,19 @@ def test_connect_offers_the_layout_to_the_server(monkeypatch: pytest.MonkeyPatch
 def test_a_second_offer_keeps_the_first_poller(monkeypatch: pytest.MonkeyPatch) -> None:
     # A process that records twice (start, stop, start) offers twice: the samples
     # taken for its first recording must not be thrown away with a new poller.
-    server = StackServer({"rate": 100.0})
+    clock = FakeClock()
+    server = StackServer({"rate": 100.0}, clock)
     server.start()
     monkeypatch.setenv(ENV_STACKS, server.name)
     try:
         assert connect(100.0)[0] is not None
         first = server.pollers[os.getpid()]
-        time.sleep(0.2)
+        clock.advance(0.2)
         taken = len(first.ts)
         assert taken >= 3
         assert connect(100.0)[0] is not None
         assert server.pollers[os.getpid()] is first
-        time.sleep(0.2)
+        clock.advance(0.2)
         assert len(first.ts) > taken, "it goes on sampling"
     finally:
         server.stop()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..environment import read_line
-from ..job.collectors.base import PollingThread
+from ..job.collectors.base import REAL_CLOCK, Clock, PollingThread
 from ..rawfile import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
 from ..rawstream import RawStream
 
@@ -59,9 +59,10 @@ class StackPoller:
     function, file, line).
     """
 
-    def __init__(self, pid: int, rate_hz: float) -> None:
+    def __init__(self, pid: int, rate_hz: float, clock: Clock = REAL_CLOCK) -> None:
         self.pid = pid
         self.rate_hz = rate_hz
+        self.clock = clock
         self.reader: Any = None
         self._poller: PollingThread | None = None
         self.ts: list[int] = []
@@ -102,7 +103,7 @@ class StackPoller:
             self.failed = f"sampling: {type(e).__name__}: {e}"
             log.warning("collector python failed (%s); it stops, the job runs on", self.failed)
 
-        self._poller = PollingThread(f"aiprof-stacks-{self.pid}", 1.0 / self.rate_hz, tick, failed, set())
+        self._poller = PollingThread(f"aiprof-stacks-{self.pid}", 1.0 / self.rate_hz, tick, failed, set(), self.clock)
         self._poller.start()
 
     def stop(self) -> None:
@@ -240,8 +241,10 @@ class StackPoller:
 class StackServer:
     """Takes the layout offers of the job's recorded processes; one poller each."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: dict[str, Any], clock: Clock = REAL_CLOCK) -> None:
         self.options = options
+        self.clock = clock
+        """The pollers' clock (a fake one in tests)."""
         """``aiprof record``'s recording options (rate, host, device)."""
         self.rate_hz = float(options.get("rate", 100.0))
         self.name = f"aiprof-record-{os.getpid()}-{os.urandom(6).hex()}"
@@ -351,7 +354,7 @@ class StackServer:
         if pid in self.pollers:
             stacks = "ok"
         elif "layout" in msg:
-            poller = StackPoller(pid, self.rate_hz)
+            poller = StackPoller(pid, self.rate_hz, self.clock)
             stacks = poller.attach(msg["layout"])
             if stacks == "ok":
                 self.pollers[pid] = poller
