@@ -141,45 +141,44 @@ def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
     reader.mem.close()
 
 
-def test_connect_offers_the_layout_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def serving(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[StackServer, FakeClock]]:
+    """A real stack server on a fake clock, named to this process as aiprof record's."""
+    clock = FakeClock()
+    server = StackServer({"rate": 100.0}, clock)
+    server.start()
+    monkeypatch.setenv(ENV_STACKS, server.name)
+    yield server, clock
+    server.stop()
+
+
+def test_connect_offers_the_layout_to_the_server(serving: tuple[StackServer, FakeClock]) -> None:
     # The real server, taking this very process's offer (as aiprof record takes its
     # job's): it checks the peer by SO_PEERCRED, reads our memory, answers "ok".
-    clock = FakeClock()
-    server = StackServer({"rate": 100.0}, clock)
-    server.start()
-    monkeypatch.setenv(ENV_STACKS, server.name)
-    try:
-        sampler, why, took = connect(100.0)
-        assert isinstance(sampler, OutsideSampler) and why == "" and not took
-        assert list(server.pollers) == [os.getpid()] and not server.refused
-        poller = server.pollers[os.getpid()]
-        clock.advance(0.3)
-        assert len(poller.ts) >= 5, "it samples us"
-        mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
-        assert mine, "the main thread is among the samples"
-    finally:
-        server.stop()
+    server, clock = serving
+    sampler, why, took = connect(100.0)
+    assert isinstance(sampler, OutsideSampler) and why == "" and not took
+    assert list(server.pollers) == [os.getpid()] and not server.refused
+    poller = server.pollers[os.getpid()]
+    clock.advance(0.3)
+    assert len(poller.ts) >= 5, "it samples us"
+    mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
+    assert mine, "the main thread is among the samples"
 
 
-def test_a_second_offer_keeps_the_first_poller(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_offer_keeps_the_first_poller(serving: tuple[StackServer, FakeClock]) -> None:
     # A process that records twice (start, stop, start) offers twice: the samples
     # taken for its first recording must not be thrown away with a new poller.
-    clock = FakeClock()
-    server = StackServer({"rate": 100.0}, clock)
-    server.start()
-    monkeypatch.setenv(ENV_STACKS, server.name)
-    try:
-        assert connect(100.0)[0] is not None
-        first = server.pollers[os.getpid()]
-        clock.advance(0.2)
-        taken = len(first.ts)
-        assert taken >= 3
-        assert connect(100.0)[0] is not None
-        assert server.pollers[os.getpid()] is first
-        clock.advance(0.2)
-        assert len(first.ts) > taken, "it goes on sampling"
-    finally:
-        server.stop()
+    server, clock = serving
+    assert connect(100.0)[0] is not None
+    first = server.pollers[os.getpid()]
+    clock.advance(0.2)
+    taken = len(first.ts)
+    assert taken >= 3
+    assert connect(100.0)[0] is not None
+    assert server.pollers[os.getpid()] is first
+    clock.advance(0.2)
+    assert len(first.ts) > taken, "it goes on sampling"
 
 
 def test_connect_obeys_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
