@@ -73,13 +73,13 @@ def aiprof_profile(script: Path, reps: str, out: Path, *flags: str) -> collectio
 
 def read_cost(script: Path, reps: str) -> tuple[float, int]:
     """(µs per sample spent by the reading process, samples) on the workload."""
-    from aiprof.record.collectors.python_outside import ENV_STACKS
-    from aiprof.record.outside_stacks import StackServer
+    from aiprof.record.environment import ENV_STACKS
+    from aiprof.record.launcher.outside_stacks import StackServer
 
     job = script.with_name("offering.py")
     job.write_text(
         "import runpy, sys\n"
-        "from aiprof.record.collectors.python_outside import connect\n"
+        "from aiprof.record.job.collectors.python_outside import connect\n"
         "sampler, why, _ = connect(100.0)\n"
         "assert sampler is not None, why\n"
         "sys.argv = sys.argv[1:]\n"

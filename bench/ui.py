@@ -39,15 +39,6 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 SRC = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ID_SHIFT = 10**9
 
 
@@ -127,6 +118,7 @@ def main() -> None:
     from aiprof.importers import import_paths
     from aiprof.store import open_profile
     from test_serve_support import running_server
+    from ui_support import ARGS
 
     work = ns.keep or Path(tempfile.mkdtemp(prefix="aiprof-bench-ui-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -96,3 +96,24 @@ def two_step_trace() -> list[dict[str, Any]]:
         },
         {"ph": "C", "name": "gpu_util", "pid": 0, "ts": 500, "args": {"value": 55.5}},
     ]
+
+
+def one_step_profile(tmp_path: Path) -> Path:
+    """A profile of one step and nothing else (no samples, one rank)."""
+    from aiprof.importers import import_paths
+
+    f = write_trace(tmp_path / "t.json", [span("ProfilerStep#1", "user_annotation", 0, 1000)])
+    out, _ = import_paths([f], tmp_path / "t.aiprof")
+    return out
+
+
+def write_corrupt_gzip(path: Path, data: bytes) -> Path:
+    """``data`` gzipped with one byte three quarters in flipped: a stream that breaks
+    part way (what a bad disk or a cut download leaves)."""
+    import zlib
+
+    co = zlib.compressobj(6, zlib.DEFLATED, 31)
+    z = bytearray(co.compress(data) + co.flush())
+    z[len(z) * 3 // 4] ^= 0xFF
+    path.write_bytes(bytes(z))
+    return path

@@ -4,13 +4,13 @@ and the same warnings on every kind of gzip input the stream meets."""
 from __future__ import annotations
 
 import gzip
-import zlib
 from pathlib import Path
 
 import pytest
 
 import aiprof.importers.jsonstream as js
 from aiprof.importers import gunzip
+from kineto_builders import write_corrupt_gzip
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "kineto"
 
@@ -70,11 +70,7 @@ def test_a_cut_stream_keeps_what_it_holds(engine: str, tmp_path: Path) -> None:
 
 def test_a_corrupt_stream_warns_and_keeps_the_bytes_before(engine: str, tmp_path: Path) -> None:
     text = _text(3000)
-    co = zlib.compressobj(6, zlib.DEFLATED, 31)
-    z = bytearray(co.compress(text) + co.flush())
-    z[len(z) * 3 // 4] ^= 0xFF
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(bytes(z))
+    p = write_corrupt_gzip(tmp_path / "t.json.gz", text)
     out, problems = _read(p)
     assert len(problems) == 1 and ("gzip data is corrupt" in problems[0] or "cut short" in problems[0]), problems
     assert out[:1000] == text[:1000]

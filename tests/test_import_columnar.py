@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from aiprof.importers import import_paths, kineto_columnar
+from aiprof.importers import import_paths
 from aiprof.importers.jsonstream import TraceStream
+from aiprof.importers.kineto import columnar as kineto_columnar
 from aiprof.store import open_profile
 from kineto_builders import kernel, launch, span, two_step_trace, write_trace
 from test_import_kineto import KINETO

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import aiprof.importers.jsonstream as js
 from aiprof.errors import AiprofError, ImportFormatError, UnexpectedInputError
 from aiprof.importers import import_paths
 from aiprof.importers.base import ImportContext, Importer, yes
-from kineto_builders import span, two_step_trace
+from kineto_builders import span, two_step_trace, write_corrupt_gzip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,11 +91,7 @@ def test_a_member_past_8_mib_with_trailing_bytes_ends(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("small_chunks")
 def test_corrupt_deflate_data_past_the_first_read(tmp_path: Path) -> None:
     text = _trace_bytes(3000)
-    co = zlib.compressobj(6, zlib.DEFLATED, 31)
-    z = bytearray(co.compress(text) + co.flush())
-    z[len(z) * 3 // 4] ^= 0xFF
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(bytes(z))
+    p = write_corrupt_gzip(tmp_path / "t.json.gz", text)
     try:
         out, ctx = import_paths([p], tmp_path / "o.aiprof", forced="kineto")
     except ImportFormatError:

@@ -329,7 +329,7 @@ def test_nsys_rep_without_nsys(tmp_path: Path) -> None:
     assert "nsys export --type sqlite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_nsys_rep_converted_by_nsys_on_path(shared_data: Path, tmp_path: Path) -> None:
+def test_nsys_rep_converted_by_nsys_on_path(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in nsys (the real one does not run here) that writes the sample export where asked."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -344,19 +344,15 @@ def test_nsys_rep_converted_by_nsys_on_path(shared_data: Path, tmp_path: Path) -
     fake.chmod(0o755)
     rep = tmp_path / "report1.nsys-rep"
     rep.write_bytes(b"binary report")
-    old = os.environ["PATH"]
-    os.environ["PATH"] = f"{bindir}{os.pathsep}{old}"
-    try:
-        assert export_report(rep, tmp_path).name == "report1.sqlite"
-        prof, ctx = _import(rep, tmp_path / "rep.aiprof")
-    finally:
-        os.environ["PATH"] = old
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert export_report(rep, tmp_path).name == "report1.sqlite"
+    prof, ctx = _import(rep, tmp_path / "rep.aiprof")
     with prof:
         assert ctx.kinds["kernel"] == 2
         assert prof.metas[0]["sources"][0]["path"].endswith("report1.nsys-rep")
 
 
-def test_nsys_rep_export_failure(tmp_path: Path) -> None:
+def test_nsys_rep_export_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "nsys"
@@ -364,13 +360,9 @@ def test_nsys_rep_export_failure(tmp_path: Path) -> None:
     fake.chmod(0o755)
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"x")
-    old = os.environ["PATH"]
-    os.environ["PATH"] = f"{bindir}{os.pathsep}{old}"
-    try:
-        with pytest.raises(ImportFormatError, match="cannot open report"):
-            export_report(rep, tmp_path)
-    finally:
-        os.environ["PATH"] = old
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(ImportFormatError, match="cannot open report"):
+        export_report(rep, tmp_path)
 
 
 @pytest.mark.parametrize(

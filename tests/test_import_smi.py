@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from aiprof.devices.dmon import parse_dmon
-from aiprof.devices.query_csv import parse_query_csv
-from aiprof.devices.smi_table import device_values, parse_tables
 from aiprof.errors import ImportFormatError
 from aiprof.importers import import_paths
 from aiprof.importers.base import Importer
+from aiprof.importers.nvidia.dmon import parse_dmon
+from aiprof.importers.nvidia.query_csv import parse_query_csv
+from aiprof.importers.smi_table import device_values, parse_tables
 from aiprof.store import open_profile
 
-MINE = ["smi_dmon", "smi_query_csv", "smi_cnmon", "smi_hlsmi", "smi_npu"]
+MINE = ["nvidia.dmon", "nvidia.query_csv", "smi_cnmon", "smi_hlsmi", "smi_npu"]
 
 
 def mine() -> list[Importer]:

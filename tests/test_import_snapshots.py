@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from aiprof.importers import choose, import_paths, importers
-from aiprof.importers.kineto_columnar import ENGINE_ENV
+from aiprof.importers.kineto.columnar import ENGINE_ENV
 from aiprof.store import open_profile
 from aiprof.store.schema import TABLES
 

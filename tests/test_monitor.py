@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from aiprof.devices.base import DeviceBackend, DeviceInfo, Sample
-from aiprof.devices.dmon import parse_dmon
 from aiprof.errors import AiprofError
+from aiprof.importers.nvidia.dmon import parse_dmon
 from aiprof.monitor.live import sparkline
 from aiprof.monitor.loop import Monitor, Selector, parse_selectors
 from aiprof.monitor.prom import MetricsServer, exposition, parse_listen
-from aiprof.monitor.render import LineRenderer, parse_groups, parse_options
+from aiprof.render.monitor import LineRenderer, parse_groups, parse_options
 from aiprof.store import open_profile
 
 

@@ -49,12 +49,9 @@ def kernelspec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"}))
     old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + old if old else "")
-    yield
-    if old is None:
-        os.environ.pop("JUPYTER_PATH", None)
-    else:
-        os.environ["JUPYTER_PATH"] = old
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the function fixture cannot serve
+        mp.setenv("JUPYTER_PATH", str(root) + (os.pathsep + old if old else ""))
+        yield
 
 
 class Kernel:

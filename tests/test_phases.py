@@ -11,27 +11,38 @@ import pytest
 from aiprof.analysis import Query, run
 from aiprof.analysis.phases import frame_phase, is_user_code, line_phase
 from aiprof.store import open_profile
+from record_support import SPIN, record, slow_backward
 
 PY = sys.executable
 
-JOB = """
+#: What both jobs begin with: torch on one thread, and a busy wait of ``ms``.
+PRELUDE = (
+    """
 import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 torch.set_num_threads(1)
+"""
+    + SPIN
+)
 
-def spin(ms):
-    t = time.perf_counter()
-    while time.perf_counter() - t < ms / 1000:
-        pass
 
+def slow_dataset(n: int, ms: int) -> str:
+    """Job text: ``Slow``, a dataset of ``n`` items that spins ``ms`` to load each."""
+    return f"""
 class Slow(Dataset):
     def __len__(self):
-        return 30
+        return {n}
     def __getitem__(self, i):
-        spin(15)
+        spin({ms})
         return torch.ones(4), torch.zeros(1)
+"""
 
+
+JOB = (
+    PRELUDE
+    + slow_dataset(30, 15)
+    + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -40,15 +51,9 @@ class Net(torch.nn.Module):
         spin(10)
         return self.lin(x)
 
-class Spin(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x
-    @staticmethod
-    def backward(ctx, g):
-        spin(10)
-        return g
-
+"""
+    + slow_backward(10)
+    + """
 m = Net()
 opt = torch.optim.SGD(m.parameters(), lr=0.1)
 for x, y in DataLoader(Slow(), batch_size=1):
@@ -58,23 +63,13 @@ for x, y in DataLoader(Slow(), batch_size=1):
     opt.step()
     spin(5)
 """
+)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("phases")
-    script = tmp / "job.py"
-    script.write_text(JOB)
-    out = tmp / "rec"
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), "--rate", "200", "--", PY, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
-    return out / "rank0.aiprof"
+    return record(tmp_path_factory.mktemp("phases"), JOB, "--rate", "200") / "rank0.aiprof"
 
 
 def test_each_phase_of_a_recorded_loop_gets_its_samples(recorded: Path) -> None:
@@ -145,12 +140,9 @@ def test_data_loading_advice_fires_with_its_line_and_stays_silent_just_below(
 
 def test_phase_advice_needs_samples(tmp_path: Path) -> None:
     from aiprof.advise import evaluate
-    from aiprof.importers import import_paths
-    from kineto_builders import span, write_trace
+    from kineto_builders import one_step_profile
 
-    f = write_trace(tmp_path / "t.json", [span("ProfilerStep#1", "user_annotation", 0, 1000)])
-    out, _ = import_paths([f], tmp_path / "t.aiprof")
-    with open_profile(out) as p:
+    with open_profile(one_step_profile(tmp_path)) as p:
         assert {v.status for v in evaluate(p, only=["python.data_loading", "python.sync"])} == {"no_data"}
 
 
@@ -219,24 +211,10 @@ def test_the_python_view_takes_rank_step_and_thread(recorded: Path) -> None:
         assert sum(r["self_samples"] for r in main) > 0
 
 
-LOAD_AND_PREPROCESS = """
-import time
-import torch
-from torch.utils.data import DataLoader, Dataset
-torch.set_num_threads(1)
-
-def spin(ms):
-    t = time.perf_counter()
-    while time.perf_counter() - t < ms / 1000:
-        pass
-
-class Slow(Dataset):
-    def __len__(self):
-        return 25
-    def __getitem__(self, i):
-        spin(30)
-        return torch.ones(4), torch.zeros(1)
-
+LOAD_AND_PREPROCESS = (
+    PRELUDE
+    + slow_dataset(25, 30)
+    + """
 def prep(x):
     spin(8)
     return x * 2
@@ -250,23 +228,13 @@ for x, y in DataLoader(Slow(), batch_size=1):
     loss.backward()
     opt.step()
 """
+)
 
 
 @pytest.fixture(scope="module")
 def loading(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("loading")
-    script = tmp / "job.py"
-    script.write_text(LOAD_AND_PREPROCESS)
-    out = tmp / "rec"
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), "--rate", "200", "--", PY, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
-    return out / "rank0.aiprof"
+    return record(tmp_path_factory.mktemp("loading"), LOAD_AND_PREPROCESS, "--rate", "200") / "rank0.aiprof"
 
 
 def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:

@@ -4,7 +4,6 @@ time. The rank_waits view and cluster.backward_wait find the slow rank from that
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,36 +12,17 @@ import pytest
 from aiprof.advise import cluster, evaluate
 from aiprof.analysis import run
 from aiprof.store import open_profile
-from test_record_collectives import free_port
+from record_support import SPIN, TWO_RANKS, free_port, record, slow_backward
 
 PY = sys.executable
 
-JOB = """
-import os, subprocess, sys, time
-if "RANK" not in os.environ:
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
-    ps = [subprocess.Popen([sys.executable, __file__], env={**env, "RANK": str(r)}) for r in range(2)]
-    sys.exit(max(p.wait() for p in ps))
-import torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-
-def spin(ms):
-    t = time.perf_counter()
-    while time.perf_counter() - t < ms / 1000:
-        pass
-
-class Spin(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x
-    @staticmethod
-    def backward(ctx, g):
-        spin(20)
-        return g
-
+JOB = (
+    TWO_RANKS
+    + """from torch.nn.parallel import DistributedDataParallel as DDP
+"""
+    + SPIN
+    + slow_backward(20)
+    + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -65,23 +45,13 @@ for i in range(25):
     opt.step()
 dist.destroy_process_group()
 """
+)
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("ddp")
-    script = tmp / "ddp.py"
-    script.write_text(JOB)
-    out = tmp / "ddp"
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "--rate", "200", "-o", str(out), "--", PY, str(script), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
-    return out
+    return record(tmp_path_factory.mktemp("ddp"), JOB, "--rate", "200", args=(str(free_port()),), name="ddp", out="ddp")
 
 
 def test_the_waiting_rank_waits_in_backward(ddp: Path) -> None:
@@ -118,11 +88,8 @@ def test_backward_wait_names_the_slow_rank_and_stays_silent_just_below(
 
 
 def test_one_rank_has_no_waits(tmp_path: Path) -> None:
-    from aiprof.importers import import_paths
-    from kineto_builders import span, write_trace
+    from kineto_builders import one_step_profile
 
-    f = write_trace(tmp_path / "t.json", [span("ProfilerStep#1", "user_annotation", 0, 1000)])
-    out, _ = import_paths([f], tmp_path / "t.aiprof")
-    with open_profile(out) as p:
+    with open_profile(one_step_profile(tmp_path)) as p:
         assert run(p, "rank_waits").rows == []
         assert evaluate(p, only=["cluster.backward_wait"])[0].status == "no_data"

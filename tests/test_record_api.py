@@ -16,9 +16,9 @@ import pytest
 
 from aiprof.errors import AiprofError
 from aiprof.record import Profiler, ProfilerAction, active, annotate, mark_step, schedule
-from aiprof.record.collectors.base import Collector, PollingThread, fail
-from aiprof.record.collectors.python_stacks import PythonSampler
-from aiprof.record.schedule import parse_schedule
+from aiprof.record.job.collectors.base import Collector, PollingThread, fail
+from aiprof.record.job.collectors.python_stacks import PythonSampler
+from aiprof.record.job.schedule import parse_schedule
 from aiprof.store import open_profile
 
 
@@ -134,7 +134,7 @@ def _twice_on_one_line(s: PythonSampler) -> int:
 def test_sampler_merges_calls_on_the_same_line(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two call sites on one line are two instruction offsets but one frame; with a
     # one-entry stack cache, every sample takes the slow path: same result.
-    monkeypatch.setattr("aiprof.record.collectors.python_stacks.STACK_CACHE_SIZE", 1)
+    monkeypatch.setattr("aiprof.record.job.collectors.python_stacks.STACK_CACHE_SIZE", 1)
     s = PythonSampler()
     _twice_on_one_line(s)
     first = s.dump(Path("."))
@@ -378,8 +378,8 @@ def _own_callback(s: PythonSampler) -> int:
 def test_sampler_shows_aiprof_callbacks_by_their_label(monkeypatch: pytest.MonkeyPatch) -> None:
     # The GC callback is where samples that waited out a collection land: they show as
     # the collection, not as an aiprof function.
-    from aiprof.record.collectors import base
-    from aiprof.record.collectors.system import SystemCollector
+    from aiprof.record.job.collectors import base
+    from aiprof.record.job.collectors.system import SystemCollector
 
     assert SystemCollector._on_gc.__code__ in base.SHOWN_AS
     base.show_as(_own_callback.__code__, "[collect]")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aiprof.record import active
-from aiprof.record.launch import wrap_python
+from aiprof.record.launcher.launch import wrap_python
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_cpu.py"

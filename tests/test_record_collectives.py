@@ -4,8 +4,6 @@ events, and the ranks view, the communication view and the advice find the slow 
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,20 +12,13 @@ import pytest
 from aiprof.advise import evaluate
 from aiprof.analysis import Query, run
 from aiprof.store import open_profile
+from record_support import TWO_RANKS, free_port, record
 
 PY = sys.executable
 
-JOB = """
-import os, subprocess, sys, time
-if "RANK" not in os.environ:
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
-    ps = [subprocess.Popen([sys.executable, __file__], env={**env, "RANK": str(r)}) for r in range(2)]
-    sys.exit(max(p.wait() for p in ps))
-import torch, torch.distributed as dist
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-m = torch.nn.Linear(64, 64)
+JOB = (
+    TWO_RANKS
+    + """m = torch.nn.Linear(64, 64)
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
 def work(ms):
     t = time.perf_counter()
@@ -43,26 +34,12 @@ for i in range(20):
     opt.step()
 dist.destroy_process_group()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+)
 
 
 def test_the_slow_rank_of_a_gloo_job_is_found(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    script = tmp_path / "ddp.py"
-    script.write_text(JOB)
-    out = tmp_path / "ddp"
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), "--", PY, str(script), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
+    out = record(tmp_path, JOB, args=(str(free_port()),), name="ddp", out="ddp")
     with open_profile(out) as p:
         ev = p.sql("SELECT rank, name, bytes, args FROM events WHERE kind = 'collective' ORDER BY rank, ts").to_pylist()
         assert len(ev) == 2 * 40 and {e["name"] for e in ev} == {"all_reduce"}

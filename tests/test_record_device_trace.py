@@ -67,7 +67,7 @@ def test_default_recording_says_what_the_device_trace_captured(
 ARMED_JOB = """
 import sys
 from aiprof.record import Profiler, mark_step, schedule
-from aiprof.record.collectors import torch_ops
+from aiprof.record.job.collectors import torch_ops
 
 def cpu_only():
     from torch.profiler import ProfilerActivity

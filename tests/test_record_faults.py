@@ -220,7 +220,7 @@ def test_a_full_disk_is_said_and_leaves_no_temporary_files(tmp_path: Path, small
 def test_a_line_table_cut_inside_an_entry_reads_without_error(table: bytes) -> None:
     """Item 14: the outside sampler read a code object's line table as it was freed; an
     entry whose varint the table cut off raised IndexError and stopped the sampler."""
-    from aiprof.record.pystate import CodeInfo, line_of
+    from aiprof.record.launcher.pystate import CodeInfo, line_of
 
     info = CodeInfo("f", "f.py", 10, table)
     assert line_of(info, 0) == 10  # the entry's line delta is unknown: the first line

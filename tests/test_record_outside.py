@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aiprof.record import Profiler, finalize
-from aiprof.record.outside import ChildPoller
+from aiprof.record.launcher.outside import ChildPoller
 from aiprof.store import open_profile
 
 PY = sys.executable
@@ -50,7 +50,7 @@ def test_child_poller_fills_a_recording_that_left_telemetry_to_it(tmp_path: Path
     prof.start()
     # No telemetry poller in the job: the system collector (its GC listener only) and the
     # device trace, which polls nothing (it waits for torch and a device it can trace).
-    from aiprof.record.collectors.device_trace import DeviceTraceCollector
+    from aiprof.record.job.collectors.device_trace import DeviceTraceCollector
 
     collectors = {c.name: c for c in prof._controller.collectors}  # type: ignore[union-attr]
     assert set(collectors) == {"system", "ops"} and isinstance(collectors["ops"], DeviceTraceCollector)

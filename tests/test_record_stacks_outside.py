@@ -1,4 +1,4 @@
-"""Python stacks read from outside the job (aiprof.record.pystate, outside.StackPoller,
+"""Python stacks read from outside the job (aiprof.record.launcher.pystate, outside.StackPoller,
 collectors.python_outside): the layout the job measures on itself, the line table
 decoder, the handshake, and ``aiprof record`` sampling its job without a thread in it."""
 
@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from aiprof.record import pystate
-from aiprof.record.collectors.python_outside import ENV_STACKS, OutsideSampler, connect
-from aiprof.record.outside_stacks import StackServer
+from aiprof.record.environment import ENV_STACKS
+from aiprof.record.job.collectors.python_outside import OutsideSampler, connect
+from aiprof.record.launcher import pystate
+from aiprof.record.launcher.outside_stacks import StackServer
 from aiprof.store import open_profile
+from record_support import FakeClock, record_run
 
 PY = sys.executable
 
@@ -113,8 +114,8 @@ def test_line_table_decoder_matches_cpython_on_every_instruction() -> None:
     # back, instructions with no line, nested functions and comprehensions).
     import inspect
 
-    import aiprof.importers.kineto as kineto
-    import aiprof.record.pystate as ps
+    import aiprof.importers.kineto.events as kineto
+    import aiprof.record.launcher.pystate as ps
 
     checked = 0
     for mod in (kineto, ps, json.decoder, threading):
@@ -140,48 +141,47 @@ def test_strings_of_every_kind_read_back(layout: dict[str, int]) -> None:
     reader.mem.close()
 
 
-def test_connect_offers_the_layout_to_the_server() -> None:
+@pytest.fixture
+def serving(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[StackServer, FakeClock]]:
+    """A real stack server on a fake clock, named to this process as aiprof record's."""
+    clock = FakeClock()
+    server = StackServer({"rate": 100.0}, clock)
+    server.start()
+    monkeypatch.setenv(ENV_STACKS, server.name)
+    yield server, clock
+    server.stop()
+
+
+def test_connect_offers_the_layout_to_the_server(serving: tuple[StackServer, FakeClock]) -> None:
     # The real server, taking this very process's offer (as aiprof record takes its
     # job's): it checks the peer by SO_PEERCRED, reads our memory, answers "ok".
-    server = StackServer({"rate": 100.0})
-    server.start()
-    os.environ[ENV_STACKS] = server.name
-    try:
-        sampler, why, took = connect(100.0)
-        assert isinstance(sampler, OutsideSampler) and why == "" and not took
-        assert list(server.pollers) == [os.getpid()] and not server.refused
-        poller = server.pollers[os.getpid()]
-        time.sleep(0.3)
-        assert len(poller.ts) >= 5, "it samples us"
-        mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
-        assert mine, "the main thread is among the samples"
-    finally:
-        os.environ.pop(ENV_STACKS, None)
-        server.stop()
+    server, clock = serving
+    sampler, why, took = connect(100.0)
+    assert isinstance(sampler, OutsideSampler) and why == "" and not took
+    assert list(server.pollers) == [os.getpid()] and not server.refused
+    poller = server.pollers[os.getpid()]
+    clock.advance(0.3)
+    assert len(poller.ts) >= 5, "it samples us"
+    mine = [s for s, i in zip(poller.stacks, poller.idents, strict=True) if i == threading.get_ident()]
+    assert mine, "the main thread is among the samples"
 
 
-def test_a_second_offer_keeps_the_first_poller() -> None:
+def test_a_second_offer_keeps_the_first_poller(serving: tuple[StackServer, FakeClock]) -> None:
     # A process that records twice (start, stop, start) offers twice: the samples
     # taken for its first recording must not be thrown away with a new poller.
-    server = StackServer({"rate": 100.0})
-    server.start()
-    os.environ[ENV_STACKS] = server.name
-    try:
-        assert connect(100.0)[0] is not None
-        first = server.pollers[os.getpid()]
-        time.sleep(0.2)
-        taken = len(first.ts)
-        assert taken >= 3
-        assert connect(100.0)[0] is not None
-        assert server.pollers[os.getpid()] is first
-        time.sleep(0.2)
-        assert len(first.ts) > taken, "it goes on sampling"
-    finally:
-        os.environ.pop(ENV_STACKS, None)
-        server.stop()
+    server, clock = serving
+    assert connect(100.0)[0] is not None
+    first = server.pollers[os.getpid()]
+    clock.advance(0.2)
+    taken = len(first.ts)
+    assert taken >= 3
+    assert connect(100.0)[0] is not None
+    assert server.pollers[os.getpid()] is first
+    clock.advance(0.2)
+    assert len(first.ts) > taken, "it goes on sampling"
 
 
-def test_connect_obeys_a_refusal() -> None:
+def test_connect_obeys_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     # A server that cannot read the job (here: a socket that answers so).
     name = f"aiprof-test-{os.getpid()}"
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -200,11 +200,10 @@ def test_connect_obeys_a_refusal() -> None:
 
     t = threading.Thread(target=answer)
     t.start()
-    os.environ[ENV_STACKS] = name
+    monkeypatch.setenv(ENV_STACKS, name)
     try:
         sampler, why, took = connect(100.0, telemetry=True)
     finally:
-        os.environ.pop(ENV_STACKS, None)
         t.join(10)
         srv.close()
     assert sampler is None and why == "cannot read the process's memory: Permission denied" and not took
@@ -212,15 +211,12 @@ def test_connect_obeys_a_refusal() -> None:
     assert msg["pid"] == os.getpid() and msg["layout"]["code_type"] == id(types.CodeType) and msg["telemetry"]
 
 
-def test_connect_without_aiprof_record() -> None:
-    os.environ.pop(ENV_STACKS, None)
+def test_connect_without_aiprof_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_STACKS, raising=False)
     sampler, why, took = connect(100.0)
     assert sampler is None and "did not offer" in why and not took
-    os.environ[ENV_STACKS] = f"aiprof-nobody-listens-{os.getpid()}"
-    try:
-        sampler, why, took = connect(100.0)
-    finally:
-        os.environ.pop(ENV_STACKS, None)
+    monkeypatch.setenv(ENV_STACKS, f"aiprof-nobody-listens-{os.getpid()}")
+    sampler, why, took = connect(100.0)
     assert sampler is None and why.startswith("cannot reach aiprof record")
 
 
@@ -243,7 +239,7 @@ def test_stack_server_samples_another_process(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(
         "import os, sys, time\n"
-        "from aiprof.record.collectors.python_outside import connect\n"
+        "from aiprof.record.job.collectors.python_outside import connect\n"
         "sampler, why, took = connect(100.0)\n"
         "assert sampler is not None, why\n"
         "def spin_here(t):\n"
@@ -292,16 +288,7 @@ for step in range(8):
 
 
 def run_record(tmp_path: Path, body: str, *extra: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    job = tmp_path / "job.py"
-    job.write_text(body)
-    out = tmp_path / "rec"
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), *extra, "--", PY, str(job)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
+    out, rec = record_run(tmp_path, body, *extra, out="rec")
     return out / "rank0.aiprof", rec
 
 

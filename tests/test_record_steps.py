@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from aiprof.record.step_finder import find_steps
 from aiprof.store import open_profile
+from record_support import record_run
 
 PY = sys.executable
 
@@ -59,17 +59,7 @@ for epoch in range(2):
 
 
 def record(tmp_path: Path, name: str, body: str, *extra: str) -> Path:
-    script = tmp_path / f"{name}.py"
-    script.write_text(body)
-    out = tmp_path / name
-    rec = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), *extra, "--", PY, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert rec.returncode == 0, rec.stderr
-    return out / "rank0.aiprof"
+    return record_run(tmp_path, body, *extra, name=name, out=name)[0] / "rank0.aiprof"
 
 
 def steps_of(path: Path) -> list[tuple[int, int, int]]:

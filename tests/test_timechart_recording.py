@@ -17,6 +17,7 @@ from aiprof.export.chrome_trace import TRACK_OFFSETS
 from aiprof.export.samples import StackTable
 from aiprof.record import Profiler, schedule
 from aiprof.store import open_profile
+from record_support import record
 
 PY = sys.executable
 
@@ -76,18 +77,7 @@ def timechart(profile: Path, out: Path, *extra: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    d = tmp_path_factory.mktemp("rec")
-    job = d / "job.py"
-    job.write_text(JOB)
-    out = d / "out"
-    r = subprocess.run(
-        [PY, "-m", "aiprof", "record", "-o", str(out), "--ops", "--rate", "200", "--", PY, str(job)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return out / "rank0.aiprof"
+    return record(tmp_path_factory.mktemp("rec"), JOB, "--ops", "--rate", "200") / "rank0.aiprof"
 
 
 def test_aiprofs_slices_and_torchs_nest_on_every_track(recording: Path, tmp_path: Path) -> None:
@@ -182,3 +172,23 @@ def test_a_flame_never_bridges_steps_that_were_not_sampled(tmp_path: Path) -> No
     for s in idle:
         mid = s["ts"] + s["dur"] // 2
         assert not [e for e in slices if _ns(e["ts"]) <= mid < _ns(e["ts"]) + _ns(e["dur"])]
+
+
+@pytest.mark.parametrize("engine", ["python", "columnar"])
+def test_a_reimported_timechart_leaves_the_drawn_samples_out(
+    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    from aiprof.importers import import_paths
+    from aiprof.importers.kineto.columnar import ENGINE_ENV
+
+    monkeypatch.setenv(ENGINE_ENV, engine)
+    chart = tmp_path / "t.json"
+    slices = [e for e in timechart(recording, chart) if e.get("cat") == "python_sample"]
+    assert slices
+    out, ctx = import_paths([chart], tmp_path / "back.aiprof", forced="kineto")
+    with open_profile(out) as back, open_profile(recording) as orig:
+        assert back.sql("SELECT count(*) AS n FROM events WHERE cat = 'python_sample'").to_pylist()[0]["n"] == 0
+        query = "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
+        # Every recorded event comes back with its kind; nothing is added as 'other'.
+        assert back.sql(query).to_pylist() == orig.sql(query).to_pylist()
+    assert [w for w in ctx.warnings if f"{len(slices)} Python sample slices" in w]

@@ -5,80 +5,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiprof.importers import import_paths
-from test_serve_support import running_server
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-if not CHROMIUM.exists():
-    pytest.skip("UI tests need Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="UI tests need Playwright for Python (pip install playwright)"
-)
+from ui_support import checked_page, import_kineto_profiles
+from ui_support import open_view as _open
 
 
 @pytest.fixture(scope="module")
 def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ui")
-    import_paths([shared_data / "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"], root / "r0.aiprof")
-    import_paths([shared_data / "kineto/V100/df_index_resolver.json.gz"], root / "mem.aiprof")
-    import_paths([shared_data / "kineto/A100-nccl-parser/nccl_data.json.gz"], root / "nccl.aiprof")
+    import_kineto_profiles(shared_data, root)
     return root
-
-
-@pytest.fixture(scope="module")
-def base(served: Path) -> Iterator[str]:
-    with running_server(served) as (url, _token):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
 def page(browser: Any, base: str) -> Iterator[Any]:
     with checked_page(browser, base) as pg:
         yield pg
-
-
-@contextmanager
-def checked_page(browser: Any, base: str) -> Iterator[Any]:
-    """A page that fails the test on a JavaScript error or a request outside the server."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    outside: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith((base, "data:")) else None)
-    yield pg
-    ctx.close()
-    assert not errors, errors
-    assert not outside, f"the UI fetched from outside the server: {outside}"
-
-
-def _open(page: Any, base: str, pid: str, view: str) -> None:
-    page.goto(f"{base}#/{pid}/{view}")
-    page.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=60000)
 
 
 def test_overview(page: Any, base: str, tmp_path: Path) -> None:
@@ -254,8 +200,8 @@ def test_compare(page: Any, base: str, tmp_path: Path) -> None:
 
 
 def test_html_report_opens_without_server(browser: Any, served: Path, tmp_path: Path) -> None:
+    from aiprof.render.html import write_report
     from aiprof.store import open_profile
-    from aiprof.web.html_report import write_report
 
     out = tmp_path / "report.html"
     with open_profile(served / "mem.aiprof") as p:

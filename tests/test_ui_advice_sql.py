@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from test_all_formats import CAPTURES
-from test_serve_support import running_server
-from test_ui import _open, browser, checked_page  # noqa: F401 (browser: a fixture)
+from ui_support import checked_page
+from ui_support import open_view as _open
 
 #: Every capture of test_all_formats, and the two Kineto traces it leaves out.
 TRACES = sorted([*CAPTURES, "kineto/V100/df_index_resolver.json.gz", "kineto/sampled-128-ranks/sampled_rank-1.json.gz"])
@@ -45,14 +45,8 @@ def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def base(served: Path) -> Iterator[str]:
-    with running_server(served) as (url, _token):
-        yield url
-
-
 @pytest.fixture
-def page(browser: Any, base: str) -> Iterator[Any]:  # noqa: F811 (the fixture test_ui imports)
+def page(browser: Any, base: str) -> Iterator[Any]:
     with checked_page(browser, base) as pg:
         yield pg
 

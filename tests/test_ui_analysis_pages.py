@@ -17,7 +17,8 @@ from aiprof.analysis.regression import step_series, verdicts
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 from test_serve_support import running_server
-from test_ui import ARGS, CHROMIUM, _open, sync_api
+from ui_support import import_kineto_profiles
+from ui_support import open_view as _open
 
 SAMPLED = "kineto/sampled-128-ranks/sampled_rank-{}.json.gz"
 
@@ -34,24 +35,8 @@ def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     for i in (0, 1):  # the same job's ranks on their own: a related pair
         import_paths([shared_data / SAMPLED.format(i)], root / f"s{i}.aiprof")
-    import_paths([shared_data / "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"], root / "r0.aiprof")
-    import_paths([shared_data / "kineto/V100/df_index_resolver.json.gz"], root / "mem.aiprof")
-    import_paths([shared_data / "kineto/A100-nccl-parser/nccl_data.json.gz"], root / "nccl.aiprof")
+    import_kineto_profiles(shared_data, root)
     return root
-
-
-@pytest.fixture(scope="module")
-def base(served: Path) -> Iterator[str]:
-    with running_server(served) as (url, _token):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

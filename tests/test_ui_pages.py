@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
+import ui_support  # noqa: F401 (skips without Chromium and Playwright)
 from aiprof.analysis import Query, run
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 from kineto_builders import span, write_trace
 from test_all_formats import CAPTURES
-from test_serve_support import running_server
-from test_ui import ARGS, CHROMIUM, sync_api
 
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 MEM = "kineto/V100/df_index_resolver.json.gz"
@@ -66,20 +65,6 @@ def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     import_paths([_bytes_only(shared_data / MEM, src / "bytes_only.json")], root / "bytes_only.aiprof")
     import_paths([_mtia(src / "mtia.json")], root / "mtia.aiprof")
     return root
-
-
-@pytest.fixture(scope="module")
-def base(served: Path) -> Iterator[str]:
-    with running_server(served) as (url, _token):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 class Watch:
@@ -256,7 +241,7 @@ def test_steps_page_says_what_to_record_without_steps(page: tuple[Any, Watch], b
 
 
 def test_html_report_has_the_overview_and_memory_charts_offline(browser: Any, served: Path, tmp_path: Path) -> None:
-    from aiprof.web.html_report import write_report
+    from aiprof.render.html import write_report
 
     out = tmp_path / "report.html"
     with open_profile(served / "bytes_only.aiprof") as prof:

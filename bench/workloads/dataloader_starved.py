@@ -6,10 +6,10 @@ Run: python bench/workloads/dataloader_starved.py [--fix] [--steps N]
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import torch
+from _args import workload_args
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -29,11 +29,7 @@ class Expensive(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fix", action="store_true")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = workload_args()
     torch.manual_seed(0)
     kw = {"num_workers": 2, "persistent_workers": True, "prefetch_factor": 4} if args.fix else {"num_workers": 0}
     loader = DataLoader(Expensive(), batch_size=16, **kw)  # type: ignore[arg-type]

@@ -9,10 +9,10 @@ Run: python bench/workloads/gc_in_step.py [--fix] [--steps N]
 
 from __future__ import annotations
 
-import argparse
 import gc
 
 import torch
+from _args import workload_args
 from torch import nn
 
 
@@ -25,11 +25,7 @@ class Record:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fix", action="store_true")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = workload_args()
     torch.manual_seed(0)
     metadata = [{"id": i, "tags": [i, str(i)]} for i in range(300_000)]  # long-lived heap
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))

@@ -12,18 +12,13 @@ Run: python bench/workloads/host_sync.py [--fix] [--steps N]
 
 from __future__ import annotations
 
-import argparse
-
 import torch
+from _args import workload_args
 from torch import nn
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fix", action="store_true")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = workload_args()
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(6)], nn.Linear(32, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -6,9 +6,8 @@ Run: python bench/workloads/python_preprocess.py [--fix] [--steps N]
 
 from __future__ import annotations
 
-import argparse
-
 import torch
+from _args import workload_args
 from torch import nn
 
 
@@ -27,11 +26,7 @@ def normalise_fast(batch: torch.Tensor) -> torch.Tensor:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fix", action="store_true")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = workload_args()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

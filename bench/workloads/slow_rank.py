@@ -7,20 +7,15 @@ Run: torchrun --nproc_per_node=2 bench/workloads/slow_rank.py [--fix] [--steps N
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.distributed as dist
+from _args import workload_args
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fix", action="store_true")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = workload_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(rank)

@@ -176,7 +176,7 @@ _blocking_rule(
 )
 
 
-#: CPython names its collections ``gc gen<N>`` (record/collectors/system.py); the oldest
+#: CPython names its collections ``gc gen<N>`` (record/job/collectors/system.py); the oldest
 #: generation's are the full collections that walk the long-lived heap.
 FULL_GC = "gc gen2"
 

@@ -23,8 +23,8 @@ from ..analysis.compare import compare_runs
 from ..analysis.gate import Rule, judge, parse_rule, parse_slower
 from ..analysis.regression import VERDICT_SCHEMA, parse_pattern, side, step_block, step_series
 from ..errors import AiprofError
-from ..render import emit_table
 from ..render.diff_report import TOP_CHANGES, junit, markdown
+from ..render.terminal import emit_table
 from ..store import find_profiles, is_profile
 from .common import open_input
 

@@ -72,7 +72,7 @@ def command(
     from ..devices import BACKENDS, available_backends
     from ..devices.base import METRICS
     from ..monitor.loop import Monitor, parse_selectors
-    from ..monitor.render import EQUIVALENT, LineRenderer, parse_groups, parse_options
+    from ..render.monitor import EQUIVALENT, LineRenderer, parse_groups, parse_options
 
     metrics = parse_groups(groups)
     date, time_ = parse_options(options)

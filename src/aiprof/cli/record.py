@@ -56,9 +56,9 @@ def command(
     """Run COMMAND and record it: Python stacks, system and device telemetry, steps,
     what an accelerator ran (kernels, copies, launches, when torch sees one), and with
     --ops the framework operators. Exits with COMMAND's exit status."""
-    from ..record.controller import default_output
-    from ..record.launch import run
-    from ..record.schedule import parse_schedule
+    from ..record.job.controller import default_output
+    from ..record.job.schedule import parse_schedule
+    from ..record.launcher.launch import run
 
     if rate <= 0:
         raise AiprofError(f"--rate must be > 0, got {rate}")

@@ -20,7 +20,7 @@ REASON = "recovered from the raw data: aiprof record did not finish"
 
 def is_raw(path: Path) -> bool:
     """A raw recording folder (``.NAME.aiprof.raw`` with its marks or manifest)?"""
-    from ..record.controller import MANIFEST, MARKS, RAW_SUFFIX
+    from ..record.rawfile import MANIFEST, MARKS, RAW_SUFFIX
 
     return (
         path.is_dir()
@@ -31,9 +31,9 @@ def is_raw(path: Path) -> bool:
 
 def recover(folder: Path) -> list[str]:
     """Finalize the raw folders in (or at) ``folder``; the summary lines."""
-    from ..record.controller import MAIN_RAW_SUFFIX
     from ..record.finalizer import finalize, find_raw
-    from ..record.output_guard import OutputLock
+    from ..record.launcher.output_guard import OutputLock
+    from ..record.rawfile import MAIN_RAW_SUFFIX
 
     raws = [folder] if is_raw(folder) else [r for r in find_raw(folder) if is_raw(r)]
     if not raws:
@@ -53,12 +53,12 @@ def _refuse_live(raw: Path) -> None:
     """A recording whose process still runs on this host is not ours to finish."""
     import os
 
-    from ..record.controller import _hostname
     from ..record.finalizer import read_manifest
+    from ..record.rawfile import hostname
 
     m = read_manifest(raw)
     pid = m.get("pid")
-    if not isinstance(pid, int) or m.get("host") != _hostname() or not m.get("partial"):
+    if not isinstance(pid, int) or m.get("host") != hostname() or not m.get("partial"):
         return
     try:
         os.kill(pid, 0)

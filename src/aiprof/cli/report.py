@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 def format_cell(v: Any) -> str:
-    """:func:`aiprof.render.format_cell`, imported at first use (it imports Arrow)."""
-    from ..render import format_cell as fmt
+    """:func:`aiprof.render.terminal.format_cell`, imported at first use (it imports Arrow)."""
+    from ..render.terminal import format_cell as fmt
 
     return fmt(v)
 
@@ -56,7 +56,7 @@ def command(
 ) -> None:
     """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
     from ..analysis import Query, run, views
-    from ..render import emit_table
+    from ..render.terminal import emit_table
     from .common import open_input
 
     if limit is None and fmt == "table":
@@ -90,7 +90,7 @@ def command(
 
 def _write_html(prof: Any, path: str) -> None:
     try:
-        from ..web.html_report import write_report  # type: ignore[import-not-found,unused-ignore]
+        from ..render.html import write_report  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         raise click.UsageError("--html needs the web report module, which this build does not have") from None
     write_report(prof, path)

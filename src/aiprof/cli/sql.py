@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..render import emit_table
+from ..render.terminal import emit_table
 from .common import open_input
 
 

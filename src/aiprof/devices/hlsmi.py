@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..importers.nvidia.query_csv import HLSMI_FIELDS, parse_query_csv
 from .base import DeviceInfo
 from .cli_backend import CliBackend
-from .query_csv import HLSMI_FIELDS, parse_query_csv
 
 
 class HlSmiBackend(CliBackend):

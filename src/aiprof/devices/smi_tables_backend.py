@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..importers.smi_table import device_values, parse_tables
 from .base import DeviceInfo
 from .cli_backend import CliBackend
-from .smi_table import device_values, parse_tables
 
 
 class TableCliBackend(CliBackend):

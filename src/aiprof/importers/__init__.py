@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
-from ..store.writer import ProfileWriter
 from .base import Detection, ImportContext, Importer
 
 log = logging.getLogger("aiprof.import")
@@ -36,8 +35,8 @@ REGISTRY: list[str] = [
     "ascend.trace",
     "nvidia.nsys",
     "nvidia.ncu",
-    "smi_dmon",
-    "smi_query_csv",
+    "nvidia.dmon",
+    "nvidia.query_csv",
     "smi_cnmon",
     "smi_hlsmi",
     "smi_npu",
@@ -112,7 +111,7 @@ def import_paths(
     """Import ``paths`` into one profile at ``out`` (written atomically).
 
     ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs)."""
-    from .kineto_columnar import ColumnarUnavailable
+    from .kineto.columnar import ColumnarUnavailable
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
@@ -134,7 +133,8 @@ def _import(
     interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
     from ..analysis.derived import derive_at_import
-    from .kineto_columnar import ColumnarUnavailable
+    from ..store.writer import ProfileWriter
+    from .kineto.columnar import ColumnarUnavailable
 
     with ProfileWriter(out, derive=derive_at_import) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)

@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store.writer import ProfileWriter
+if TYPE_CHECKING:
+    from ..store.writer import ProfileWriter
 
 log = logging.getLogger("aiprof.import")
 
@@ -49,7 +50,7 @@ class ImportContext:
     tables: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     columnar: bool = False
-    """May Chrome traces take the columnar path (importers/kineto_columnar.py)?"""
+    """May Chrome traces take the columnar path (importers/kineto/columnar.py)?"""
     sample_interval_ns: int | None = None
     """Time between samples of a log without timestamps, as the user gave it (``--interval``)."""
 

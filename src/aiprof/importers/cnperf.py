@@ -68,7 +68,7 @@ class CnperfConverter(FlowBoundConverter):
     def __init__(self, ctx: ImportContext, header: dict[str, Any]) -> None:
         super().__init__(ctx, header)
         self.vendor = "mlu"
-        self._vendor_known = True
+        self.vendor_known = True
         self._threads: set[tuple[Any, str]] = set()
 
     def apply_header(self, header: dict[str, Any]) -> None:

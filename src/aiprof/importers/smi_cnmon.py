@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import Detection, ImportContext, Importer
-from .smi_common import detect_table, load_tables
+from .smi_table import detect_table, load_tables
 
 NAME = "cnmon"
 

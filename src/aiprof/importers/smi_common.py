@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices.base import metric_unit
-from ..devices.smi_table import SmiTable, device_values, parse_tables
 from .base import Detection, ImportContext, no
 
 HEAD_BYTES = 1 << 16
@@ -145,41 +144,3 @@ def _untimed_interval(ctx: ImportContext, path: Path, stated_s: float | None, wa
             "(give the real interval with aiprof import --interval SECONDS)"
         )
     return ASSUMED_INTERVAL_NS
-
-
-def table_readings(tables: list[SmiTable]) -> tuple[list[Reading], list[str]]:
-    """Readings of boxed SMI tables: one sample per table; plus the problems met."""
-    readings: list[Reading] = []
-    problems: list[str] = []
-    for i, t in enumerate(tables):
-        problems.extend(f"table {i + 1} ({t.title[:40]}): {p}" for p in t.problems)
-        for j, fields in enumerate(t.devices):
-            index, name, values = device_values(fields)
-            readings.append(Reading(t.ts_ns, i, index if index is not None else j, values, name))
-    return readings, problems
-
-
-def load_tables(path: Path, ctx: ImportContext, importer: str, device_type: str, title_word: str) -> list[SmiTable]:
-    """Import every boxed table whose title holds ``title_word``; returns them."""
-    from ..errors import ImportFormatError
-
-    tables = [t for t in parse_tables(read_text(path)) if title_word.lower() in t.title.lower()]
-    if not tables:
-        raise ImportFormatError(f"{path}: no {title_word} table")
-    readings, problems = table_readings(tables)
-    write_readings(
-        ctx, path, importer, device_type, readings, problems=problems, versions=sorted({t.title for t in tables})
-    )
-    return tables
-
-
-def detect_table(path: Path, title_word: str) -> Detection:
-    """Yes when the head holds a boxed table titled with ``title_word``."""
-    head = read_head(path)
-    if isinstance(head, Detection):
-        return head
-    for line in head.splitlines():
-        s = line.strip()
-        if s.startswith("|") and title_word.lower() in s.lower():
-            return Detection(True, f"a boxed table titled {' '.join(s.strip('|').split())[:40]!r}")
-    return no(f"no boxed table titled {title_word}")

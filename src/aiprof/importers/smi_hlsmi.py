@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..devices.query_csv import noheader_fields, parse_query_csv
-from ..devices.smi_table import parse_tables
 from ..errors import ImportFormatError
 from .base import Detection, ImportContext, Importer, no, yes
-from .smi_common import Reading, detect_table, read_head, read_text, sample_ordinals, table_readings, write_readings
+from .nvidia.query_csv import noheader_fields, parse_query_csv
+from .smi_common import Reading, read_head, read_text, sample_ordinals, write_readings
+from .smi_table import detect_table, parse_tables, table_readings
 
 NAME = "hl-smi"
 

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from ..devices.base import METRICS, Sample
-from .render import EQUIVALENT, value_of
+from ..render.monitor import EQUIVALENT, value_of
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 HISTORY = 40

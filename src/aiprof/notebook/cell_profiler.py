@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 from types import FrameType
 
-from ..record.api import Profiler
-from ..record.collectors.base import Collector
-from ..record.collectors.python_stacks import PythonSampler
+from ..record.job.api import Profiler
+from ..record.job.collectors.base import Collector
+from ..record.job.collectors.python_stacks import PythonSampler
 
 #: Top-level packages whose threads belong to the kernel or to aiprof's servers in it,
 #: not to the user's code (anyio: the servers' request workers, and ipykernel 7's).
@@ -69,7 +69,7 @@ class CellSampler(PythonSampler):
 
 
 class CellProfiler(Profiler):
-    """:class:`~aiprof.record.api.Profiler` with the cell's sampler."""
+    """:class:`~aiprof.record.job.api.Profiler` with the cell's sampler."""
 
     def _build(self) -> list[Collector]:
         out = super()._build()

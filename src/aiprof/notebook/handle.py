@@ -124,7 +124,7 @@ class ProfileHandle:
     def html(self, path: str | os.PathLike[str]) -> Path:
         """Write the one-file HTML report (``aiprof report --html``): the web UI with the
         views embedded, opened from disk with no server."""
-        from ..web.html_report import write_report
+        from ..render.html import write_report
 
         return write_report(self.profile, path)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis import Query, run
 from ..errors import AiprofError
-from ..render import format_cell
+from ..render.terminal import format_cell
 from .flame import flame_html
 
 if TYPE_CHECKING:

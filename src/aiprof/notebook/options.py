@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..errors import AiprofError
-from ..record.collectors.python_stacks import DEFAULT_RATE_HZ
+from ..record.job.collectors.python_stacks import DEFAULT_RATE_HZ
 
 #: ``aiprof record`` options that mean something for a cell (not ``--sample-inside``:
 #: the kernel is the process, so the stacks are always sampled from a thread in it).
@@ -69,7 +69,7 @@ def parse(cmd: click.Command, line: str) -> dict[str, Any] | None:
 
 def profiler_settings(opts: dict[str, Any]) -> dict[str, Any]:
     """Profiler keyword arguments for the record options, as ``aiprof record`` maps them."""
-    from ..record.schedule import parse_schedule
+    from ..record.job.schedule import parse_schedule
 
     rate = float(opts["rate"]) if opts.get("rate") is not None else DEFAULT_RATE_HZ
     if rate <= 0:

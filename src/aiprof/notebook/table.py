@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import AiprofError
-from ..render import format_cell
+from ..render.terminal import format_cell
 
 #: Rows shown when a table displays (all rows stay in the object).
 SHOWN_ROWS = 50

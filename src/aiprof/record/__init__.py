@@ -7,8 +7,8 @@ finalizer.py for :func:`finalize`.
 
 from typing import TYPE_CHECKING
 
-from .api import Profiler, active, annotate, mark_step
-from .schedule import ProfilerAction, schedule
+from .job.api import Profiler, active, annotate, mark_step
+from .job.schedule import ProfilerAction, schedule
 
 if TYPE_CHECKING:
     from .finalizer import RecordSummary, finalize

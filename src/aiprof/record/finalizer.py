@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .collectors.torch_ops import SYNC_PREFIX
-from .controller import MANIFEST, MARKS, RAW_SUFFIX, load_raw_cut
+from .job.collectors.torch_ops import SYNC_PREFIX
+from .rawfile import MANIFEST, MARKS, RAW_SUFFIX, load_raw_cut
 
 log = logging.getLogger("aiprof.record")
 
@@ -148,7 +148,7 @@ def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool
         if py is not None and "outside" in py:
             # Sampled from outside and never merged (aiprof record was killed): the
             # samples it spilled into the raw folder as they came.
-            from .outside_stacks import merge_spilled
+            from .launcher.outside_stacks import merge_spilled
 
             cut = merge_spilled(raw_dir, py, clock, pid)
             if cut:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .anchors import BACKWARD, NEXT, OPTIMIZER
+from .job.anchors import BACKWARD, NEXT, OPTIMIZER
 
 Span = tuple[int, int, int, int]
 """(start, end, step number, tid), monotonic ns."""

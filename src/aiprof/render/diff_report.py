@@ -11,7 +11,7 @@ import re
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from . import format_cell
+from .terminal import format_cell
 
 #: Changed kernels / operators listed in a report.
 TOP_CHANGES = 10

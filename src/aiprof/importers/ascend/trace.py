@@ -281,7 +281,7 @@ class AscendTraceConverter(FlowBoundConverter):
     def __init__(self, ctx: ImportContext, header: dict[str, Any]) -> None:
         super().__init__(ctx, header)
         self.vendor = "npu"
-        self._vendor_known = True
+        self.vendor_known = True
         if ctx.rank is None and self.default_rank is not None:
             meta = ctx.writer.meta
             if self.rank in meta["ranks"] and self.rank != self.default_rank:

@@ -4,6 +4,13 @@ The header names each field and its unit (``power.draw [W]``); rows carry units 
 unless ``nounits`` was given. Fields are looked up by name, in any order. A log written
 with ``noheader`` has no names; hl-smi's usual field list (:data:`HLSMI_FIELDS`, the one
 ``aiprof monitor`` asks for) is assumed only when every value's unit agrees with it.
+
+The importer (below), for files with a header: ``nvidia-smi --query-gpu=... --format=csv`` logs (also hl-smi's ``-Q`` CSV with a header).
+
+Fields are found by header name (``power.draw [W]`` -> power, ``utilization.gpu [%]``
+-> sm_util, ``memory.used [MiB]`` -> fb_used ...; any other numeric field is kept as
+``smi.<field>``). ``[N/A]`` values are left out. Samples are timed by the ``timestamp``
+field when it was queried.
 """
 
 from __future__ import annotations
@@ -13,6 +20,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
+
+from ...errors import ImportFormatError
+from ..base import Detection, ImportContext, Importer, no, yes
+from ..smi_common import Reading, read_head, read_text, sample_ordinals, write_readings
 
 #: Query field -> counters metric (nvidia-smi and hl-smi spellings).
 FIELD_METRICS: dict[str, str] = {
@@ -199,3 +211,39 @@ def _timestamp(text: str) -> int | None:
             continue
         return round(dt.timestamp() * 1e6) * 1000
     return None
+
+
+# -- the importer -------------------------------------------------------------------
+
+NAME = "smi-query-csv"
+
+
+def _detect(path: Path) -> Detection:
+    head = read_head(path)
+    if isinstance(head, Detection):
+        return head
+    for line in head.splitlines()[:50]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            hdr = header_fields(line)
+            if hdr is not None:
+                return yes(f"a --query CSV header ({', '.join(hdr[0][:4])}...)")
+            return no("first line is not a --query-gpu CSV header")
+    return no("empty")
+
+
+def _load(path: Path, ctx: ImportContext) -> None:
+    log = parse_query_csv(read_text(path))
+    if not log.fields:
+        raise ImportFormatError(f"{path}: no --query CSV header")
+    ordinals = sample_ordinals(r.device for r in log.rows)
+    readings = [Reading(r.ts_ns, s, r.device, r.values, r.name) for r, s in zip(log.rows, ordinals, strict=False)]
+    write_readings(ctx, path, NAME, log.vendor, readings, units=log.units, problems=log.problems, fields=log.fields)
+
+
+IMPORTER = Importer(
+    name=NAME,
+    description="nvidia-smi / hl-smi --query CSV logs with a header",
+    detect=_detect,
+    load=_load,
+    patterns=("*query*.csv", "*nvidia-smi*.csv"),
+)

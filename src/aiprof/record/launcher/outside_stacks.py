@@ -3,16 +3,16 @@
 
 Every recorded process of the job (the job itself, or each rank a launcher starts)
 measures its interpreter's layout when it starts recording and offers it on the Unix
-socket named by :data:`~aiprof.record.collectors.python_outside.ENV_STACKS`
+socket named by :data:`~aiprof.record.environment.ENV_STACKS`
 (collectors.python_outside). :class:`StackServer` takes each offer: it checks that the
 peer is who it says (same user, same pid, by ``SO_PEERCRED``) and that it can read
 that process's memory with the layout, answers "ok" (or why not, and the process
 samples itself), and starts a :class:`StackPoller` for it: a thread of ``aiprof
-record`` reading that process's stacks (aiprof.record.pystate) ``rate_hz`` times a
+record`` reading that process's stacks (aiprof.record.launcher.pystate) ``rate_hz`` times a
 second, so the recorded process runs no sampler thread and never hands its GIL over.
 A process that is not ``aiprof record``'s direct child (a rank of a launcher) may
 also leave its system and device telemetry to the server, which then polls it with an
-:class:`~aiprof.record.outside.ChildPoller` as it does the direct child's.
+:class:`~aiprof.record.launcher.outside.ChildPoller` as it does the direct child's.
 
 After the job, :meth:`StackServer.merge` fills each recorded process's raw ``python``
 data (which holds what only the process knows: the schedule's windows, its own
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .collectors.base import PollingThread
-from .collectors.python_outside import read_line
-from .controller import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
-from .rawstream import RawStream
+from ..environment import read_line
+from ..job.collectors.base import REAL_CLOCK, Clock, PollingThread
+from ..rawfile import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
+from ..rawstream import RawStream
 
 log = logging.getLogger("aiprof.record")
 
@@ -59,9 +59,10 @@ class StackPoller:
     function, file, line).
     """
 
-    def __init__(self, pid: int, rate_hz: float) -> None:
+    def __init__(self, pid: int, rate_hz: float, clock: Clock = REAL_CLOCK) -> None:
         self.pid = pid
         self.rate_hz = rate_hz
+        self.clock = clock
         self.reader: Any = None
         self._poller: PollingThread | None = None
         self.ts: list[int] = []
@@ -102,7 +103,7 @@ class StackPoller:
             self.failed = f"sampling: {type(e).__name__}: {e}"
             log.warning("collector python failed (%s); it stops, the job runs on", self.failed)
 
-        self._poller = PollingThread(f"aiprof-stacks-{self.pid}", 1.0 / self.rate_hz, tick, failed, set())
+        self._poller = PollingThread(f"aiprof-stacks-{self.pid}", 1.0 / self.rate_hz, tick, failed, set(), self.clock)
         self._poller.start()
 
     def stop(self) -> None:
@@ -240,8 +241,10 @@ class StackPoller:
 class StackServer:
     """Takes the layout offers of the job's recorded processes; one poller each."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: dict[str, Any], clock: Clock = REAL_CLOCK) -> None:
         self.options = options
+        self.clock = clock
+        """The pollers' clock (a fake one in tests)."""
         """``aiprof record``'s recording options (rate, host, device)."""
         self.rate_hz = float(options.get("rate", 100.0))
         self.name = f"aiprof-record-{os.getpid()}-{os.urandom(6).hex()}"
@@ -257,7 +260,7 @@ class StackServer:
         self._started: dict[int, int | None] = {}
         """pid -> its process's start time (to tell a pid used again)."""
         self.telemetry: dict[int, Any] = {}
-        """pid -> the :class:`~aiprof.record.outside.ChildPoller` polling its telemetry
+        """pid -> the :class:`~aiprof.record.launcher.outside.ChildPoller` polling its telemetry
         (processes that are not ``aiprof record``'s direct child: launcher ranks)."""
         self._spills: dict[int, RawStream] = {}
         self._spiller: PollingThread | None = None
@@ -351,7 +354,7 @@ class StackServer:
         if pid in self.pollers:
             stacks = "ok"
         elif "layout" in msg:
-            poller = StackPoller(pid, self.rate_hz)
+            poller = StackPoller(pid, self.rate_hz, self.clock)
             stacks = poller.attach(msg["layout"])
             if stacks == "ok":
                 self.pollers[pid] = poller

@@ -50,7 +50,7 @@ class DeviceCollector(Collector):
             fail(self, e, "starting")
 
     def _discover(self) -> None:
-        from ...devices import available_backends
+        from ....devices import available_backends
 
         self._backends = available_backends(self.names)
         for b in self._backends:

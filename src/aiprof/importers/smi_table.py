@@ -7,6 +7,9 @@ value is found by the header name above it, never by position: a header cell
 ``Fan   Temp      Pwr:Usage/Cap`` names three fields (names are separated by two or
 more spaces), and the value cell below it is matched against a pattern per field
 (``107 W/ 250 W`` is one usage/cap pair).
+
+The live backends (:mod:`aiprof.devices.cnmon`, ``npusmi``, ``hlsmi``) read it from here;
+so do the importers of saved tables (:func:`load_tables`, :func:`detect_table`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
+
+from .base import Detection, ImportContext, no
+from .smi_common import Reading, read_head, read_text, write_readings
 
 _BORDER = re.compile(r"^[+|][-=+|]+$")
 _NAME_SPLIT = re.compile(r"\s{2,}")
@@ -233,3 +240,41 @@ def device_values(fields: dict[str, str]) -> tuple[int | None, str | None, dict[
         else:
             values[metric] = number(text)
     return index, name, values
+
+
+def table_readings(tables: list[SmiTable]) -> tuple[list[Reading], list[str]]:
+    """Readings of boxed SMI tables: one sample per table; plus the problems met."""
+    readings: list[Reading] = []
+    problems: list[str] = []
+    for i, t in enumerate(tables):
+        problems.extend(f"table {i + 1} ({t.title[:40]}): {p}" for p in t.problems)
+        for j, fields in enumerate(t.devices):
+            index, name, values = device_values(fields)
+            readings.append(Reading(t.ts_ns, i, index if index is not None else j, values, name))
+    return readings, problems
+
+
+def load_tables(path: Path, ctx: ImportContext, importer: str, device_type: str, title_word: str) -> list[SmiTable]:
+    """Import every boxed table whose title holds ``title_word``; returns them."""
+    from ..errors import ImportFormatError
+
+    tables = [t for t in parse_tables(read_text(path)) if title_word.lower() in t.title.lower()]
+    if not tables:
+        raise ImportFormatError(f"{path}: no {title_word} table")
+    readings, problems = table_readings(tables)
+    write_readings(
+        ctx, path, importer, device_type, readings, problems=problems, versions=sorted({t.title for t in tables})
+    )
+    return tables
+
+
+def detect_table(path: Path, title_word: str) -> Detection:
+    """Yes when the head holds a boxed table titled with ``title_word``."""
+    head = read_head(path)
+    if isinstance(head, Detection):
+        return head
+    for line in head.splitlines():
+        s = line.strip()
+        if s.startswith("|") and title_word.lower() in s.lower():
+            return Detection(True, f"a boxed table titled {' '.join(s.strip('|').split())[:40]!r}")
+    return no(f"no boxed table titled {title_word}")

@@ -16,7 +16,6 @@ process after the job exits (so the job does not pay for it).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sys
@@ -26,16 +25,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._log import log
+from .._log import log
+from ..rawfile import (
+    DISK_FULL,
+    DISK_FULL_ERRNOS,
+    MANIFEST,
+    MARKS,
+    RAW_DATA_SUFFIX,
+    encode_raw,
+    hostname,
+    raw_location,
+    write_atomic,
+)
+from ..rawstream import RawStream
 from .collectors.base import Collector, PollingThread, fail
-from .rawstream import RawStream, is_stream, read_stream
 from .schedule import ProfilerAction, Schedule
 
-MANIFEST = "manifest.json"
-#: Raw data files: marshal format 4, which every Python 3 reads, so the job's
-#: interpreter and aiprof's may differ.
-RAW_DATA_SUFFIX = ".marshal"
-MARKS = "marks" + RAW_DATA_SUFFIX
 #: Environment variable overriding the checkpoint interval (seconds; 0 disables).
 CHECKPOINT_ENV = "AIPROF_RECORD_CHECKPOINT_S"
 DEFAULT_CHECKPOINT_S = 1.0
@@ -43,11 +48,7 @@ DEFAULT_CHECKPOINT_S = 1.0
 #: long run with a big in-job sample list is checkpointed less often than every second).
 CHECKPOINT_SHARE = 0.02
 KILLED_REASON = "the job ended before the profiler stopped (killed?); data up to the last checkpoint"
-#: Errors of a write that mean no room is left: the recording stops, the job runs on.
-DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-DISK_FULL = "no room left for the raw data"
 DISK_FULL_REASON = DISK_FULL + " ({why}) {at:.1f} s into the recording: it stopped there, the job ran on"
-RAW_SUFFIX = ".raw"
 
 
 def rank_from_env(env: dict[str, str] | os._Environ[str] | None = None) -> tuple[int | None, int | None]:
@@ -81,18 +82,6 @@ def profile_location(output: str | os.PathLike[str] | None, rank: int | None) ->
     if rank is None and out.name.endswith(".aiprof"):
         return out
     return out / f"rank{rank or 0}.aiprof"
-
-
-MAIN_RAW_SUFFIX = ".main" + RAW_SUFFIX
-
-
-def raw_location(profile: Path, rank: int | None) -> Path:
-    """The raw folder of ``profile`` (hidden, beside it).
-
-    A process without a rank gets its own name: if it turns out to be a launcher whose
-    ranks record too, ``aiprof record`` drops it instead of letting it clash with rank 0.
-    """
-    return profile.with_name(f".{profile.name}{RAW_SUFFIX if rank is not None else MAIN_RAW_SUFFIX}")
 
 
 class Marks:
@@ -372,7 +361,7 @@ class Controller:
             "rank": self.rank,
             "world_size": self.world_size,
             "pid": self._pid,
-            "host": _hostname(),
+            "host": hostname(),
             "argv": list(sys.argv),
             "clock": dict(self.clock),
             "partial": partial,
@@ -432,47 +421,3 @@ class Controller:
             forget = getattr(c, "forget_in_child", None)
             if forget is not None:
                 forget()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: a job killed in the middle of a
-    checkpoint leaves the previous complete file, never half of the next one."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk keeps no half file
-        raise
-
-
-def encode_raw(data: Any) -> bytes:
-    """Raw data (builtin types only) as bytes: marshal, which the job need not import."""
-    import marshal
-
-    return marshal.dumps(data, 4)
-
-
-def load_raw(path: Path) -> Any:
-    """Raw data written by :func:`encode_raw` or appended by a :class:`RawStream`."""
-    return load_raw_cut(path)[0]
-
-
-def load_raw_cut(path: Path) -> tuple[Any, int]:
-    """:func:`load_raw`, with the bytes cut off the end of a stream (a job killed while
-    appending to it), 0 when every record is whole."""
-    import marshal
-
-    blob = path.read_bytes()
-    if is_stream(blob):
-        return read_stream(blob)
-    return marshal.loads(blob), 0
-
-
-def _hostname() -> str:
-    # os.uname() is what socket.gethostname() reads on POSIX, without importing socket.
-    if hasattr(os, "uname"):
-        return os.uname().nodename
-    import socket
-
-    return socket.gethostname()

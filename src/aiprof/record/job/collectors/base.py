@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._log import log
+from ..._log import log
 
 #: Code of aiprof's own callbacks that run on the job's threads -> the frame the stack
 #: sampler shows instead. The GC callback is the first Python code after a collection,
@@ -64,6 +64,23 @@ class Collector(abc.ABC):
         """This collector's raw data, builtin types only (marshal); big files may go into ``raw_dir``."""
 
 
+class Clock:
+    """The time a :class:`PollingThread` keeps: ``time.perf_counter`` and a wait on its
+    stop event. Tests give a fake one that they advance by hand."""
+
+    def now(self) -> float:
+        import time
+
+        return time.perf_counter()
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Sleep ``seconds`` or until ``stop`` is set; whether it was set."""
+        return stop.wait(seconds)
+
+
+REAL_CLOCK = Clock()
+
+
 class PollingThread:
     """A daemon thread calling ``tick()`` every ``interval`` s until stopped.
 
@@ -71,11 +88,14 @@ class PollingThread:
     collector that fails stops, the job runs on.
     """
 
-    def __init__(self, name: str, interval: float, tick: Any, on_error: Any, own: set[int]) -> None:
+    def __init__(
+        self, name: str, interval: float, tick: Any, on_error: Any, own: set[int], clock: Clock = REAL_CLOCK
+    ) -> None:
         self._interval = interval
         self._tick = tick
         self._on_error = on_error
         self._own = own
+        self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -83,20 +103,19 @@ class PollingThread:
         self._thread.start()
 
     def _run(self) -> None:
-        import time
-
         self._own.add(threading.get_ident())
         interval = self._interval
-        nxt = time.perf_counter()
+        clock = self._clock
+        nxt = clock.now()
         try:
             while True:
                 nxt += interval
-                delay = nxt - time.perf_counter()
+                delay = nxt - clock.now()
                 if delay < 0:
                     # Fell behind (a long GIL hold): skip the lost ticks, never burst.
-                    nxt = time.perf_counter()
+                    nxt = clock.now()
                     delay = 0.0
-                if self._stop.wait(delay):
+                if clock.wait(self._stop, delay):
                     return
                 self._tick()
         except Exception as e:

@@ -9,6 +9,14 @@ skipped. A log stopped with ^C can hold a stray ``^C`` or a cut last line.
 Without ``-o T`` a log has no clock; the sampling interval is then known only where
 the log names the command that wrote it (a ``#`` line with ``nvidia-smi dmon ... -d N``,
 as saved logs often begin), else it is the caller's to give.
+
+The importer (below): ``nvidia-smi dmon`` logs: any ``-s`` letters in any order, with or without ``-o DT``.
+
+Each column becomes a counters metric (``pwr`` -> power W, ``sm`` -> sm_util %, ...;
+a column without a metric, such as ``jpg``, is kept as ``dmon.jpg``). ``-`` values are
+left out; a line cut by ^C is dropped with a warning; a ``pmon`` block is skipped.
+A log without ``-o T`` is placed on the interval its own command line names (``-d N``),
+or the one given to ``aiprof import --interval`` (see importers/smi_common.py).
 """
 
 from __future__ import annotations
@@ -18,8 +26,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
-from .base import METRICS
+from ...devices.base import METRICS
+from ...errors import ImportFormatError
+from ..base import Detection, ImportContext, Importer, no, yes
+from ..smi_common import Reading, read_head, write_readings
 
 #: dmon column -> metric name of the counters table.
 DMON_TO_METRIC: dict[str, str] = {m.dmon: m.name for m in METRICS.values() if m.dmon}
@@ -218,3 +230,37 @@ def data_line(
     parts.append(label.rjust(_label_width(label_width, date or time)))
     parts.extend(f" {format_value(v):>6}" for v in values)
     return "".join(parts)
+
+
+# -- the importer -------------------------------------------------------------------
+
+NAME = "nvidia-dmon"
+
+
+def _detect(path: Path) -> Detection:
+    head = read_head(path)
+    if isinstance(head, Detection):
+        return head
+    for line in head.splitlines():
+        cols = header_columns(line)
+        if cols is not None:
+            return yes(f"a dmon header with columns {' '.join(cols[:6])}...")
+    return no("no '# gpu ...' dmon header line")
+
+
+def _load(path: Path, ctx: ImportContext) -> None:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        log = parse_dmon(f)
+    if not log.headers:
+        raise ImportFormatError(f"{path}: no dmon header line")
+    readings = [Reading(r.ts_ns, r.sample, r.device, r.values) for r in log.rows]
+    write_readings(ctx, path, NAME, "cuda", readings, units=log.units, problems=log.problems, interval_s=log.interval_s)
+
+
+IMPORTER = Importer(
+    name=NAME,
+    description="nvidia-smi dmon logs (-s any groups, -o DT)",
+    detect=_detect,
+    load=_load,
+    patterns=("*dmon*.txt", "*dmon*.log"),
+)

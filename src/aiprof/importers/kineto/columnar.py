@@ -1,6 +1,6 @@
 """The Kineto importer's columnar path: DuckDB parses the events, Arrow makes the rows.
 
-The event path (:mod:`.kineto`) decodes each event into a Python object and builds the
+The event path (:mod:`.events`) decodes each event into a Python object and builds the
 store's columns from those objects: several µs of interpreter work per event. Here:
 
 1. the event list is copied out of the file as one JSON array into a temporary file
@@ -11,7 +11,7 @@ store's columns from those objects: several µs of interpreter work per event. H
    columns: exact ns times from the numbers' text (``DECIMAL``, as :mod:`.timeconv`),
    the typed ``args`` keys (one parse of each ``args``), ``args`` kept as JSON text;
 3. each batch of rows becomes store rows with Arrow compute, by the event path's
-   rules: ``kind`` by :meth:`.kineto.ChromeTraceConverter.classify` once per distinct
+   rules: ``kind`` by :meth:`.events.ChromeTraceConverter.classify` once per distinct
    (category, name), device placement, correlation, flow text. Batches go to the
    writer, which assigns steps at commit as for every importer.
 
@@ -40,20 +40,30 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from .jsonstream import TraceStream
+from ..jsonstream import TraceStream
+from .decode import Ev
+from .rules import (
+    C10_DEVICE_TYPES,
+    ORIGIN_EVENTS,
+    launch_correlation_arrow,
+    origin,
+    placement_arrow,
+    transfer_bytes_arrow,
+    vendor_of_spans_arrow,
+)
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-    from .base import ImportContext
-    from .kineto import ChromeTraceConverter
+    from ..base import ImportContext
+    from .events import ChromeTraceConverter
 
 log = logging.getLogger("aiprof.import")
 
 ENGINE_ENV = "AIPROF_IMPORT_ENGINE"
 
-#: Rows per Arrow batch from DuckDB (at least kineto.ORIGIN_EVENTS, so the first
+#: Rows per Arrow batch from DuckDB (at least rules.ORIGIN_EVENTS, so the first
 #: batch decides the time origin as the event path does).
 _BATCH = 1 << 16
 #: Longest single event DuckDB accepts (bytes); a longer one sends the file down the
@@ -292,11 +302,8 @@ class BatchConverter:
     """Turns DuckDB's typed batches into store rows with the event path's rules."""
 
     def __init__(self, conv: ChromeTraceConverter) -> None:
-        from .kineto import C10_DEVICE_TYPES, DEVICE_SIDE
-
         self.conv = conv
         self.ctx = conv.ctx
-        self.device_side = sorted(DEVICE_SIDE)
         self.c10_keys = list(C10_DEVICE_TYPES)
         self.c10_values = list(C10_DEVICE_TYPES.values())
         self._kinds: dict[tuple[str | None, str], str] = {}
@@ -305,14 +312,13 @@ class BatchConverter:
     def add(self, batch: pa.RecordBatch) -> None:
         import pyarrow.compute as pc
 
-        from .kineto import ORIGIN_EVENTS
-
         ph = batch.column("ph")
         ctx = self.ctx
         if ctx.origin_raw_ns is None:
             # As the event path: the earliest time of the first ORIGIN_EVENTS events.
             head = batch.slice(0, ORIGIN_EVENTS)
-            first = pc.min(head.column("ts_ns").filter(pc.not_equal(head.column("ph"), "M"))).as_py()
+            ts = pc.drop_null(head.column("ts_ns").filter(pc.not_equal(head.column("ph"), "M")))
+            first = origin(ts.to_numpy(zero_copy_only=False))
             if first is not None:
                 ctx.origin(int(first))
         sql_row = batch.column("sql_row")
@@ -323,8 +329,10 @@ class BatchConverter:
         counts = self.conv.counts_ph
         for item in pc.value_counts(ph if sql_row is None else ph.filter(sql_row)).to_pylist():
             counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
-        if not self.conv._vendor_known:
-            self._infer_vendor(batch if sql_row is None else batch.filter(sql_row))
+        if not self.conv.vendor_known:
+            spans = batch if sql_row is None else batch.filter(sql_row)
+            spans = spans.filter(pc.equal(spans.column("ph"), "X"))
+            self.conv.note_vendor(vendor_of_spans_arrow(spans.column("cat"), spans.column("name")))
         # One filter per destination, over only the columns it needs (args is wide).
         is_memory = pc.and_(pc.is_in(ph, value_set=_pa_strings(["i", "I"])), pc.equal(batch.column("name"), "[memory]"))
         keep = pc.invert(pc.or_(is_memory, batch.column("drawn")))  # drawn: arrows timechart drew
@@ -367,46 +375,25 @@ class BatchConverter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from .kineto import DEVICE_CATS, LAUNCH_FLOW_CATS
-
         conv = self.conv
         n = batch.num_rows
         kind = self._kind(batch, is_x, is_instant)
-        ph = batch.column("ph")
         cat = batch.column("cat")
         is_flow = pc.invert(pc.or_(is_x, is_instant))
-        lcat = pc.utf8_lower(pc.fill_null(cat, ""))
-        span_dev = pc.or_(
-            pc.is_in(kind, value_set=_pa_strings(self.device_side)),
-            pc.fill_null(pc.is_in(cat, value_set=_pa_strings(sorted(DEVICE_CATS))), False),
-        )
-        flow_dev = pc.and_(pc.not_equal(ph, "s"), pc.equal(lcat, "ac2g"))
-        dev_side = pc.if_else(is_flow, flow_dev, span_dev)
         pid = pc.fill_null(batch.column("pid_i"), 0)
         tid = pc.fill_null(batch.column("tid_i"), 0)
-        device = pc.if_else(
-            dev_side,
-            pc.if_else(is_flow, pid, pc.coalesce(pc.cast(batch.column("a_device"), pa.int64()), pid)),
-            pa.scalar(-1, pa.int64()),
+        device_type, device = placement_arrow(kind, cat, batch.column("ph"), pid, batch.column("a_device"), conv.vendor)
+        correlation = pc.if_else(
+            is_flow, launch_correlation_arrow(cat, batch.column("flow_id")), batch.column("a_corr")
         )
-        flow_corr = pc.if_else(
-            pc.is_in(lcat, value_set=_pa_strings(sorted(LAUNCH_FLOW_CATS))),
-            batch.column("flow_id"),
-            pa.nulls(n, pa.int64()),
-        )
-        correlation = pc.if_else(is_flow, flow_corr, batch.column("a_corr"))
-        nbytes = pc.if_else(
-            pc.is_in(kind, value_set=_pa_strings(["memcpy", "memset"])),
-            batch.column("a_bytes"),
-            pa.nulls(n, pa.int64()),
-        )
+        nbytes = transfer_bytes_arrow(kind, batch.column("a_bytes"))
         ts = pc.subtract(batch.column("ts_ns"), pa.scalar(self.ctx.origin_raw_ns or 0, pa.int64()))
         dur = pc.if_else(is_x, pc.fill_null(batch.column("dur_ns"), 0), pa.scalar(0, pa.int64()))
         conv.ctx.writer.append(
             "events",
             {
                 "rank": np.full(n, conv.rank, dtype=np.int32),
-                "device_type": pc.if_else(dev_side, conv.vendor, "cpu"),
+                "device_type": device_type,
                 "device": device,
                 "pid": pid,
                 "tid": tid,
@@ -452,24 +439,8 @@ class BatchConverter:
         )
         self.ctx.tables["memory"] += n
 
-    def _infer_vendor(self, batch: pa.RecordBatch) -> None:
-        import pyarrow.compute as pc
-
-        conv = self.conv
-        lcat = pc.utf8_lower(pc.fill_null(batch.column("cat"), ""))
-        x = pc.equal(batch.column("ph"), "X")
-        if pc.any(pc.and_(x, pc.starts_with(lcat, "mtia"))).as_py():
-            conv.vendor, conv._vendor_known = "mtia", True
-            return
-        names = batch.filter(pc.and_(x, pc.match_substring(lcat, "runtime"))).column("name")
-        hits = names.filter(pc.or_(pc.starts_with(names, "hip"), pc.starts_with(names, "cuda")))
-        if len(hits):
-            conv._infer_vendor([hits[0].as_py()])
-
     def _event_path(self, batch: pa.RecordBatch) -> None:
         """Rows Arrow does not make, through the event path's converter."""
-        from .kineto import Ev
-
         cols = {name: batch.column(name).to_pylist() for name in batch.schema.names if name.startswith("w_")}
         ph, cat, name, bp, args = (batch.column(c).to_pylist() for c in ("ph", "cat", "name", "bp", "args"))
         evs = []

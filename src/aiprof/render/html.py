@@ -23,10 +23,10 @@ from typing import Any
 from ..analysis import Query, run, views
 from ..errors import AiprofError
 from ..store import Profile
-from .assets import read_asset
-from .jsonio import dumps
-from .routes import advice_for, describe
-from .timeline import MAX_ITEMS, SeriesQuery, Timeline, Window
+from ..web.assets import read_asset
+from ..web.jsonio import dumps
+from ..web.routes import advice_for, describe
+from ..web.timeline import MAX_ITEMS, SeriesQuery, Timeline, Window
 
 TOP_ROWS = 500
 #: view -> rows embedded (None = all).

@@ -18,18 +18,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import AiprofError
+from ...errors import AiprofError
+from .._log import log
+from ..environment import ENV_STACKS
+from ..rawfile import DISK_FULL_ERRNOS
 from . import anchors, collectives
-from ._log import log
 from .collectors.base import Collector
-from .collectors.python_outside import ENV_STACKS
-from .controller import DISK_FULL_ERRNOS, Controller, profile_location, rank_from_env
+from .controller import Controller, profile_location, rank_from_env
 from .schedule import Schedule
 
 if TYPE_CHECKING:
     # Finalizing (msgspec, then the store) is only needed at stop: not imported into
     # every recorded job at its start.
-    from .finalizer import RecordSummary
+    from ..finalizer import RecordSummary
 
 HOST_COLLECTORS = ("python", "system", "ops")
 
@@ -69,7 +70,7 @@ class Profiler:
             (kernels, copies, memsets, runtime launches) through torch.profiler's device
             activities alone, once the job imports torch and torch sees a device
             (collectors.device_trace); nothing happens on a machine without one.
-        collectors: extra :class:`~aiprof.record.collectors.base.Collector` objects.
+        collectors: extra :class:`~aiprof.record.job.collectors.base.Collector` objects.
         defer: only dump raw data at stop; someone else (``aiprof record``) finalizes.
         telemetry_outside: system metrics and device telemetry are polled by another
             process (``aiprof record`` polls its job), so this one keeps only the GC
@@ -143,7 +144,7 @@ class Profiler:
         return self._controller is not None
 
     def _build(self) -> list[Collector]:
-        from .controller import raw_location
+        from ..rawfile import raw_location
 
         out: list[Collector] = []
         outside = None
@@ -272,7 +273,7 @@ class Profiler:
         self.raw_dir = raw
         if self.defer:
             return raw
-        from .finalizer import finalize
+        from ..finalizer import finalize
 
         try:
             self.summary = finalize(raw)
@@ -299,7 +300,7 @@ class Profiler:
         if self.summary is None:
             if self.raw_dir is None:
                 raise AiprofError("nothing recorded yet: call start() first")
-            from .finalizer import finalize
+            from ..finalizer import finalize
 
             self.summary = finalize(self.raw_dir)
         return self.summary

@@ -11,7 +11,7 @@ def _aiprof_activate() -> None:
     if "aiprof.record.bootstrap" in getattr(sys, "orig_argv", ()):
         return  # the bootstrap records this process itself (importing it here would confuse runpy)
     try:
-        from aiprof.record.bootstrap import activate_from_env
+        from aiprof.record.job.bootstrap import activate_from_env
 
         activate_from_env()
     except Exception as e:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TextIO
 
-from ..devices import dmon
 from ..devices.base import METRICS, Sample
 from ..errors import AiprofError
+from ..importers.nvidia import dmon
 
 #: -s letter -> metric names, in dmon's column order.
 GROUPS: dict[str, list[str]] = {}

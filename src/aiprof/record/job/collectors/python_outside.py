@@ -1,8 +1,8 @@
-"""The job's side of Python stacks sampled from outside (aiprof.record.outside_stacks).
+"""The job's side of Python stacks sampled from outside (aiprof.record.launcher.outside_stacks).
 
 Under ``aiprof record``, the stacks of every recorded process of the job (the job,
 or each rank of a launcher) are read from ``aiprof record``'s own process
-(aiprof.record.pystate), so it runs no sampler thread and never hands its GIL to
+(aiprof.record.launcher.pystate), so it runs no sampler thread and never hands its GIL to
 one. The recorded process only:
 
 1. measures its interpreter's layout at start and sends it to ``aiprof record``
@@ -23,13 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...environment import ANSWER_TIMEOUT_S, ENV_STACKS, read_line
 from .base import SHOWN_AS, Collector
-
-#: The name, in the abstract namespace, of ``aiprof record``'s Unix socket that takes
-#: the offers (aiprof.record.outside_stacks.StackServer).
-ENV_STACKS = "AIPROF_RECORD_STACKS"
-#: Seconds the job waits for ``aiprof record`` to say it reads the stacks.
-ANSWER_TIMEOUT_S = 5.0
 
 
 class OutsideSampler(Collector):
@@ -84,7 +79,7 @@ def connect(rate_hz: float, *, stacks: bool = True, telemetry: bool = False) -> 
 
     msg: dict[str, Any] = {"pid": os.getpid(), "telemetry": telemetry}
     if stacks:
-        from ..pystate import LayoutError, calibrate
+        from ...launcher.pystate import LayoutError, calibrate
 
         try:
             msg["layout"] = calibrate()
@@ -110,14 +105,3 @@ def connect(rate_hz: float, *, stacks: bool = True, telemetry: bool = False) -> 
     if took_stacks != "ok":
         return None, msg.get("error") or took_stacks, took_telemetry
     return OutsideSampler(rate_hz), "", took_telemetry
-
-
-def read_line(sock: Any) -> bytes:
-    """Bytes from ``sock`` up to a newline (what came before EOF if none does)."""
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        line += chunk
-    return line

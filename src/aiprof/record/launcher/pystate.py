@@ -10,7 +10,7 @@ so it is not written here: the job measures it on itself at start
 head that ``PyInterpreterState_ThreadHead`` returns, ``threading.get_ident()``, the
 ids of a code object's name and file...), then walks its own threads' stacks with
 those offsets and compares them with ``traceback``'s. Only a layout that passes is
-used; otherwise the job samples itself (aiprof.record.collectors.python_stacks).
+used; otherwise the job samples itself (aiprof.record.job.collectors.python_stacks).
 
 Memory is read with ``pread`` on ``/proc/<pid>/mem``: a read of an address that is
 not mapped is an ``OSError``, never a crash, in the reader or in the job. The job is

@@ -1,153 +1,43 @@
-"""PyTorch profiler (Kineto) Chrome-trace JSON: ``.json`` / ``.json.gz``.
+"""The Kineto event path: decoded events -> store rows, by the rules of :mod:`.rules`.
 
-Covers every Kineto generation seen in the wild: 2021 categories ("Operator",
-"Kernel", "Runtime", "Memcpy"), today's ("cpu_op", "kernel", "cuda_runtime",
-"gpu_memcpy", "ac2g" flows, "cuda_sync"), AMD ROCm (HIP names), MTIA/PrivateUse1
-runtimes, CPU-only traces, and writers that put timestamps in strings (Ascend's
-trace_view.json). Other Chrome-trace producers reuse :class:`ChromeTraceConverter`
-and override its classification.
-
-Mapping:
-- ``ph: X`` spans and ``B``/``E`` pairs -> events, ``kind`` from the category (table
-  below); a category with no home is ``other`` with the category kept in ``cat``;
-- ``s``/``f``/``t`` flows -> events of kind ``other`` (their id in ``correlation`` for
-  launch flows), so a round trip keeps them;
-- ``i``/``I`` instants -> ``instant`` events, except ``[memory]`` -> the memory table;
-- ``C`` counters -> counters; ``M`` metadata -> the tracks table;
-- ``deviceProperties`` -> devices, ``distributedInfo`` -> rank and world size.
+Other Chrome-trace producers (cnperf, Ascend, MindSpore's legacy traces, aiprof's own
+recorder) reuse :class:`ChromeTraceConverter` and override its classification.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 import orjson
 
-from ..errors import ImportFormatError
-from ..store.vocabulary import DATALOADER_PREFIX, PROFILER_STEP_PREFIX, is_collective_kernel
-from .base import Detection, ImportContext, Importer, no, yes
-from .jsonstream import TraceStream, split_events
-from .timeconv import us_to_ns
+from ..base import ImportContext
+from ..timeconv import us_to_ns
+from .decode import EMPTY_ARGS, Args, Ev, decode_args
+from .rules import (
+    AIPROF_BASE_KEY,
+    C10_DEVICE_TYPES,
+    DEVICE_SIDE,
+    DRAWN_SAMPLES_CAT,
+    ORIGIN_EVENTS,
+    device_record,
+    flow_placement,
+    is_launch_flow,
+    kind_for,
+    origin,
+    own_classification,
+    placement,
+    transfer_bytes,
+    vendor_of_devices,
+    vendor_of_spans,
+)
 
 NAME = "kineto"
-#: Header key of `aiprof timechart`: its ts count from baseTimeNanoseconds.
-AIPROF_BASE_KEY = "aiprofTsFromBase"
-
-
-class Ev(msgspec.Struct):
-    """One Chrome-trace event as written; unknown keys are ignored by design."""
-
-    ph: str = ""
-    cat: str | None = None
-    name: str | int | float | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: int | float | str | None = None
-    dur: int | float | str | None = None
-    id: int | str | None = None
-    bp: str | None = None
-    s: str | None = None
-    args: msgspec.Raw = msgspec.Raw()
-    # Written by `aiprof timechart`: the store's own classification, taken back as is.
-    aiprof_kind: str | None = None
-    aiprof_device_type: str | None = None
-    aiprof_device: int | None = None
-    aiprof_synthetic: bool | None = None
-
-
-class Args(msgspec.Struct):
-    """The ``args`` keys that become typed columns."""
-
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(name="External id", default=None)
-    external_id_old: int | None = msgspec.field(name="external id", default=None)
-    device: int | str | None = None
-    stream: int | str | None = None
-    bytes: int | float | None = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    # [memory] instants
-    dev_type: int | None = msgspec.field(name="Device Type", default=None)
-    dev_id: int | None = msgspec.field(name="Device Id", default=None)
-    addr: int | None = msgspec.field(name="Addr", default=None)
-    mbytes: int | None = msgspec.field(name="Bytes", default=None)
-    allocated: int | None = msgspec.field(name="Total Allocated", default=None)
-    reserved: int | None = msgspec.field(name="Total Reserved", default=None)
-
-
-_EV_DECODER = msgspec.json.Decoder(list[Ev])
-_ARGS_DECODER = msgspec.json.Decoder(Args)
-_ARGS_LIST_DECODER = msgspec.json.Decoder(list[Args])
-_EMPTY_ARGS = Args()
-
-#: Lower-cased category -> kind. Names refine this below (steps, NCCL, DataLoader).
-CATEGORY_KINDS: dict[str, str] = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "user_annotation",
-    "python_function": "python",
-    "python": "python",
-    "cuda_runtime": "runtime",
-    "runtime": "runtime",
-    "cuda_driver": "driver",
-    "driver": "driver",
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "cuda_sync": "sync",
-    "gc": "gc",
-    "dataloader": "dataloader",
-    "cpu_instant_event": "instant",
-    "mtia_ccp_events": "kernel",
-}
-
-#: The time origin (ts = 0) is the earliest time among this many first events of a
-#: trace, the same for both engines whatever their batches (a file whose first read
-#: holds fewer events uses those).
-ORIGIN_EVENTS = 1 << 16
-
-#: Kinds whose events run on a device queue (stream), not a host thread.
-DEVICE_SIDE = frozenset({"kernel", "memcpy", "memset", "collective", "sync"})
-#: Categories placed on the device whatever their kind.
-DEVICE_CATS = frozenset({"gpu_user_annotation"})
-#: Flow categories whose id is the launch correlation (host call -> device work).
-LAUNCH_FLOW_CATS = frozenset({"ac2g", "async_npu", "hosttodevice"})
 _STREAM_RE = re.compile(r"stream\s*(\d+)", re.IGNORECASE)
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-#: c10::DeviceType numbers used in [memory] events -> our device_type.
-C10_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "rocm", 9: "xpu", 12: "xpu", 14: "hpu", 20: "npu"}
-
-
-def kind_for(cat: str | None, name: str) -> str:
-    """The kind of a span from its category and name (Kineto conventions)."""
-    c = (cat or "").lower()
-    kind = CATEGORY_KINDS.get(c)
-    if kind is None:
-        if c.endswith("_runtime"):
-            kind = "runtime"
-        elif c.endswith("_driver"):
-            kind = "driver"
-        else:
-            return "other"
-    if kind == "kernel" and is_collective_kernel(name):
-        return "collective"
-    if kind in ("user_annotation", "cpu_op") and c != "gpu_user_annotation":
-        # gpu_user_annotation is the device-side shadow of a host range, not a step.
-        if name.startswith(PROFILER_STEP_PREFIX):
-            return "step"
-        if name.startswith(DATALOADER_PREFIX):
-            return "dataloader"
-    return kind
 
 
 class ChromeTraceConverter:
@@ -160,7 +50,8 @@ class ChromeTraceConverter:
         self.header = header
         self.rank = ctx.default_rank
         self.vendor = "cuda"
-        self._vendor_known = False
+        #: Whether the header or a span has told the vendor (else it is still guessed).
+        self.vendor_known = False
         self._str_ids: dict[str, int] = {}
         self._kind_cache: dict[tuple[str | None, str], str] = {}
         self._launch_cats: dict[str | None, bool] = {}
@@ -185,15 +76,7 @@ class ChromeTraceConverter:
             meta["ranks"].append(self.rank)
         props = header.get("deviceProperties")
         if isinstance(props, list):
-            names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
-            if re.search(r"AMD|Radeon|Instinct|MI\d{3}", names):
-                self.vendor, self._vendor_known = "rocm", True
-            elif re.search(r"HPU|Gaudi", names):
-                self.vendor, self._vendor_known = "hpu", True
-            elif re.search(r"MTIA", names):
-                self.vendor, self._vendor_known = "mtia", True
-            elif names:
-                self._vendor_known = True
+            self.note_vendor(vendor_of_devices([str(p.get("name", "")) for p in props if isinstance(p, dict)]))
             known = {(d.get("rank"), d.get("index")) for d in meta["devices"]}
             for p in props:
                 if not isinstance(p, dict) or not isinstance(p.get("id"), (int, str, type(None))):
@@ -211,17 +94,10 @@ class ChromeTraceConverter:
             if key not in ("deviceProperties", "distributedInfo", "traceEvents"):
                 meta.setdefault("trace_info", {})[key] = value
 
-    def _infer_vendor(self, names: Sequence[Any]) -> None:
-        # HTA infers the vendor from runtime symbol names; do the same once.
-        for n in names:
-            if isinstance(n, str):
-                if n.startswith("hip"):
-                    self.vendor = "rocm"
-                    self._vendor_known = True
-                    return
-                if n.startswith("cuda"):
-                    self._vendor_known = True
-                    return
+    def note_vendor(self, vendor: str | None) -> None:
+        """Take the vendor a rule found (None: it found none)."""
+        if vendor is not None:
+            self.vendor, self.vendor_known = vendor, True
 
     # -- ids ------------------------------------------------------------------------
 
@@ -277,25 +153,16 @@ class ChromeTraceConverter:
     def device_of(
         self, kinds: list[str], cats: list[str | None], pids: list[int], args: list[Args]
     ) -> tuple[list[str], list[int]]:
-        dt: list[str] = []
-        dev: list[int] = []
-        vendor = self.vendor
-        for k, c, p, a in zip(kinds, cats, pids, args):
-            if k in DEVICE_SIDE or c in DEVICE_CATS:
-                dt.append(vendor)
-                dev.append(a.device if isinstance(a.device, int) else _int_or(a.device, p))
-            else:
-                dt.append("cpu")
-                dev.append(-1)
-        return dt, dev
+        return placement(kinds, cats, pids, [a.device for a in args], self.vendor)
 
     def add_batch(self, evs: list[Ev]) -> None:
         if self.ctx.origin_raw_ns is None and evs:
             # The earliest time of the first ORIGIN_EVENTS events becomes ts = 0 (later
             # ones may still be earlier in an unsorted file: those get ts < 0).
             ts, ok = us_to_ns([e.ts for e in evs[:ORIGIN_EVENTS] if e.ph != "M"])
-            if ok.any():
-                self.ctx.origin(int(ts[ok].min()))
+            first = origin(ts[ok])
+            if first is not None:
+                self.ctx.origin(first)
         spans: list[Ev] = []
         flows: list[Ev] = []
         other: list[Ev] = []
@@ -348,17 +215,7 @@ class ChromeTraceConverter:
                 self._named_pids.add(p)
 
     def _decode_args(self, raws: list[msgspec.Raw]) -> list[Args]:
-        try:
-            # One decoder call for the whole batch: per-call overhead dominates otherwise.
-            return _ARGS_LIST_DECODER.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")
-        except (msgspec.DecodeError, TypeError, RecursionError):
-            out = []
-            for r in raws:
-                try:
-                    out.append(_ARGS_DECODER.decode(r) if r else _EMPTY_ARGS)
-                except (msgspec.DecodeError, RecursionError):
-                    out.append(_lenient_args(r))
-            return out
+        return decode_args(raws)
 
     def _times(self, evs: list[Ev]) -> tuple[np.ndarray, np.ndarray]:
         ts, ok = us_to_ns([e.ts for e in evs])
@@ -371,13 +228,21 @@ class ChromeTraceConverter:
         return ts, ok
 
     def _spans(self, evs: list[Ev]) -> None:
+        if any(e.aiprof_synthetic for e in evs):
+            kept = [e for e in evs if not (e.aiprof_synthetic and e.cat == DRAWN_SAMPLES_CAT)]
+            if len(kept) < len(evs):
+                # Drawn from the samples table (which a timechart does not hold): not spans.
+                self.ctx.warn(
+                    f"{len(evs) - len(kept)} Python sample slices drawn by `aiprof timechart` left out "
+                    "(pictures of samples, not recorded spans)"
+                )
+            evs = kept
+            if not evs:
+                return
         names = [n if isinstance(n, str) else ("" if n is None else str(n)) for n in (e.name for e in evs)]
         cats = [e.cat for e in evs]
-        if not self._vendor_known:
-            if any(c and c.lower().startswith("mtia") for c in cats):
-                self.vendor, self._vendor_known = "mtia", True
-            else:
-                self._infer_vendor([n for n, c in zip(names, cats) if c and "runtime" in c.lower()])
+        if not self.vendor_known:
+            self.note_vendor(vendor_of_spans(cats, names))
         pids_raw = [e.pid for e in evs]
         pids = [p if type(p) is int else self.int_id(p) for p in pids_raw]
         kinds = self.classify(cats, names, pids_raw)
@@ -394,7 +259,7 @@ class ChromeTraceConverter:
         dur = np.where(dok, dur, 0)
         dt, dev = self.device_of(kinds, cats, pids, args)
         if any(e.aiprof_kind is not None for e in evs):
-            kinds, dt, dev = _own_classification(evs, kinds, dt, dev)
+            kinds, dt, dev = _own(evs, kinds, dt, dev)
         self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args, extra=extra)
 
     def _write_events(
@@ -429,9 +294,7 @@ class ChromeTraceConverter:
             "dur": dur,
             "correlation": correlation,
             "external_id": [a.external_id if a.external_id is not None else a.external_id_old for a in args],
-            "bytes": [
-                int(a.bytes) if a.bytes is not None and k in ("memcpy", "memset") else None for a, k in zip(args, kinds)
-            ],
+            "bytes": transfer_bytes(kinds, [a.bytes for a in args]),
             "grid": [_dims(a.grid) if a.grid else None for a in args],
             "block": [_dims(a.block) if a.block else None for a in args],
             "args": [_args_text(r) for r in raws],
@@ -463,24 +326,14 @@ class ChromeTraceConverter:
         if not done:
             return
         evs = [d[0] for d in done]
-        names = [str(e.name or "") for e in evs]
-        cats = [e.cat for e in evs]
-        pids = [self.int_id(e.pid) for e in evs]
-        kinds = self.classify(cats, names, [e.pid for e in evs])
-        args = self._decode_args([e.args for e in evs])
-        dt, dev = self.device_of(kinds, cats, pids, args)
-        self._write_events(
-            kinds,
-            dt,
-            dev,
-            pids,
+        self._paired(
+            [str(e.name or "") for e in evs],
+            [e.cat for e in evs],
+            [e.pid for e in evs],
             [self.int_id(e.tid) for e in evs],
-            cats,
-            names,
             np.array([d[1] for d in done], dtype=np.int64),
             np.array([d[2] for d in done], dtype=np.int64),
             [e.args for e in evs],
-            args,
         )
 
     def finish(self) -> None:
@@ -490,25 +343,32 @@ class ChromeTraceConverter:
         if not left:
             return
         self.ctx.warn(f"{len(left)} B events never closed; kept with dur = 0")
-        names = [i[1] for _, i in left]
-        cats = [i[2] for _, i in left]
-        pids = [k[0] for k, _ in left]
-        kinds = self.classify(cats, names, pids)
-        args = self._decode_args([msgspec.Raw(i[3]) for _, i in left])
-        dt, dev = self.device_of(kinds, cats, pids, args)
-        self._write_events(
-            kinds,
-            dt,
-            dev,
-            pids,
+        self._paired(
+            [i[1] for _, i in left],
+            [i[2] for _, i in left],
+            [k[0] for k, _ in left],
             [k[1] for k, _ in left],
-            cats,
-            names,
             np.array([i[0] for _, i in left], dtype=np.int64),
             np.zeros(len(left), dtype=np.int64),
-            [i[3] for _, i in left],
-            args,
+            [msgspec.Raw(i[3]) for _, i in left],
         )
+
+    def _paired(
+        self,
+        names: list[str],
+        cats: list[str | None],
+        pids_raw: list[Any],
+        tids: list[int],
+        ts: np.ndarray,
+        dur: np.ndarray,
+        raws: list[msgspec.Raw],
+    ) -> None:
+        """Spans made of B/E pairs (or a B left open): classified and written."""
+        pids = [self.int_id(p) for p in pids_raw]
+        kinds = self.classify(cats, names, pids_raw)
+        args = self._decode_args(raws)
+        dt, dev = self.device_of(kinds, cats, pids, args)
+        self._write_events(kinds, dt, dev, pids, tids, cats, names, ts, dur, raws, args)
 
     def _flows(self, evs: list[Ev]) -> None:
         # Arrows that `aiprof timechart` drew from correlation were never recorded.
@@ -529,7 +389,7 @@ class ChromeTraceConverter:
             c = e.cat
             launch = launch_cats.get(c)
             if launch is None:
-                launch = launch_cats[c] = (c or "").lower() in LAUNCH_FLOW_CATS
+                launch = launch_cats[c] = is_launch_flow(c)
             eid = e.id
             corr.append(eid if launch and type(eid) is int else None)
             if not e.args and type(eid) is int and e.ph in ("s", "f", "t"):
@@ -551,11 +411,8 @@ class ChromeTraceConverter:
                 except (orjson.JSONDecodeError, RecursionError):
                     info["args_raw"] = bytes(e.args).decode("utf-8", "replace")
             raws.append(orjson.dumps(info))
-        dt = [
-            "cpu" if e.ph == "s" else (self.vendor if c and c.lower() == "ac2g" else "cpu") for e, c in zip(evs, cats)
-        ]
-        dev = [-1 if d == "cpu" else p for d, p in zip(dt, pids)]
-        args = [_EMPTY_ARGS] * len(evs)
+        dt, dev = flow_placement([e.ph for e in evs], cats, pids, self.vendor)
+        args = [EMPTY_ARGS] * len(evs)
         self._write_events(
             kinds, dt, dev, pids, tids, cats, names, ts, np.zeros(len(evs), dtype=np.int64), raws, args, corr
         )
@@ -594,7 +451,7 @@ class ChromeTraceConverter:
             args = self._decode_args([e.args for e in rest])
             kinds, dts, devs = ["instant"] * len(rest), ["cpu"] * len(rest), [-1] * len(rest)
             if any(e.aiprof_kind is not None for e in rest):
-                kinds, dts, devs = _own_classification(rest, kinds, dts, devs)
+                kinds, dts, devs = _own(rest, kinds, dts, devs)
             self._write_events(
                 kinds,
                 dts,
@@ -685,40 +542,15 @@ class ChromeTraceConverter:
             self.ctx.writer.append("tracks", {k: [r.get(k) for r in rows] for k in rows[0]})
 
 
-def _own_classification(
-    evs: list[Ev], kinds: list[str], dt: list[str], dev: list[int]
-) -> tuple[list[str], list[str], list[int]]:
-    """Kinds and devices as an aiprof export wrote them, where it did and they are valid."""
-    from ..store.schema import DEVICE_TYPES, KINDS
-
-    kinds, dt, dev = list(kinds), list(dt), list(dev)
-    for i, e in enumerate(evs):
-        if e.aiprof_kind in KINDS:
-            kinds[i] = e.aiprof_kind
-        if e.aiprof_device_type in DEVICE_TYPES:
-            dt[i] = e.aiprof_device_type
-        if e.aiprof_device is not None:
-            dev[i] = e.aiprof_device
-    return kinds, dt, dev
-
-
-def _lenient_args(raw: msgspec.Raw | bytes) -> Args:
-    """The typed keys of an ``args`` object with a key of an odd type (Triton writes
-    ``"grid": "grid(100,)"``): that key is None, the others are kept."""
-    try:
-        obj = orjson.loads(bytes(raw))
-    except (orjson.JSONDecodeError, RecursionError):
-        return _EMPTY_ARGS
-    if not isinstance(obj, dict):
-        return _EMPTY_ARGS
-    kept: dict[str, Any] = {}
-    for key, value in obj.items():
-        try:
-            kept[key] = value
-            _ARGS_DECODER.decode(orjson.dumps(kept))
-        except (msgspec.DecodeError, TypeError, RecursionError):
-            del kept[key]
-    return _ARGS_DECODER.decode(orjson.dumps(kept))
+def _own(evs: list[Ev], kinds: list[str], dt: list[str], dev: list[int]) -> tuple[list[str], list[str], list[int]]:
+    return own_classification(
+        kinds,
+        dt,
+        dev,
+        [e.aiprof_kind for e in evs],
+        [e.aiprof_device_type for e in evs],
+        [e.aiprof_device for e in evs],
+    )
 
 
 def _args_text(r: msgspec.Raw | bytes | str) -> str | None:
@@ -728,221 +560,7 @@ def _args_text(r: msgspec.Raw | bytes | str) -> str | None:
     return bytes(r).decode("utf-8", "replace") if r else None
 
 
-def _int_or(v: str | int | None, default: int) -> int:
-    """Integer of a value that may be written as '0x1' or '3'."""
-    if isinstance(v, str):
-        try:
-            return int(v, 0)
-        except ValueError:
-            return default
-    return default if v is None else int(v)
-
-
 def _dims(v: list[int] | None) -> str | None:
     if not v:
         return None
     return "[" + ",".join(str(x) for x in v) + "]"
-
-
-def device_record(p: dict[str, Any], rank: int, vendor: str) -> dict[str, Any]:
-    """profile.json device entry from a Kineto deviceProperties item."""
-    rec: dict[str, Any] = {
-        "rank": rank,
-        "type": vendor,
-        "index": p.get("id"),
-        "name": p.get("name"),
-        "vendor": "AMD" if vendor == "rocm" else "NVIDIA" if vendor == "cuda" else None,
-        "memory_bytes": p.get("totalGlobalMem"),
-    }
-    if "computeMajor" in p:
-        rec["compute_capability"] = f"{p.get('computeMajor')}.{p.get('computeMinor')}"
-    for k in ("numSms", "warpSize", "maxThreadsPerBlock", "sharedMemPerBlock", "regsPerBlock"):
-        if k in p:
-            rec[k] = p[k]
-    return rec
-
-
-def try_decode(batch: bytes) -> list[Ev] | None:
-    """Decode a run of whole events, or None if it is not one (or has odd fields)."""
-    try:
-        return _EV_DECODER.decode(batch)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-
-
-def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
-    """Decode a batch of whole events; a malformed event is skipped with a warning."""
-    got = try_decode(batch)
-    if got is not None:
-        return got
-    # Slow path: decode one by one so one bad event does not cost the batch.
-    bad = 0
-    try:
-        items = orjson.loads(batch)
-    except (orjson.JSONDecodeError, RecursionError):
-        # Malformed JSON somewhere in the run: cut it into events by structure and
-        # keep every one that parses.
-        items = []
-        for piece in split_events(batch):
-            try:
-                items.append(orjson.loads(piece))
-            except (orjson.JSONDecodeError, RecursionError):
-                bad += 1
-        if not items and not bad:
-            ctx.warn(f"a run of events could not be parsed; {len(batch)} bytes skipped")
-            return []
-    out: list[Ev] = []
-    conv = msgspec.json.Decoder(Ev)
-    for item in items if isinstance(items, list) else []:
-        try:
-            out.append(conv.decode(orjson.dumps(item)))
-        except (msgspec.DecodeError, TypeError, RecursionError):
-            ev = _coerce(item)
-            if ev is None:
-                bad += 1
-            else:
-                out.append(ev)
-    if bad:
-        ctx.warn(f"{bad} malformed trace events (not objects or unreadable fields) skipped")
-    return out
-
-
-def _coerce(item: Any) -> Ev | None:
-    """Keep what can be kept of an event with odd field types."""
-    if not isinstance(item, dict):
-        return None
-
-    def scalar(v: Any) -> Any:
-        return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
-
-    args = item.get("args")
-    return Ev(
-        ph=item["ph"] if isinstance(item.get("ph"), str) else "",
-        cat=str(item["cat"]) if isinstance(item.get("cat"), (str, int, float)) else None,
-        name=scalar(item.get("name")),
-        pid=scalar(item.get("pid")),
-        tid=scalar(item.get("tid")),
-        ts=scalar(item.get("ts")),
-        dur=scalar(item.get("dur")),
-        id=scalar(item.get("id")),
-        args=_raw_args(args),
-    )
-
-
-def _raw_args(args: Any) -> msgspec.Raw:
-    """An args object as raw JSON text; nothing for what is not an object or cannot be
-    written back (nested past orjson's limit, integers past 64 bits)."""
-    if not isinstance(args, dict):
-        return msgspec.Raw()
-    try:
-        return msgspec.Raw(orjson.dumps(args))
-    except (orjson.JSONEncodeError, RecursionError):
-        return msgspec.Raw()
-
-
-def load_chrome_trace(
-    path: Path, ctx: ImportContext, converter: type[ChromeTraceConverter] = ChromeTraceConverter
-) -> ChromeTraceConverter:
-    """Stream a Chrome-trace file through ``converter`` into the context's writer.
-
-    Kineto traces take the columnar path (:mod:`.kineto_columnar`) when DuckDB can read
-    their events; otherwise, and for the producers that refine the rules (subclasses),
-    every event goes through ``converter`` here.
-    """
-    from . import kineto_columnar
-
-    columnar = ctx.columnar and converter is ChromeTraceConverter and kineto_columnar.wanted(path)
-    got = kineto_columnar.load(path, ctx, converter) if columnar else None
-    if got is not None:
-        return _finish_trace(path, ctx, got[0], got[1], converter)
-    stream = TraceStream(path)
-    conv: ChromeTraceConverter | None = None
-    batches = stream.batches(try_decode, lambda b: decode_events(b, ctx))
-    done = 0
-    early_rank = False
-    for evs in batches:
-        if conv is None:
-            conv = converter(ctx, stream.header)
-            early_rank = "distributedInfo" in stream.header
-        conv.add_batch(evs)
-        ctx.progress(stream.bytes_in - done)
-        done = stream.bytes_in
-    if conv is None:
-        conv = converter(ctx, stream.header)
-    else:
-        late = stream.header.get("distributedInfo")
-        if not early_rank and isinstance(late, dict) and late.get("rank") not in (None, conv.rank) and ctx.rank is None:
-            ctx.warn(
-                f"distributedInfo (rank {late.get('rank')}) comes after the events; they keep rank {conv.rank}: "
-                "re-import with --rank to set it"
-            )
-        conv.apply_header(stream.header)
-    return _finish_trace(path, ctx, conv, stream, converter)
-
-
-def _finish_trace(
-    path: Path,
-    ctx: ImportContext,
-    conv: ChromeTraceConverter,
-    stream: TraceStream,
-    converter: type[ChromeTraceConverter],
-) -> ChromeTraceConverter:
-    conv.apply_header(stream.header)
-    conv.finish()
-    conv.write_tracks()
-    for p in stream.problems:
-        ctx.warn(f"{path.name}: {p}")
-    base = stream.header.get("baseTimeNanoseconds")
-    meta = ctx.writer.meta
-    origin = ctx.origin_raw_ns or 0
-    if isinstance(base, int) and base > 0:
-        meta["time_origin_ns"], meta["clock"] = base + origin, "unix"
-    elif origin > 10**18:
-        meta["time_origin_ns"], meta["clock"] = origin, "unix"
-    else:
-        meta["time_origin_ns"], meta["clock"] = origin, "trace"
-    meta["partial"] = meta.get("partial", False) or not stream.complete
-    ctx.writer.add_source(converter.importer_name, path, complete=stream.complete, events_by_phase=conv.counts_ph)
-    return conv
-
-
-def _detect(path: Path) -> Detection:
-    if path.is_dir():
-        return no("a folder, not a trace file")
-    try:
-        with path.open("rb") as f:
-            head = f.read(1 << 16)
-    except OSError as e:
-        return no(f"cannot read: {e.strerror}")
-    if head[:2] == b"\x1f\x8b":
-        from . import gunzip
-
-        try:
-            head = gunzip.head(head, 1 << 16)
-        except gunzip.ERRORS:
-            return no("gzip data that does not decompress")
-    text = head.lstrip()
-    if text[:1] == b"{":
-        if b'"traceEvents"' in head:
-            return yes("a JSON object with traceEvents")
-        return no("a JSON object without traceEvents in its first 64 KiB")
-    if text[:1] == b"[":
-        if b'"ph"' in head:
-            return yes("a JSON array of events with ph fields")
-        return no("a JSON array whose first 64 KiB hold no trace event (no 'ph')")
-    return no("not JSON")
-
-
-def _load(path: Path, ctx: ImportContext) -> None:
-    conv = load_chrome_trace(path, ctx)
-    if not sum(conv.counts_ph.values()):
-        raise ImportFormatError(f"{path}: the trace holds no events")
-
-
-IMPORTER = Importer(
-    name=NAME,
-    description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
-    detect=_detect,
-    load=_load,
-    patterns=("*.pt.trace.json", "*.pt.trace.json.gz", "*trace*.json", "*trace*.json.gz", "*.json.gz"),
-)

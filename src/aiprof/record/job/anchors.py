@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ._log import log
+from .._log import log
 
 #: Anchor kinds, strongest evidence of one training iteration first.
 OPTIMIZER = "optimizer"

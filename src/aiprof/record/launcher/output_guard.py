@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import AiprofError
+from ...errors import AiprofError
 
 LOCK_NAME = ".aiprof-record.lock"
 

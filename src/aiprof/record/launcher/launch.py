@@ -5,7 +5,7 @@ Python command is rewritten to ``python -m aiprof.record.bootstrap ...`` with th
 interpreter and options. SIGTERM sent to aiprof is passed on to the job; SIGINT from
 the terminal reaches the job directly (same process group), so aiprof itself only
 waits. While the job runs, this process samples its Python stacks (by reading its
-memory) and polls its system metrics and the devices (aiprof.record.outside), so the
+memory) and polls its system metrics and the devices (aiprof.record.launcher.outside), so the
 job does not. After the job, raw folders become
 profiles here, not in the job.
 """
@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bootstrap import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
-from .collectors.python_outside import ENV_STACKS
-from .controller import DISK_FULL, MAIN_RAW_SUFFIX
-from .finalizer import RecordSummary, finalize, find_raw
+from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, ENV_STACKS, SITE_DIR
+from ..finalizer import RecordSummary, finalize, find_raw
+from ..rawfile import DISK_FULL, MAIN_RAW_SUFFIX
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
 #: Interpreter options that take a value (``python -W ignore script.py``).
@@ -117,7 +116,7 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     try:
         child = subprocess.Popen(argv, env=env)
     except OSError as e:
-        from ..errors import AiprofError
+        from ...errors import AiprofError
 
         if stacks is not None:
             stacks.stop()

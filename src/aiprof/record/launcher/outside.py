@@ -5,7 +5,7 @@ the job nothing when another process reads them: the job's GIL is not taken by a
 polling thread, and the work runs on another core. ``aiprof record`` polls its direct
 child; that child, told so by :data:`ENV_POLLER` (the poller's pid, which is its
 parent's), records only its GC pauses and steps (its Python stacks are read from
-outside too, by aiprof.record.outside_stacks, for every recorded process of the job).
+outside too, by aiprof.record.launcher.outside_stacks, for every recorded process of the job).
 Any other recorded process of the job (the ranks of a launcher) is not the poller's
 child: it asks for the same through ``aiprof record``'s socket, whose server then
 runs a poller for it (outside_stacks.StackServer), or, without ``aiprof record``,
@@ -26,11 +26,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .bootstrap import ENV_POLLER
-from .collectors.base import Collector, fail
-from .collectors.device import DeviceCollector
-from .collectors.system import SystemCollector
-from .controller import MANIFEST, RAW_DATA_SUFFIX, encode_raw, load_raw, write_atomic
+from ..environment import ENV_POLLER
+from ..job.collectors.base import Collector, fail
+from ..job.collectors.device import DeviceCollector
+from ..job.collectors.system import SystemCollector
+from ..rawfile import MANIFEST, RAW_DATA_SUFFIX, encode_raw, load_raw, write_atomic
 
 log = logging.getLogger("aiprof.record")
 

@@ -1,0 +1,218 @@
+"""Record an unmodified script: ``python -m aiprof.record.bootstrap script.py args``.
+
+``aiprof record -- python script.py`` runs exactly that (keeping the user's
+interpreter and its options). Every other Python process of the job, such as the
+ranks a launcher starts (``aiprof record -- torchrun ... train.py``), is recorded by
+the ``sitecustomize`` that ``aiprof record`` puts on ``PYTHONPATH``. Both read their
+settings from the environment:
+
+- ``AIPROF_RECORD=OUT``: record into ``OUT/rank<R>.aiprof`` (R from ``RANK``).
+  Setting it by hand (with ``PYTHONPATH=$(python -m aiprof.record.bootstrap --site-dir)``)
+  records the ranks of any launcher without the ``aiprof record`` wrapper.
+- ``AIPROF_RECORD_OPTIONS``: JSON (rate, host collectors, device, schedule text...).
+- ``AIPROF_RECORD_DEFER=1``: only dump raw data; ``aiprof record`` writes the profile
+  after the job, so the job does not pay for it.
+- ``AIPROF_RECORD_POLLER=PID``: process PID polls the system and device telemetry of
+  its direct children (aiprof.record.launcher.outside); a recorded process whose parent it is
+  leaves that to it, any other one polls in-process.
+
+Which processes record: one per rank. A process whose rank (``RANK``, or "main" without
+one) already has a recording in an ancestor (``AIPROF_RECORD_CLAIMED``) does not
+(DataLoader workers, helper subprocesses); launchers (torchrun, deepspeed, accelerate)
+do not either, their ranks do.
+
+Steps: explicit ``prof.step()`` / :func:`aiprof.record.mark_step` calls, else every
+``optimizer.step()`` of the first optimizer that steps.
+
+Outcome: an exception, a non-zero exit, SIGINT or SIGTERM still writes the profile,
+marked partial; the exit status is the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+from typing import Any
+
+from .. import _log
+from .._log import log
+from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
+from .api import Profiler
+
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate")
+
+
+def profiler_from_env() -> Profiler:
+    """A Profiler configured by the environment that ``aiprof record`` sets."""
+    opts: dict[str, Any] = json.loads(os.environ.get(ENV_OPTIONS) or "{}")
+    sched = None
+    if opts.get("schedule"):
+        from .schedule import parse_schedule
+
+        sched = parse_schedule(opts["schedule"])
+    host = opts.get("host")
+    return Profiler(
+        os.environ.get(ENV_OUT) or None,
+        schedule=sched,
+        host=host if host is not None else ["python", "system"],
+        device=opts.get("device", True),
+        rate=float(opts.get("rate", 100.0)),
+        record_shapes=bool(opts.get("record_shapes")),
+        with_stack=bool(opts.get("with_stack")),
+        profile_memory=bool(opts.get("profile_memory")),
+        device_trace=bool(opts.get("device_trace", True)),
+        batch_size=opts.get("batch_size"),
+        defer=os.environ.get(ENV_DEFER) == "1",
+        telemetry_outside=os.environ.get(ENV_POLLER) == str(os.getppid()),
+    )
+
+
+def claim() -> bool:
+    """True if this process should record (one per rank); marks the claim for children."""
+    key = os.environ.get("RANK", "main")
+    if os.environ.get(ENV_CLAIMED) == key:
+        return False
+    os.environ[ENV_CLAIMED] = key
+    return True
+
+
+def _safe_stop(prof: Profiler, reason: str | None) -> None:
+    try:
+        prof.stop(partial=reason is not None, reason=reason)
+    except Exception as e:
+        log.warning("could not write the profile: %s: %s", type(e).__name__, e)
+
+
+def _install_sigterm(prof: Profiler) -> None:
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # the script (or a launcher) handles it; its handler decides
+
+    def on_term(signum: int, frame: Any) -> None:
+        # Write what ran, then die of the same signal, as the job would have.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _safe_stop(prof, "terminated by SIGTERM")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:
+        pass  # not the main thread
+
+
+def _start(prof: Profiler) -> bool:
+    try:
+        prof.start()
+    except Exception as e:
+        log.warning("could not start recording (%s: %s); the job runs without it", type(e).__name__, e)
+        return False
+    _install_sigterm(prof)
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``[-m module | -c code | script] args...`` under a profiler from the environment."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--site-dir"]:
+        print(SITE_DIR)
+        return
+    if not args:
+        sys.exit("usage: python -m aiprof.record.bootstrap [-m module | -c code | script.py] [args...]")
+    _log.basic_config = True  # aiprof's format for its warnings, set when one comes
+    prof = profiler_from_env()
+    recording = claim() and _start(prof)
+    reason: str | None = None
+    try:
+        _run_target(args)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            reason = f"exit code {e.code}"
+        raise
+    except KeyboardInterrupt:
+        reason = "interrupted (SIGINT)"
+        raise
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+        failed: Exception | None = e
+    except BaseException as e:
+        reason = f"{type(e).__name__}: {e}"
+        raise
+    else:
+        failed = None
+    finally:
+        if recording:
+            _safe_stop(prof, reason)
+    if failed is not None:
+        # As Python would report it, from the script's own frame: not from this
+        # bootstrap's or runpy's.
+        tb = script_traceback(failed.__traceback__)
+        sys.excepthook(type(failed), failed.with_traceback(tb), tb)
+        sys.exit(1)
+
+
+def script_traceback(tb: Any) -> Any:
+    """``tb`` without its leading frames of aiprof's bootstrap and runpy."""
+    here = os.path.abspath(__file__)
+    while tb is not None and tb.tb_next is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if os.path.abspath(file) != here and os.path.basename(file) not in ("runpy.py", "<frozen runpy>"):
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def _run_target(args: list[str]) -> None:
+    if args[0] == "-m":
+        if len(args) < 2:
+            sys.exit("aiprof: -m needs a module name")
+        sys.argv = [args[1], *args[2:]]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    elif args[0] == "-c":
+        if len(args) < 2:
+            sys.exit("aiprof: -c needs a program")
+        sys.argv = ["-c", *args[2:]]
+        sys.path.insert(0, "")
+        code = compile(args[1], "<string>", "exec")
+        main_mod = sys.modules["__main__"]
+        exec(code, {"__name__": "__main__", "__builtins__": main_mod.__dict__["__builtins__"]})
+    else:
+        script = args[0]
+        sys.argv = list(args)
+        # As `python script.py` does: the script's folder first on the path.
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        runpy.run_path(script, run_name="__main__")
+
+
+def activate_from_env() -> None:
+    """Called by the sitecustomize of ``aiprof record``: record this process if it is a
+    rank (or the job itself) and not a launcher or a child of a recorded process."""
+    if not os.environ.get(ENV_OUT):
+        return
+    argv = getattr(sys, "orig_argv", [])
+    if "aiprof.record.bootstrap" in argv:
+        return  # bootstrap records it, knowing the outcome exactly
+    if any(os.path.basename(a) in LAUNCHERS or a in LAUNCHERS for a in argv[1:3]):
+        return
+    if not claim():
+        return
+    prof = profiler_from_env()
+    if not _start(prof):
+        return
+    import atexit
+
+    state: dict[str, str | None] = {"reason": None}
+    prev = sys.excepthook
+
+    def excepthook(tp: type[BaseException], value: BaseException, tb: Any) -> None:
+        state["reason"] = f"{tp.__name__}: {value}" if tp is not KeyboardInterrupt else "interrupted (SIGINT)"
+        prev(tp, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(lambda: _safe_stop(prof, state["reason"]))
+
+
+if __name__ == "__main__":
+    main()
