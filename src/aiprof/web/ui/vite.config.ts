@@ -15,6 +15,8 @@ export default defineConfig({
       name: "aiprof",
       formats: ["iife"],
       fileName: () => "app.js",
+      // src/style.css, imported by main.ts, minified into static/style.css.
+      cssFileName: "style",
     },
   },
   test: { environment: "node", include: ["src/**/*.test.ts"] },

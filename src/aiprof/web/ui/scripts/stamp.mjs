@@ -1,8 +1,8 @@
-// After `vite build`: copy the stylesheet and record the hash of the sources the bundle
+// After `vite build` (which writes app.js and the minified style.css): record the hash of the sources the bundle
 // was built from in ../static/ui-build.json. tests/test_ui_bundle.py computes the same
 // hash (sources_hash below) and fails when it differs: a bundle older than its source.
 import { createHash } from "node:crypto";
-import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -27,7 +27,6 @@ export function sourcesHash() {
   return { hash: h.digest("hex"), files: files.length };
 }
 
-copyFileSync(join(root, "src/style.css"), join(root, "../static/style.css"));
 const { hash, files } = sourcesHash();
 writeFileSync(join(root, "../static/ui-build.json"), JSON.stringify({ sources_sha256: hash, files }, null, 1) + "\n");
 console.log(`stamped ../static/ui-build.json: ${files} source files, sha256 ${hash.slice(0, 12)}`);

@@ -1,5 +1,6 @@
 // aiprof web UI: the router. Every figure on screen comes from /api/v1 (or, in the
 // one-file HTML report, from the API answers embedded in window.AIPROF_EMBED).
+import "./style.css";
 import { api, EMBED, type ProfilesResponse } from "./lib/api";
 import { $, h } from "./lib/dom";
 import { formatHash, forPage, PAGES, parseHash } from "./lib/url";
