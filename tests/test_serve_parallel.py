@@ -139,19 +139,9 @@ def test_parallel_clients_get_the_answers_of_one_client(served: Path) -> None:
             p + "/advice",
         ]
 
-        def fetch(path: str) -> tuple[str, int, Any]:
-            with httpx.Client(base_url=base + "api/v1", timeout=120) as own:
-                r = own.get(path)
-                return path, r.status_code, r.json()
-
         # Many at once first (nothing computed yet: the advice and the views race to
         # be computed), then one client alone.
-        with ThreadPoolExecutor(12) as pool:
-            together = list(pool.map(fetch, paths * 3))
-        alone = {path: c.get(path).json() for path in paths}
-    assert all(status == 200 for _, status, _ in together), [(p, s) for p, s, _ in together if s != 200]
-    for path, _, body in together:
-        assert body == alone[path], path
+        alone = _same_together_as_alone(base, c, paths, 12)
     assert alone[p + "/advice"]["available"] is True and alone[p + "/advice"]["advice"]
 
 
@@ -246,15 +236,23 @@ def test_parallel_clients_get_the_timeline_answers_of_one_client(served: Path) -
             ]
         paths += [p + "/timeline/search?q=gemm&order=-dur&limit=40", p + "/timeline/search?q=Memcpy", p + "/counters"]
 
-        def fetch(path: str) -> tuple[str, int, Any]:
-            with httpx.Client(base_url=base + "api/v1", timeout=120) as own:
-                r = own.get(path)
-                return path, r.status_code, r.json()
+        alone = _same_together_as_alone(base, c, paths, 16)
+    assert alone[paths[1]]["events"] and alone[paths[-2]]["total"] > 0
 
-        with ThreadPoolExecutor(16) as pool:
-            together = list(pool.map(fetch, paths * 3))
-        alone = {path: c.get(path).json() for path in paths}
+
+def _same_together_as_alone(base: str, c: httpx.Client, paths: list[str], threads: int) -> dict[str, Any]:
+    """Each path asked three times by ``threads`` clients at once, then once by ``c``
+    alone: every answer is 200 and equals the lone one. Returns the lone answers."""
+
+    def fetch(path: str) -> tuple[str, int, Any]:
+        with httpx.Client(base_url=base + "api/v1", timeout=120) as own:
+            r = own.get(path)
+            return path, r.status_code, r.json()
+
+    with ThreadPoolExecutor(threads) as pool:
+        together = list(pool.map(fetch, paths * 3))
+    alone = {path: c.get(path).json() for path in paths}
     assert all(status == 200 for _, status, _ in together), [(q, s) for q, s, _ in together if s != 200]
     for path, _, body in together:
         assert body == alone[path], path
-    assert alone[paths[1]]["events"] and alone[paths[-2]]["total"] > 0
+    return alone
