@@ -296,17 +296,27 @@ def _write_marks(
 
 def _write_collectives(w: Any, calls: list[Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
     """torch.distributed calls (record.collectives) as host ``collective`` events."""
-    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "bytes", "args")}
-    for t0, t1, op, nbytes, group, size, seq, tid in calls:
-        rows["kind"].append("collective")
-        rows["name"].append(op)
-        rows["ts"].append(t0 - mono0)
-        rows["dur"].append(t1 - t0)
-        rows["tid"].append(tid)
-        rows["bytes"].append(nbytes)
-        rows["args"].append(json.dumps({"group": group, "group_size": size, "seq": seq}))
-    _append_host_events(w, rows, rank, pid, COLLECTIVES_CAT)
+    rows = [
+        {
+            "kind": "collective",
+            "name": op,
+            "ts": t0 - mono0,
+            "dur": t1 - t0,
+            "tid": tid,
+            "bytes": nbytes,
+            "args": json.dumps({"group": group, "group_size": size, "seq": seq}),
+        }
+        for t0, t1, op, nbytes, group, size, seq, tid in calls
+    ]
+    _append_host_events(
+        w, _columns(rows, ("kind", "name", "ts", "dur", "tid", "bytes", "args")), rank, pid, COLLECTIVES_CAT
+    )
     summary.events["collective"] += len(calls)
+
+
+def _columns(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Records as the columns the writer takes."""
+    return {k: [r[k] for r in rows] for k in keys}
 
 
 def _append_host_events(w: Any, rows: dict[str, list[Any]], rank: int, pid: int, cat: str) -> None:
@@ -399,15 +409,18 @@ def _write_system(w: Any, data: dict[str, Any], rank: int, pid: int, mono0: int,
         w.append("counters", {**cols, "rank": [rank] * n, "device_type": ["cpu"] * n, "device": [-1] * n})
         summary.counters += n
     gcs = data.get("gc", [])
-    rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "args")}
-    for start, dur, gen, collected, uncollectable, tid in gcs:
-        rows["kind"].append("gc")
-        rows["name"].append(f"gc gen{gen}")
-        rows["ts"].append(start - mono0)
-        rows["dur"].append(dur)
-        rows["tid"].append(tid)
-        rows["args"].append(json.dumps({"generation": gen, "collected": collected, "uncollectable": uncollectable}))
-    _append_host_events(w, rows, rank, pid, GC_CAT)
+    rows = [
+        {
+            "kind": "gc",
+            "name": f"gc gen{gen}",
+            "ts": start - mono0,
+            "dur": dur,
+            "tid": tid,
+            "args": json.dumps({"generation": gen, "collected": collected, "uncollectable": uncollectable}),
+        }
+        for start, dur, gen, collected, uncollectable, tid in gcs
+    ]
+    _append_host_events(w, _columns(rows, ("kind", "name", "ts", "dur", "tid", "args")), rank, pid, GC_CAT)
     summary.events["gc"] += len(gcs)
 
 
