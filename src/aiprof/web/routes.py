@@ -219,49 +219,42 @@ def build_router(lib: Library) -> APIRouter:
         rows = tl.tracks()
         return json_response({"span_ns": list(tl.span), "tracks": rows})
 
-    @r.get(
+    def window_routes(path: str, name: str, answer: Any, model: Any, summary: str) -> None:
+        """GET (query parameters) and POST (a JSON body) of one window answer."""
+
+        def get(
+            pid: Pid,
+            t0: T0 = None,
+            t1: T1 = None,
+            width: Width = 1000,
+            tracks: Tracks = None,
+            max_items: MaxItems = MAX_ITEMS,
+        ) -> Response:
+            tl = timeline_of(pid)
+            return json_response(answer(tl, window(tl, t0, t1, width, tracks, max_items)))
+
+        def post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
+            b = body or m.WindowBody.model_validate({})
+            tl = timeline_of(pid)
+            return json_response(answer(tl, window(tl, b.t0, b.t1, b.width, b.tracks, b.max_items)))
+
+        r.get(path, response_model=model, summary=summary, name=name)(get)
+        r.post(path, response_model=model, summary="Same, with a JSON body", name=name + "_post")(post)
+
+    window_routes(
         "/profiles/{pid}/timeline",
-        response_model=m.WindowResponse,
-        summary="Events of [t0, t1] on tracks, merged to the pixel width",
+        "timeline",
+        Timeline.window,
+        m.WindowResponse,
+        "Events of [t0, t1] on tracks, merged to the pixel width",
     )
-    def timeline(
-        pid: Pid,
-        t0: T0 = None,
-        t1: T1 = None,
-        width: Width = 1000,
-        tracks: Tracks = None,
-        max_items: MaxItems = MAX_ITEMS,
-    ) -> Response:
-        tl = timeline_of(pid)
-        return json_response(tl.window(window(tl, t0, t1, width, tracks, max_items)))
-
-    @r.post("/profiles/{pid}/timeline", response_model=m.WindowResponse, summary="Same, with a JSON body")
-    def timeline_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
-        b = body or m.WindowBody.model_validate({})
-        tl = timeline_of(pid)
-        return json_response(tl.window(window(tl, b.t0, b.t1, b.width, b.tracks, b.max_items)))
-
-    @r.get(
+    window_routes(
         "/profiles/{pid}/timeline/summary",
-        response_model=m.SummaryResponse,
-        summary="Totals per kind and top names of what [t0, t1] covers",
+        "timeline_summary",
+        Timeline.summary,
+        m.SummaryResponse,
+        "Totals per kind and top names of what [t0, t1] covers",
     )
-    def timeline_summary(
-        pid: Pid,
-        t0: T0 = None,
-        t1: T1 = None,
-        width: Width = 1000,
-        tracks: Tracks = None,
-        max_items: MaxItems = MAX_ITEMS,
-    ) -> Response:
-        tl = timeline_of(pid)
-        return json_response(tl.summary(window(tl, t0, t1, width, tracks, max_items)))
-
-    @r.post("/profiles/{pid}/timeline/summary", response_model=m.SummaryResponse, summary="Same, with a JSON body")
-    def timeline_summary_post(pid: Pid, body: Annotated[m.WindowBody | None, Body()] = None) -> Response:
-        b = body or m.WindowBody.model_validate({})
-        tl = timeline_of(pid)
-        return json_response(tl.summary(window(tl, b.t0, b.t1, b.width, b.tracks, b.max_items)))
 
     @r.get(
         "/profiles/{pid}/timeline/event",
