@@ -49,6 +49,7 @@ def test_import_report_sql_round(tmp_path: Path) -> None:
     assert isinstance(cats["kernel"]["time_us"], float) and cats["kernel"]["percent"] == 55.0
     r = cli("report", prof)
     assert r.returncode == 0 and "step time breakdown" in r.stdout and "sgemm_a" in r.stdout
+    assert "rank 0: device time" in r.stdout and "no device activity" not in r.stdout
     r = cli(
         "report",
         prof,

@@ -280,3 +280,7 @@ for _ in range(20):
     assert "prepare_everything" not in hot
     startup = next(line for line in r.stderr.splitlines() if "startup (imports and setup" in line)
     assert float(startup.rsplit(":", 1)[1].removesuffix(" s")) >= 1.2
+    # A host-only recording: the report says so rather than drawing a table of zeros.
+    rep = aiprof("report", str(tmp_path / "p.aiprof"))
+    assert rep.returncode == 0 and "rank 0: no device activity in the profile" in rep.stdout
+    assert "device time" not in rep.stdout

@@ -158,7 +158,10 @@ def _overview_table(prof: Any) -> None:
             title = f"rank {rank}: step time by phase (all steps, from Python samples)"
             _split_table(console, title, [r for r in ph if r["time_us"]])
         dev = [r for r in ov if r["rank"] == rank and r["section"] in ("device", "utilization")]
-        if dev:
+        if dev and not any(r["time_us"] for r in dev):
+            # A host-only recording: a table of zeros would read as an idle device.
+            console.print(f"rank {rank}: no device activity in the profile")
+        elif dev:
             t2 = Table(title=f"rank {rank}: device time", header_style="bold")
             t2.add_column("figure")
             t2.add_column("time (µs)", justify="right")
