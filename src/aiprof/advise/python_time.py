@@ -153,8 +153,8 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
                     f"cores were {cpu['sys_cpu_pct']:.0f}% busy (rank {cpu['rank']})."
                 )
             where += (
-                f" With {cores} workers on {cores} cores the loading overlaps the rest of the step by "
-                f"{estimate / 1000:.1f} ms at most."
+                f" With {cores} DataLoader workers on {cores} cores, loading runs beside the rest of the "
+                f"step: at most {estimate / 1000:,.1f} ms saved over the profile."
             )
     return make(
         f"{what} takes {100 * s:.1f}% of the step time (threshold {100 * threshold:.0f}%, from Python samples).{where}",
