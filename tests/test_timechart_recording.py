@@ -99,6 +99,11 @@ def test_aiprofs_slices_and_torchs_nest_on_every_track(recording: Path, tmp_path
     names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names[main + TRACK_OFFSETS["Python samples"]].endswith("· Python samples")
     assert names[main + TRACK_OFFSETS["aiprof steps"]].endswith("· aiprof steps")
+    # torch's trace and aiprof's recorder both name the main thread: one name, the
+    # program's own, every time (viewers keep whichever comes last).
+    named = [(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(named) == len(set(named))
+    assert names[main] == "MainThread" and names[main + TRACK_OFFSETS["aiprof"]] == "MainThread · aiprof"
 
 
 def test_each_sample_is_drawn_as_its_stack(recording: Path, tmp_path: Path) -> None:

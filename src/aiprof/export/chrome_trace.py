@@ -44,7 +44,7 @@ import orjson
 from ..record.finalizer import BEFORE_FIRST_STEP, OWN_CATS
 from ..store import Profile
 from .sample_slices import sample_slices
-from .samples import thread_names
+from .samples import THREAD_NAMES_SQL, thread_names
 
 _FLOW = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
 
@@ -244,7 +244,7 @@ def _write(
                || sort_index || '}}}}' FROM tracks WHERE tid = -1 AND sort_index IS NOT NULL
         UNION ALL
         SELECT '{{"ph":"M","name":"thread_name","pid":' || {pid} || ',"tid":' || tid || ',"args":{{"name":'
-               || to_json(thread_name)::VARCHAR || '}}}}' FROM tracks WHERE tid <> -1 AND thread_name IS NOT NULL
+               || to_json(thread_name)::VARCHAR || '}}}}' FROM ({THREAD_NAMES_SQL})
         UNION ALL
         SELECT '{{"ph":"M","name":"thread_sort_index","pid":' || {pid} || ',"tid":' || tid || ',"args":{{"sort_index":'
                || sort_index || '}}}}' FROM tracks WHERE tid <> -1 AND sort_index IS NOT NULL

@@ -73,10 +73,19 @@ class StackTable:
         return sid
 
 
+#: One name per thread (rank, pid, tid): a thread can have a track row from each source
+#: (torch's trace names it "thread N (python)", aiprof's recorder by the name the program
+#: gave it); the recorder's (it has a device type) wins, then the first by text.
+THREAD_NAMES_SQL = """
+SELECT rank, pid, tid, first(thread_name ORDER BY device_type IS NULL, thread_name) AS thread_name
+FROM tracks WHERE tid <> -1 AND thread_name IS NOT NULL AND thread_name <> '' GROUP BY ALL
+"""
+
+
 def thread_names(profile: Profile) -> dict[tuple[int, int, int], str]:
     """(rank, pid, tid) -> a thread's name, where the profile has one."""
-    rows = profile.sql("SELECT rank, pid, tid, any_value(thread_name) AS n FROM tracks GROUP BY ALL").to_pylist()
-    return {(int(r["rank"]), int(r["pid"]), int(r["tid"])): str(r["n"]) for r in rows if r["n"]}
+    rows = profile.sql(THREAD_NAMES_SQL).to_pylist()
+    return {(int(r["rank"]), int(r["pid"]), int(r["tid"])): str(r["thread_name"]) for r in rows}
 
 
 def sample_stacks(
