@@ -52,7 +52,8 @@ def windows(span: tuple[int, int]) -> list[tuple[int, int]]:
 def worker(profile: Path) -> dict[str, list[float]]:
     """In the tree on PYTHONPATH: ms per refinement, per part."""
     from aiprof.store import open_profile
-    from aiprof.web.timeline import SeriesQuery, Timeline, Window
+    from aiprof.web.series import SeriesQuery
+    from aiprof.web.timeline import Timeline, Window
 
     prof = open_profile(profile)
     tl = Timeline(prof)

@@ -256,7 +256,7 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     assert load > 0.6 * step
     assert 0 < a.estimate_us <= load + 1e-6
     assert 0 < a.evidence["proc_cpu_pct"] <= 100.0 and 0 < a.evidence["sys_cpu_pct"] <= 100.0
-    assert f"With {cores} workers on {cores} cores" in a.summary
+    assert f"With {cores} DataLoader workers on {cores} cores" in a.summary
 
 
 def test_preprocessing_advice_names_the_function_and_stays_silent_just_below(

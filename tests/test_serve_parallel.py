@@ -148,7 +148,8 @@ def test_parallel_clients_get_the_answers_of_one_client(served: Path) -> None:
 def _timeline_calls(e: Any) -> list[tuple[str, Any]]:
     """Timeline answers of many kinds over one profile: windows, summaries, search,
     events, tracks, counter list and memory series."""
-    from aiprof.web.timeline import SeriesQuery, Window
+    from aiprof.web.series import SeriesQuery
+    from aiprof.web.timeline import Window
 
     tl = e.timeline
     tl.build()

@@ -33,6 +33,7 @@ MODULES: list[str] = [
     "stages",
     "op_types",
     "phases",
+    "rank_waits",
     "loader_cpu",
 ]
 

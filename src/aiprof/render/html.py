@@ -26,7 +26,8 @@ from ..store import Profile
 from ..web.assets import read_asset
 from ..web.jsonio import dumps
 from ..web.routes import advice_for, describe
-from ..web.timeline import MAX_ITEMS, SeriesQuery, Timeline, Window
+from ..web.series import SeriesQuery
+from ..web.timeline import MAX_ITEMS, Timeline, Window
 
 TOP_ROWS = 500
 #: view -> rows embedded (None = all).

@@ -67,7 +67,7 @@ class Entry:
     """Full analyser results by (view, params): pages, sorts and filters reuse them."""
     cache_lock: threading.Lock = field(default_factory=threading.Lock)
     series_cache: dict[str, Any] = field(default_factory=dict)
-    """Window-independent series answers (memory peaks), see SeriesQuery."""
+    """Window-independent series answers (memory peaks), see series.SeriesQuery."""
     series_lock: threading.RLock = field(default_factory=threading.RLock)
     """Guards the fill of ``series_cache``."""
     name: str = ""

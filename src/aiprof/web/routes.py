@@ -28,7 +28,8 @@ from . import models as m
 from .jsonio import json_response
 from .library import ApiError, Entry, Library, query_view
 from .routes_sql import add_sql_routes
-from .timeline import MAX_ITEMS, SEARCH_LIMIT, SeriesQuery, Timeline, Window
+from .series import SeriesQuery
+from .timeline import MAX_ITEMS, SEARCH_LIMIT, Timeline, Window
 
 #: Rows a view returns when the request gives no limit, and the most it may ask for.
 DEFAULT_LIMIT = 100

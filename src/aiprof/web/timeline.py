@@ -137,7 +137,7 @@ class Timeline:
                 con.execute("SET enable_progress_bar = false")
             except duckdb.Error:
                 pass  # in Jupyter without ipywidgets DuckDB refuses the setting (off there already)
-            tracks = _arrow(
+            tracks = arrow_table(
                 self.profile,
                 f"""
                 WITH ev AS (
@@ -159,7 +159,7 @@ class Timeline:
                 ORDER BY track
                 """,
             )
-            names = _arrow(
+            names = arrow_table(
                 self.profile,
                 f"""
                 SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
@@ -169,7 +169,7 @@ class Timeline:
             )
             con.register("tl_tracks", tracks)
             con.register("tl_names", names)
-            base = _arrow(
+            base = arrow_table(
                 self.profile,
                 f"""
                 SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation
@@ -186,7 +186,7 @@ class Timeline:
             )
             tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
             con.register("tl_src", tl_src)
-            tl = _arrow(
+            tl = arrow_table(
                 self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"
             )
             con.unregister("tl_src")
@@ -230,7 +230,7 @@ class Timeline:
             self._lod_ns = 0
             if n > LOD_MIN_EVENTS:
                 lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
-                lod = _arrow(
+                lod = arrow_table(
                     self.profile,
                     f"""
                     SELECT * FROM (
@@ -265,7 +265,7 @@ class Timeline:
                 prof.con.register(name, table)
 
             def rows(sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-                return list(_arrow(prof, sql, params).to_pylist())
+                return list(arrow_table(prof, sql, params).to_pylist())
 
             try:
                 yield rows
@@ -479,7 +479,8 @@ def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndar
     return out
 
 
-def _arrow(profile: Profile, sql: str, params: list[Any] | None = None) -> pa.Table:
+def arrow_table(profile: Profile, sql: str, params: list[Any] | None = None) -> pa.Table:
+    """``sql`` on ``profile``'s connection, as an Arrow table."""
     if params:
         return profile.con.sql(sql, params=params).to_arrow_table()
     return profile.con.sql(sql).to_arrow_table()
@@ -498,107 +499,3 @@ def track_name(r: dict[str, Any]) -> str:
     if len(proc) > 24 or not proc:
         proc = f"pid {r.get('pid')}"
     return f"{proc} / {label}"
-
-
-class SeriesQuery:
-    """Downsampled counter and memory series, merged per pixel.
-
-    ``lock`` guards the fill of ``cache`` (once per profile); queries run on a
-    connection from ``reading`` (by default ``profile`` behind ``lock``)."""
-
-    def __init__(
-        self,
-        profile: Profile,
-        lock: threading.RLock,
-        cache: dict[str, Any] | None = None,
-        reading: Reading | None = None,
-    ) -> None:
-        self.profile = profile
-        self.lock = lock
-        #: Answers that do not depend on the window (memory peaks), kept by the caller
-        #: per profile so that each window request does not scan the whole table again.
-        self.cache = cache if cache is not None else {}
-        self._reading: Reading = reading or self._served
-
-    @contextmanager
-    def _served(self) -> Iterator[Profile]:
-        with self.lock:
-            yield self.profile
-
-    def _kept(self, key: str, make: Callable[[Profile], Any]) -> Any:
-        """``cache[key]``, made once by ``make(profile)``."""
-        value = self.cache.get(key)
-        if value is None:
-            with self.lock:
-                value = self.cache.get(key)
-                if value is None:
-                    with self._reading() as prof:
-                        value = self.cache[key] = make(prof)
-        return value
-
-    def metrics(self) -> list[dict[str, Any]]:
-        """Counter series available: rank, device_type, device, metric, unit, samples, min, max."""
-        sql = """SELECT rank, device_type, device, metric, any_value(unit) AS unit, count(*) AS samples,
-                        min(value) AS min, max(value) AS max
-                 FROM counters GROUP BY rank, device_type, device, metric ORDER BY ALL"""
-        rows: list[dict[str, Any]] = self._kept("metrics", lambda prof: list(_arrow(prof, sql).to_pylist()))
-        return rows
-
-    def counter(self, w: Window, metric: str, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
-        """One metric over [t0, t1]: per pixel ts (first sample), min, max, mean, last."""
-        bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        cond = ["metric = ?"]
-        params: list[Any] = [metric]
-        if rank is not None:
-            cond.append("rank = ?")
-            params.append(rank)
-        if device is not None:
-            cond.append("device = ?")
-            params.append(device)
-        # The counters sorted by ts, in memory once: a window is a slice found by a
-        # binary search, not a scan of the Parquet files.
-        by_ts: pa.Table = self._kept(
-            "counters_by_ts",
-            lambda prof: _arrow(prof, "SELECT rank, device, metric, ts, value FROM counters ORDER BY ts"),
-        )
-        ts = self._kept("counters_ts", lambda _p: by_ts.column("ts").to_numpy(zero_copy_only=False))
-        lo, hi = int(np.searchsorted(ts, w.t0, side="left")), int(np.searchsorted(ts, w.t1, side="right"))
-        sql = f"""SELECT min(ts) AS ts, min(value) AS min, max(value) AS max, avg(value) AS mean,
-                         arg_max(value, ts) AS last
-                  FROM tl_counters WHERE {" AND ".join(cond)}
-                  GROUP BY floor((ts - {w.t0}) / {bucket}) ORDER BY ts"""
-        with self._reading() as prof:
-            prof.con.register("tl_counters", by_ts.slice(lo, hi - lo))
-            try:
-                tab = _arrow(prof, sql, params)
-            finally:
-                prof.con.unregister("tl_counters")
-        out: dict[str, Any] = {c: tab.column(c).to_pylist() for c in ("ts", "min", "max", "mean", "last")}
-        out.update({"metric": metric, "t0": w.t0, "t1": w.t1, "bucket_ns": bucket})
-        return out
-
-    def memory(self, w: Window, rank: int | None = None, device: int | None = None) -> dict[str, Any]:
-        """Allocator state over [t0, t1] per device: per pixel ts, allocated and reserved
-        (the maximum within the pixel, bytes), and the peak of allocated over the whole
-        profile (ts, bytes) per device."""
-        bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
-        pcond = ["true"]
-        for col, v in (("rank", rank), ("device", device)):
-            if v is not None:
-                pcond.append(f"{col} = {int(v)}")
-        psql = f"""SELECT rank, device_type, device, arg_max(ts, allocated) AS peak_ts, max(allocated) AS peak_bytes,
-                          max(reserved) AS peak_reserved, count(*) AS events
-                   FROM memory WHERE {" AND ".join(pcond)} GROUP BY ALL ORDER BY rank, device"""
-        # Once per profile: the series in memory (web/tiles.py), and each peak query.
-        arrays: tiles.MaxSeries = self._kept(
-            "memory_arrays",
-            lambda prof: tiles.MaxSeries(
-                _arrow(prof, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory"),
-                ("rank", "device", "device_type"),
-                ("allocated", "reserved"),
-            ),
-        )
-        rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})
-        peaks = self._kept(psql, lambda prof: list(_arrow(prof, psql).to_pylist()))
-        series = [{c: r[c] for c in ("rank", "device_type", "device", "ts", "allocated", "reserved")} for r in rows]
-        return {"t0": w.t0, "t1": w.t1, "bucket_ns": bucket, "series": series, "peaks": peaks}
