@@ -114,6 +114,29 @@ class Importer:
     """Glob patterns of file names this format usually has (tried before content)."""
 
 
+def load_by_kind(
+    name: str,
+    file_kind: Callable[[Path], str | None],
+    load_kind: Callable[[Path, str, ImportContext], dict[str, Any]],
+    refusal: str,
+    refused: tuple[str, ...] = (),
+) -> Callable[[Path, ImportContext], None]:
+    """The loader of a format family whose files are told apart by name or content
+    (``file_kind``) and each read by ``load_kind``: a file of no kind (or of a kind in
+    ``refused``) is refused with ``refusal``; the source records its kind."""
+
+    def load(path: Path, ctx: ImportContext) -> None:
+        from ..errors import ImportFormatError
+
+        kind = file_kind(path)
+        if kind is None or kind in refused:
+            raise ImportFormatError(f"{path}: {refusal}")
+        extra = load_kind(path, kind, ctx)
+        ctx.writer.add_source(name, path, file_kind=kind, **extra)
+
+    return load
+
+
 def append_npu_events(ctx: ImportContext, device: int, cols: dict[str, Any]) -> None:
     """Append device events of one NPU (rank from the context, pid 0; tid from ``cols`` or
     0) and count them by kind. ``cols`` holds the other event columns, ``kind`` one per row

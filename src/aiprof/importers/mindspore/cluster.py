@@ -44,7 +44,7 @@ import orjson
 
 from ...errors import ImportFormatError
 from ..ascend.tables import csv_header, number, read_csv, split_unit
-from ..base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
+from ..base import Detection, ImportContext, Importer, MetricRow, load_by_kind, no, write_metrics, yes
 
 NAME = "mindspore-cluster"
 _RANK_IN_NAME = re.compile(r"_(\d+)(?:_detail_time|_detail|_type)?\.(?:csv|json|txt)$")
@@ -302,18 +302,10 @@ def _detect(path: Path) -> Detection:
     return yes(f"MindSpore {k}") if k else no("not a MindSpore cluster, FLOPs or dynamic shape file")
 
 
-def _load(path: Path, ctx: ImportContext) -> None:
-    k = file_kind(path)
-    if k is None:
-        raise ImportFormatError(f"{path}: not a MindSpore cluster, FLOPs or dynamic shape file")
-    extra = load_kind(path, k, ctx)
-    ctx.writer.add_source(NAME, path, file_kind=k, **extra)
-
-
 IMPORTER = Importer(
     name=NAME,
     description="MindSpore cluster outputs (hccl_raw, ascend_cluster_analyse, flops, dynamic_shape_info)",
     detect=_detect,
-    load=_load,
+    load=load_by_kind(NAME, file_kind, load_kind, "not a MindSpore cluster, FLOPs or dynamic shape file"),
     patterns=("hccl_raw_*.csv", "flops_*.txt", "flops_summary_*.json", "dynamic_shape_info_*.json"),
 )

@@ -55,6 +55,7 @@ from ..base import (
     MetricRow,
     append_npu_events,
     device_clock,
+    load_by_kind,
     no,
     write_metrics,
     yes,
@@ -527,19 +528,17 @@ def _detect(path: Path) -> Detection:
     return yes(f"MindSpore 1.x {kind}")
 
 
-def _load(path: Path, ctx: ImportContext) -> None:
-    kind = file_kind(path)
-    if kind is None or kind == "training_trace":
-        raise ImportFormatError(f"{path}: not a MindSpore 1.x profiler text, JSON summary or cluster CSV file")
-    extra = load_kind(path, kind, ctx)
-    ctx.writer.add_source(NAME, path, file_kind=kind, **extra)
-
-
 IMPORTER = Importer(
     name=NAME,
     description="MindSpore 1.x profiler text outputs (HWTS, op compute time, AI CPU, device queue, summaries)",
     detect=_detect,
-    load=_load,
+    load=load_by_kind(
+        NAME,
+        file_kind,
+        load_kind,
+        "not a MindSpore 1.x profiler text, JSON summary or cluster CSV file",
+        refused=("training_trace",),
+    ),
     patterns=(
         "output_format_data_hwts_*.txt",
         "output_op_compute_time_*.txt",
