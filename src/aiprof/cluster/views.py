@@ -136,9 +136,8 @@ def rank_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
     the step's time, its device computation, copies and exposed communication, and the
     device's idle time in it; what the distributed page draws, without reading events."""
     ensure(profile)
-    cols = {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
     # Indexes written before kernel_ns counted copies with the computation.
-    kernel, copy = ("kernel_ns", "compute_ns - kernel_ns") if "kernel_ns" in cols else ("compute_ns", "NULL")
+    kernel, copy = ("kernel_ns", "compute_ns - kernel_ns") if _has_kernel_ns(profile) else ("compute_ns", "NULL")
     return SqlView(
         f"""
         SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, {kernel} / 1e3 AS compute_us,
@@ -319,5 +318,10 @@ def comm_overlap_from_index(profile: Profile) -> SqlView | None:
     one that has the computation column (indexes written before it are recomputed)."""
     if not from_index(profile):
         return None
-    cols = {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
-    return SqlView(COMM_OVERLAP_SQL) if "kernel_ns" in cols else None
+    return SqlView(COMM_OVERLAP_SQL) if _has_kernel_ns(profile) else None
+
+
+def _has_kernel_ns(profile: Profile) -> bool:
+    """Whether the steps of the cluster summaries have ``kernel_ns`` (indexes written
+    before it do not)."""
+    return "kernel_ns" in {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
