@@ -70,6 +70,23 @@ def test_a_view_is_answered_while_the_served_connection_is_busy(lib: Library, se
     assert got.total == again.total > 10
 
 
+def test_an_open_profile_is_handed_out_while_its_timeline_builds(lib: Library) -> None:
+    # The timeline builds under the served connection's lock (tens of seconds on 1,000
+    # ranks): a request for a view must get the entry and an extra connection meanwhile.
+    e = lib.get("r0.aiprof")
+    assert e.timeline is not None and e.timeline.lock is e.lock
+    _, release = _busy(e.lock)
+    got: list[Any] = []
+    try:
+        t = threading.Thread(target=lambda: got.append(query_view(lib.get("r0.aiprof"), "ranks", Query(), {})))
+        t.daemon = True
+        t.start()
+        t.join(30)  # the lock is held for 60 s: waiting for it would leave got empty
+        assert got and got[0].total == 1 and e.opened == 1
+    finally:
+        release.set()
+
+
 def test_the_pool_is_bounded_and_then_waits_for_the_served_connection(lib: Library) -> None:
     e = lib.get("r0.aiprof")
     started = threading.Barrier(POOL + 1)

@@ -239,6 +239,11 @@ class Library:
         e = self._entries.get(pid)
         if e is None:
             raise ApiError(404, f"no profile {pid!r}")
+        if e.error is None and e.timeline is not None:
+            # Open already: no lock. The served connection's lock is held while the
+            # timeline builds its tables (tens of seconds on 1,000 ranks), and requests
+            # that need no timeline must not wait for it.
+            return e
         with e.lock:
             if e.error is None and e.profile is None:
                 # Checked again at open time: a link may have been made since the scan.
@@ -248,8 +253,9 @@ class Library:
                     # A many-rank job folder opens through its cluster index, as in the CLI.
                     e.profile = _open(e.path)
                     e.profile.con.execute("SELECT count(*) FROM events").fetchall()
-                    e.timeline = Timeline(e.profile, reading=e.reading)
-                    e.timeline.lock = e.lock
+                    tl = Timeline(e.profile, reading=e.reading)
+                    tl.lock = e.lock
+                    e.timeline = tl  # last: a set timeline means the entry is open
                 except Exception as ex:
                     msg = str(ex).splitlines()[0] if str(ex) else type(ex).__name__
                     e.error = "cannot open: " + _scrub(msg, e.path)
