@@ -67,6 +67,10 @@ def test_parallel_import_writes_ranks_and_index(job: tuple[Path, Any, Any]) -> N
     assert meta["ranks"] == [7] and meta["world_size"] == 16 and meta["rank_from"] == "distributedInfo"
     index = json.loads((out / "cluster" / "index.json").read_text())
     assert index["ranks"] == list(range(16)) and index["failed"][0]["rank"] == 16 and index["world_size"] == 16
+    # The ranks view says the job's size, from the index and from one rank's own events.
+    assert {r["world_size"] for r in report(out, "ranks")} == {16}
+    with open_profile(out / "rank7.aiprof") as one:
+        assert [r["world_size"] for r in run(one, "ranks").rows] == [16]
     steps = pq.read_table(out / "cluster" / "steps.parquet")
     assert sorted(set(steps.column("rank").to_pylist())) == list(range(16))
     coll = pq.read_table(out / "cluster" / "collectives.parquet").to_pylist()

@@ -4,6 +4,8 @@ real ``aiprof serve`` on real Kineto traces; every figure checked against the an
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +22,12 @@ from test_serve_support import running_server
 from ui_support import import_kineto_profiles
 from ui_support import open_view as _open
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from make_fleet import SMALL_TEMPLATE, make_fleet
+
 SAMPLED = "kineto/sampled-128-ranks/sampled_rank-{}.json.gz"
+#: Ranks of the generated job whose straggler the heatmap must show as its hottest row.
+FLEET_RANKS = 8
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +43,14 @@ def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i in (0, 1):  # the same job's ranks on their own: a related pair
         import_paths([shared_data / SAMPLED.format(i)], root / f"s{i}.aiprof")
     import_kineto_profiles(shared_data, root)
+    fleet = make_fleet(root.parent / "fleet-traces", FLEET_RANKS, template=SMALL_TEMPLATE, seed=3)
+    traces, out = str(root.parent / "fleet-traces"), str(root / "fleet")
+    subprocess.run(
+        [sys.executable, "-m", "aiprof", "import", traces, "-o", out, "--workers", "1"],
+        check=True,
+        capture_output=True,
+    )
+    (root / "fleet" / "planted.json").write_text(json.dumps({"straggler": fleet.straggler}))
     return root
 
 
@@ -70,6 +85,8 @@ def test_distributed_page_on_a_folder_of_ranks(page: Any, base: str, served: Pat
     _open(page, base, "job", "distributed")
     page.wait_for_selector("#dist-heatmap")
     assert page.get_attribute("#dist-heatmap", "data-ranks") == "2"
+    # Two ranks of a 128-rank job: the world size comes from the ranks view.
+    assert page.locator("#dist-world .v").inner_text() == "128"
     top = stragglers[0]
     assert top["lost_pct"] > 0
     assert page.locator("#dist-straggler").inner_text().split("\n")[-1].startswith(f"rank {top['rank']}:")
@@ -89,6 +106,49 @@ def test_distributed_page_on_a_folder_of_ranks(page: Any, base: str, served: Pat
     # Another step redraws the bars from that step's rows.
     page.select_option("#dist-step", "551")
     page.screenshot(path=str(tmp_path / "distributed.png"), full_page=True)
+
+
+#: Each heatmap row's colour at each step column, sampled at the cell's centre (rgb).
+_CELLS = """() => { const c = document.getElementById('dist-heatmap'), d = c.dataset, k = window.devicePixelRatio || 1;
+  const ctx = c.getContext('2d'), rows = +d.rows, steps = +d.steps, top = +d.top, left = +d.left, rh = +d.rowPx;
+  const cw = (c.clientWidth - left) / steps, out = [];
+  for (let r = 0; r < rows; r++) { const row = [];
+    for (let s = 0; s < steps; s++) row.push([...ctx.getImageData(Math.round((left + (s + 0.5) * cw) * k),
+      Math.round((top + (r + 0.5) * rh) * k), 1, 1).data].slice(0, 3));
+    out.push(row); }
+  return out; }"""
+
+
+def _rgb(css: str) -> list[int]:
+    return [int(x) for x in css.removeprefix("rgb(").removesuffix(")").split(",")]
+
+
+def test_heatmap_draws_the_straggler_as_its_hottest_row(page: Any, base: str, served: Path) -> None:
+    straggler = json.loads((served / "fleet" / "planted.json").read_text())["straggler"]
+    with open_profile(served / "fleet") as prof:
+        assert run(prof, "stragglers").rows[0]["rank"] == straggler
+    _open(page, base, "fleet", "distributed")
+    canvas = page.locator("#dist-heatmap")
+    assert canvas.get_attribute("data-metric") == "own"
+    assert canvas.get_attribute("data-rows") == str(FLEET_RANKS)  # one row per rank
+    row = int(canvas.get_attribute("data-slow-rows") or "-1")
+    assert row == straggler  # rows in rank order
+    bar = page.locator("#dist-heat-legend .heat-bar i")
+    slow, fast = _rgb(bar.get_attribute("data-slow") or ""), _rgb(bar.get_attribute("data-fast") or "")
+    assert sum(slow) < sum(fast)  # the slow end is the dark one
+    cells = page.evaluate(_CELLS)
+    # The slowest cell of the grid is the straggler's, in the slow end's colour; at
+    # every step its cell is darker than every other rank's.
+    assert any(all(abs(a - b) <= 2 for a, b in zip(c, slow, strict=True)) for c in cells[row]), (cells[row], slow)
+    for col in range(len(cells[0])):
+        assert all(sum(cells[r][col]) > sum(cells[row][col]) + 30 for r in range(len(cells)) if r != row), col
+    legend = page.locator("#dist-heat-legend").inner_text()
+    assert "own work per step (compute + copies):" in legend and "fast" in legend and "slow" in legend
+    assert re.search(r"\d ms .*\d ms", legend.replace("\n", " ")), legend  # the scale's ends with their unit
+    # Coloured by the whole step, the legend says so.
+    page.select_option("#dist-heat-metric", "step")
+    page.wait_for_function("document.getElementById('dist-heatmap').dataset.metric === 'step'")
+    assert "step time:" in page.locator("#dist-heat-legend").inner_text()
 
 
 def test_distributed_page_of_one_rank_says_what_to_record(page: Any, base: str) -> None:

@@ -13,7 +13,8 @@ Views:
     step_total_us), collectives (device collectives matched across ranks by their
     order of issue per name), last_arrivals (how many of them this rank started
     last), mean_late_us (mean start delay behind the earliest rank, µs),
-    comm_us, comm_bytes (bytes where the launching call says), comm_gbps.
+    comm_us, comm_bytes (bytes where the launching call says), comm_gbps, world_size
+    (the job's ranks, as the rank's trace says; null where it says none).
 
 ``utilization`` (one row per rank and time chunk, as nsys analyze's
 gpu_time_util splits the trace)
@@ -148,6 +149,7 @@ _RANKS_SCHEMA = pa.schema(
         ("comm_us", pa.float64()),
         ("comm_bytes", pa.int64()),
         ("comm_gbps", pa.float64()),
+        ("world_size", pa.int64()),
     ]
 )
 
@@ -197,6 +199,8 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
                 late_sum[r] = late_sum.get(r, 0.0) + (t - t0)
             if lt > t0:
                 last[lr] = last.get(lr, 0) + 1
+    default_ws = profile.metas[0].get("world_size") if profile.metas else None
+    world = {int(r): m.get("world_size") for m in profile.metas for r in m.get("ranks") or []}
     rows: list[dict[str, Any]] = []
     for r in np.unique(w["rank"]):
         r = int(r)
@@ -233,6 +237,7 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
                 "comm_us": cdur / 1000.0,
                 "comm_bytes": cb,
                 "comm_gbps": cb / kdur if cb is not None and kdur > 0 else None,
+                "world_size": world.get(r, default_ws),
             }
         )
     return pa.Table.from_pylist(rows, schema=_RANKS_SCHEMA)

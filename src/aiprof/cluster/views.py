@@ -293,8 +293,9 @@ SELECT st.rank::BIGINT AS rank, steps::BIGINT AS steps, step_total_us::DOUBLE AS
        busy_pct::DOUBLE AS busy_pct, coalesce(cr.collectives, 0)::BIGINT AS collectives,
        coalesce(cr.last_arrivals, 0)::BIGINT AS last_arrivals, cr.mean_late_us::DOUBLE AS mean_late_us,
        coalesce(cr.comm_us, 0)::DOUBLE AS comm_us, cr.comm_bytes::BIGINT AS comm_bytes,
-       cr.comm_gbps::DOUBLE AS comm_gbps
+       cr.comm_gbps::DOUBLE AS comm_gbps, ws.world_size::BIGINT AS world_size
 FROM st LEFT JOIN cr USING (rank)
+LEFT JOIN (SELECT rank, max(world_size) AS world_size FROM cluster_ranks GROUP BY rank) ws USING (rank)
 """
 
 

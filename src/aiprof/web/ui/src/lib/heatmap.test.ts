@@ -26,9 +26,15 @@ describe("binGrid", () => {
 });
 
 describe("heatColor", () => {
-  it("runs pale to dark", () => {
-    expect(heatColor(0, 0, 10)).toBe("hsl(50,85%,92%)");
-    expect(heatColor(10, 0, 10)).toBe("hsl(0,85%,35%)");
+  it("runs pale (fast) to dark red (slow)", () => {
+    expect(heatColor(0, 0, 10)).toBe("rgb(255,255,204)");
+    expect(heatColor(5, 0, 10)).toBe("rgb(253,141,60)");
+    expect(heatColor(10, 0, 10)).toBe("rgb(128,0,38)");
+    expect(heatColor(99, 0, 10)).toBe("rgb(128,0,38)");
     expect(heatColor(NaN, 0, 10)).toBe("rgba(0,0,0,0)");
+  });
+  it("darkens as the value grows", () => {
+    const lum = (s: string) => s.match(/\d+/g)!.slice(0, 3).map(Number).reduce((a, b) => a + b, 0);
+    for (let v = 1; v <= 10; v++) expect(lum(heatColor(v, 0, 10))).toBeLessThan(lum(heatColor(v - 1, 0, 10)));
   });
 });

@@ -48,10 +48,23 @@ export function binGrid(cells: Cell[], maxRows: number): Grid {
   };
 }
 
-/** The colour of a value: pale at the minimum through orange to dark red at the maximum. */
+/** The heatmap's colour scale, fast to slow: ColorBrewer's YlOrRd (pale yellow through
+ * orange to dark red), so the slowest cell reads as the hottest and darkest. */
+export const HEAT_STOPS: [number, number, number][] = [
+  [255, 255, 204], [254, 217, 118], [253, 141, 60], [227, 26, 28], [128, 0, 38],
+];
+
+/** The colour of a value between min (fast: pale) and max (slow: dark red). */
 export function heatColor(v: number, min: number, max: number): string {
   if (!Number.isFinite(v)) return "rgba(0,0,0,0)";
   const t = max > min ? Math.min(1, Math.max(0, (v - min) / (max - min))) : 0;
-  const hue = 50 - 50 * t, light = 92 - 57 * t;
-  return `hsl(${hue.toFixed(0)},85%,${light.toFixed(0)}%)`;
+  const x = t * (HEAT_STOPS.length - 1), i = Math.min(HEAT_STOPS.length - 2, Math.floor(x)), f = x - i;
+  const a = HEAT_STOPS[i]!, b = HEAT_STOPS[i + 1]!;
+  const c = a.map((ai, k) => Math.round(ai + (b[k]! - ai) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+/** The scale as a CSS gradient, fast (left) to slow (right). */
+export function heatGradient(): string {
+  return `linear-gradient(90deg,${HEAT_STOPS.map((c) => `rgb(${c.join(",")})`).join(",")})`;
 }

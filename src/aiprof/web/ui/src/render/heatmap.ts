@@ -5,7 +5,7 @@ import { hideTip, showTip } from "../views/tooltip";
 import { setupCanvas } from "./charts";
 
 export interface HeatmapMarks {
-  /** Ranks drawn with a red outline (the straggler). */
+  /** Ranks outlined in the foreground colour, their label in red (the straggler). */
   slow: Set<number>;
   /** Ranks marked in blue at the left edge (the ranks that wait). */
   waiting: Set<number>;
@@ -15,12 +15,20 @@ const LEFT = 64, BOTTOM = 22, TOP = 4;
 /** Rows of at least this many px; more ranks than fit are binned. */
 const MIN_ROW_PX = 2;
 
-export function heatmap(canvas: HTMLCanvasElement, cells: Cell[], marks: HeatmapMarks, fmt: (v: number) => string): Grid {
+/** Draw cells (rank × step, coloured fast to slow by lib/heatmap's scale); label names
+ * the value in the tooltip. The canvas's data-* attributes give the rows' geometry
+ * (CSS px) and the straggler's row, for the tests. */
+export function heatmap(canvas: HTMLCanvasElement, cells: Cell[], marks: HeatmapMarks, fmt: (v: number) => string, label: string): Grid {
   const nRanks = new Set(cells.map((c) => c.rank)).size;
   const cssH = Math.min(560, Math.max(120, nRanks * 14 + TOP + BOTTOM));
   const grid = binGrid(cells, Math.floor((cssH - TOP - BOTTOM) / MIN_ROW_PX));
   canvas.dataset.rows = String(grid.bands.length);
   canvas.dataset.ranks = String(grid.ranks.length);
+  canvas.dataset.steps = String(grid.steps.length);
+  canvas.dataset.top = String(TOP);
+  canvas.dataset.left = String(LEFT);
+  canvas.dataset.rowPx = String((cssH - TOP - BOTTOM) / grid.bands.length);
+  canvas.dataset.slowRows = grid.bands.map(([a, b], row) => (grid.ranks.slice(a, b + 1).some((r) => marks.slow.has(r)) ? row : -1)).filter((r) => r >= 0).join(",");
   const draw = () => {
     const { ctx, w, h: H } = setupCanvas(canvas, cssH);
     const th = theme();
@@ -53,7 +61,8 @@ export function heatmap(canvas: HTMLCanvasElement, cells: Cell[], marks: Heatmap
     grid.bands.forEach((_, row) => {
       if (!rankIn(row, marks.slow)) return;
       const y = TOP + row * rowH;
-      ctx.strokeStyle = "#dc2626";
+      // Not red: the slow end of the scale is dark red, so the outline is the text colour.
+      ctx.strokeStyle = th.fg;
       ctx.lineWidth = 2;
       ctx.strokeRect(LEFT + 1, y - 1, w - LEFT - 2, Math.max(2, rowH) + 2);
       ctx.fillStyle = th.bg;
@@ -74,7 +83,7 @@ export function heatmap(canvas: HTMLCanvasElement, cells: Cell[], marks: Heatmap
       showTip(e.clientX, e.clientY, [
         `step ${grid.steps[col]}`,
         ["ranks", a === b ? String(grid.ranks[a]) : `${grid.ranks[a]}–${grid.ranks[b]} (slowest shown)`],
-        ["step time", Number.isFinite(v) ? fmt(v) : "–"],
+        [label, Number.isFinite(v) ? fmt(v) : "–"],
         ["slowest rank", String(grid.argmax[row]![col]!)],
         ["vs median", Number.isFinite(v) && grid.median ? `${((100 * (v - grid.median)) / grid.median).toFixed(1)} %` : "–"],
       ]);

@@ -1,10 +1,11 @@
 // Distributed: the ranks of one job side by side (the ranks, stragglers, rank_steps,
-// collectives and links views through the common query).
+// collectives and links views through the common query; on a many-rank job each reads
+// the cluster index, so the page never reads every rank's events).
 import { api, profilePath, type ProfileMeta, type Row, type ViewResult } from "../lib/api";
 import { h } from "../lib/dom";
 import { fmtBytes, fmtNum, fmtValue } from "../lib/format";
-import type { Cell } from "../lib/heatmap";
-import { heatColor } from "../lib/heatmap";
+import type { Cell, Grid } from "../lib/heatmap";
+import { heatColor, heatGradient } from "../lib/heatmap";
 import { stackedBars } from "../render/charts";
 import { heatmap } from "../render/heatmap";
 import { pid } from "../state/app";
@@ -56,11 +57,37 @@ async function guarded(el: HTMLElement, fill: () => Promise<void>): Promise<void
   }
 }
 
+/** What the heatmap can colour by: the rank's own work (what makes it slow, so the
+ * straggler is the hottest row) or its whole step (which waiting stretches, so in a
+ * synchronous job the straggler's is no longer than the others'). */
+const METRICS: { key: string; label: string; value: (r: Row) => number }[] = [
+  { key: "own", label: "own work per step (compute + copies)", value: (r) => Number(r.compute_us || 0) + Number(r.copy_us || 0) },
+  { key: "step", label: "step time", value: (r) => Number(r.step_us) },
+];
+
+/** The colour scale's legend: what the colour measures, its unit, fast to slow. */
+function heatLegend(grid: Grid, label: string, binned: string): HTMLElement {
+  const mid = (grid.min + grid.max) / 2;
+  return h("div", { class: "heat-scale", id: "dist-heat-legend" },
+    h("span", { class: "heat-label" }, label + ":"),
+    h("span", { class: "muted" }, "fast"), h("span", {}, us(grid.min)),
+    h("span", { class: "heat-bar" },
+      h("i", { style: `background:${heatGradient()}`, "data-fast": heatColor(grid.min, grid.min, grid.max), "data-slow": heatColor(grid.max, grid.min, grid.max) }),
+      h("span", { class: "heat-mid" }, us(mid))),
+    h("span", {}, us(grid.max)), h("span", { class: "muted" }, "slow"),
+    h("span", { class: "mark-slow" }, "▭ straggler"), h("span", { class: "mark-wait" }, "▌ waiting"),
+    binned ? h("span", { class: "muted heat-binned" }, binned) : null);
+}
+
 export async function distributedPage(main: HTMLElement): Promise<void> {
-  const meta = await api<ProfileMeta>(profilePath(pid()));
   main.append(h("h2", {}, "Distributed"));
-  const ranks = meta.ranks || [];
-  if (ranks.length < 2) {
+  // The ranks view (from a many-rank job's index) tells whether there is anything to
+  // compare; the profile's metadata (steps, timeline span: slow on 1,000 ranks) is read
+  // only to explain a profile of one rank.
+  const rankRows = await allRows("ranks");
+  if (rankRows.length < 2) {
+    const meta = await api<ProfileMeta>(profilePath(pid()));
+    const ranks = meta.ranks || [];
     main.append(h("div", { class: "empty", id: "dist-empty" },
       h("p", {}, `This profile holds ${ranks.length === 1 ? "one rank" : "no rank"}` +
         (meta.world_size && meta.world_size > 1 ? ` of a ${meta.world_size}-rank job` : "") + ": the distributed views compare ranks."),
@@ -68,17 +95,18 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
       h("pre", {}, "aiprof record -o run -- torchrun --nproc-per-node 2 train.py\naiprof import rank0.json.gz rank1.json.gz -o run\naiprof serve run")));
     return;
   }
-  const [stragglers, rankRows] = await Promise.all([allRows("stragglers"), allRows("ranks")]);
+  const [stragglers, steps] = await Promise.all([allRows("stragglers"), allRows("rank_steps")]);
   const top = stragglers[0];
   const slow = new Set<number>(top && Number(top.lost_pct) > 0 ? [Number(top.rank)] : []);
   // The ranks that arrive first at the collectives wait the longest for the others.
   const waitingRows = rankRows.filter((r) => r.mean_late_us !== null && !slow.has(Number(r.rank)))
     .sort((a, b) => Number(a.mean_late_us) - Number(b.mean_late_us)).slice(0, WAITING);
   const waiting = new Set(waitingRows.map((r) => Number(r.rank)));
+  const world = Math.max(0, ...rankRows.map((r) => Number(r.world_size || 0)));
   const card = (k: string, v: string, id?: string) => h("div", { class: "card", id }, h("div", { class: "k" }, k), h("div", { class: "v", title: v }, v));
   main.append(h("div", { class: "cards" },
-    card("ranks", fmtNum(ranks.length)),
-    card("world size", String(meta.world_size ?? ranks.length)),
+    card("ranks", fmtNum(rankRows.length)),
+    card("world size", fmtNum(world || rankRows.length), "dist-world"),
     card("straggler", top && slow.size ? `rank ${top.rank}: ${Number(top.lost_pct).toFixed(1)} % of step time lost` : "none", "dist-straggler"),
     card("waiting ranks", waitingRows.length ? (waitingRows.length > 1 ? "ranks " : "rank ") + waitingRows.map((r) => r.rank).join(", ") : "–", "dist-waiting")));
   main.append(h("p", { class: "muted" },
@@ -86,11 +114,10 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
     "Waiting ranks: those that reach the collectives first (lowest mean lateness), so they wait longest."));
 
   // From the cluster summaries (a many-rank job's index), not from every rank's events.
-  const steps = await allRows("rank_steps");
-  const hm = section(main, "dist-heatmap-box", "Step time, rank × step");
+  const hm = section(main, "dist-heatmap-box", "Rank × step");
   await guarded(hm, async () => {
-    const cells: Cell[] = steps.filter((r) => r.step !== null).map((r) => ({ rank: Number(r.rank), step: Number(r.step), value: Number(r.step_us) }));
-    if (!cells.length) return void hm.append(h("p", { class: "muted" }, "No step marks: each rank's steps are needed for the grid."));
+    const stepRows = steps.filter((r) => r.step !== null);
+    if (!stepRows.length) return void hm.append(h("p", { class: "muted" }, "No step marks: each rank's steps are needed for the grid."));
     const c = h("canvas", { class: "chart heatmap", id: "dist-heatmap" });
     // The stragglers view's order: in a synchronous job every rank's step lasts as long
     // as the slowest one's, so the ranks are ranked by their own (compute) time.
@@ -101,13 +128,20 @@ export async function distributedPage(main: HTMLElement): Promise<void> {
         h("td", {}, String(r.rank)), h("td", { class: "num" }, us(r.step_us)), h("td", { class: "num" }, us(r.compute_us)),
         h("td", { class: "num" }, fmtValue(Number(r.lost_pct), "%")), h("td", { class: "num" }, fmtNum(r.slow_steps))))));
     alignNumbers(list);
-    const scale = h("div", { class: "heat-scale" });
-    hm.append(h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks (by their own time) ", exportTable(`${pid()}.slowest-ranks`, list, () => slowest)), list)));
-    const grid = heatmap(c, cells, { slow, waiting }, us);
-    scale.append(h("span", {}, us(grid.min)), h("i", { style: `background:linear-gradient(90deg,${heatColor(grid.min, grid.min, grid.max)},${heatColor((grid.min + grid.max) / 2, grid.min, grid.max)},${heatColor(grid.max, grid.min, grid.max)})` }),
-      h("span", {}, us(grid.max)),
-      h("span", { class: "muted" }, grid.bands.length < grid.ranks.length ? ` · ${grid.ranks.length} ranks in ${grid.bands.length} rows, each showing its slowest rank` : ""),
-      h("span", { class: "mark-slow" }, " ▭ straggler"), h("span", { class: "mark-wait" }, " ▌ waiting"));
+    const sel = h("select", { id: "dist-heat-metric", "aria-label": "colour by" }, METRICS.map((m) => h("option", { value: m.key }, m.label)));
+    const scale = h("div");
+    hm.append(h("div", { class: "tablebar" }, h("label", {}, "colour by ", sel)),
+      h("div", { class: "heat-wrap" }, h("div", { class: "heat-main" }, c, scale), h("div", { class: "heat-side" }, h("h4", {}, "Slowest ranks (by their own time) ", exportTable(`${pid()}.slowest-ranks`, list, () => slowest)), list)));
+    const draw = () => {
+      const m = METRICS.find((x) => x.key === sel.value) ?? METRICS[0]!;
+      const cells: Cell[] = stepRows.map((r) => ({ rank: Number(r.rank), step: Number(r.step), value: m.value(r) }));
+      const grid = heatmap(c, cells, { slow, waiting }, us, m.label);
+      c.dataset.metric = m.key;
+      scale.replaceChildren(heatLegend(grid, m.label,
+        grid.bands.length < grid.ranks.length ? `${fmtNum(grid.ranks.length)} ranks in ${grid.bands.length} rows, each showing its slowest rank` : ""));
+    };
+    sel.addEventListener("change", draw);
+    draw();
   });
 
   const bars = section(main, "dist-bars-box", "Per-rank breakdown of one step");
