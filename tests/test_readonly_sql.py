@@ -157,3 +157,29 @@ def test_views_an_analyser_added_over_arrow_data_are_left_out(prof: Profile) -> 
     finally:
         prof.con.execute("DROP VIEW test_extra")
         prof.con.unregister("_test_extra_arrow")
+
+
+def test_a_job_folder_of_ranks_is_queried_and_stays_inside_it(shared_data: Path, tmp_path: Path) -> None:
+    """A job folder's views read ``rank*.aiprof`` by glob and join a table of each rank's
+    clock shift: both must reach the file (seen: the SQL page answered 500 on a job)."""
+    import subprocess
+    import sys
+
+    from aiprof.cluster.opened import open_job
+
+    ranks = [str(shared_data / f"kineto/sampled-128-ranks/sampled_rank-{i}.json.gz") for i in (0, 1)]
+    job = tmp_path / "served" / "job"
+    subprocess.run([sys.executable, "-m", "aiprof", "import", *ranks, "-o", str(job), "--workers", "1"], check=True)
+    other, _ = import_paths([shared_data / V100], tmp_path / "served" / "other.aiprof")
+    q = "SELECT rank, count(*) AS n, min(ts) AS t0 FROM events GROUP BY rank ORDER BY rank"
+    with open_job(job) as prof:
+        ro = ReadOnlySql(prof)
+        try:
+            got = ro.query(q).table.to_pylist()
+            assert got == prof.sql(q).to_pylist() and [r["rank"] for r in got] == [0, 1]
+            assert {t["name"]: t["rows"] for t in ro.schema()}["events"] == prof.tables["events"]
+            # The job's folder is readable, its neighbours are not.
+            with pytest.raises(AiprofError, match="disabled by configuration"):
+                ro.query(f"SELECT count(*) FROM read_parquet('{other}/events.parquet')")
+        finally:
+            ro.close()

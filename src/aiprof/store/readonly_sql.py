@@ -15,6 +15,8 @@ Safety comes from the connection, not from reading the text of the query:
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -72,14 +74,19 @@ class ReadOnlySql:
                 views = profile.con.execute(
                     "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_name"
                 ).fetchall()
-                for name, sql in views:
-                    # The profile's tables only: analysers add views of their own on the
-                    # connection (over Arrow data registered there, which a file lacks).
-                    if name in SCHEMAS:
-                        w.execute(sql)
+                # The profile's tables only: analysers add views of their own on the
+                # connection (over Arrow data registered there, which a file lacks).
+                kept = [sql for name, sql in views if name in SCHEMAS]
+                _copy_tables_read_by(profile.con, w, kept)
+                for sql in kept:
+                    w.execute(sql)
             self.con = duckdb.connect(str(db), read_only=True, config={"threads": 2})
             # The views name the folders as they were opened; a link may resolve elsewhere.
-            dirs = sorted({str(p) for p in profile.paths} | {str(p.resolve()) for p in profile.paths})
+            dirs = sorted(
+                {str(p) for p in profile.paths}
+                | {str(p.resolve()) for p in profile.paths}
+                | set(_folders_read_by(kept))
+            )
             self.con.execute("SET allowed_directories = ?", [dirs])
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
@@ -145,6 +152,23 @@ class ReadOnlySql:
     def close(self) -> None:
         self.con.close()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _copy_tables_read_by(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, sqls: list[str]) -> None:
+    """Copy into ``dst`` the tables of ``src`` that the views ``sqls`` read (a job folder's
+    views join each rank's file to its clock shift in a small table of the connection)."""
+    names = [r[0] for r in src.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()]
+    for name in names:
+        if any(re.search(rf"\b{re.escape(name)}\b", sql) for sql in sqls):
+            rows = src.table(name).arrow()  # noqa: F841 (read by DuckDB by name)
+            dst.execute(f'CREATE TABLE "{name}" AS SELECT * FROM rows')
+
+
+def _folders_read_by(sqls: list[str]) -> list[str]:
+    """The folders the views' ``read_parquet`` globs list (a job folder, for its
+    ``rank*.aiprof/events.parquet``): each glob's path up to the folder of its first wildcard."""
+    globs = [p for sql in sqls for p in re.findall(r"read_parquet\('([^']*[*?[][^']*)'", sql)]
+    return [os.path.dirname(re.split(r"[*?[]", p, maxsplit=1)[0]) for p in globs]
 
 
 def check(con: duckdb.DuckDBPyConnection, text: str) -> None:
