@@ -238,6 +238,11 @@ def test_steps_page_says_what_to_record_without_steps(page: tuple[Any, Watch], b
     _open(pg, base, _slug("nvidia-smi/dmon_pucvmet_DT_idle.txt"), "steps")
     pg.wait_for_selector(".table .empty")
     assert "prof.step()" in pg.locator(".table .empty").inner_text()
+    # The empty state stands alone: no header of 29 columns running off the page.
+    assert pg.locator(".table table.data").count() == 0
+    assert pg.evaluate(
+        "document.querySelector('.tablewrap').scrollWidth <= document.querySelector('.tablewrap').clientWidth"
+    )
 
 
 def test_html_report_has_the_overview_and_memory_charts_offline(browser: Any, served: Path, tmp_path: Path) -> None:

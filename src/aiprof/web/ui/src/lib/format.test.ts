@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fmtBytes, fmtNs, fmtNum, fmtTick, fmtValue, niceStep, rulerTicks } from "./format";
+import { columnUnit, fmtBytes, fmtNs, fmtNum, fmtTick, fmtValue, niceStep, rulerTicks } from "./format";
 
 describe("fmtNs", () => {
   it("picks the unit by size, 3 significant digits", () => {
@@ -66,5 +66,15 @@ describe("ruler", () => {
       const labels = ticks.map((t) => fmtTick(t, step));
       expect(new Set(labels).size).toBe(labels.length);
     }
+  });
+});
+
+describe("columnUnit", () => {
+  it("reads the unit from the column's suffix", () => {
+    expect(columnUnit("duration_us")).toBe("µs");
+    expect(columnUnit("energy_j")).toBe("J");
+    expect(columnUnit("avg_w")).toBe("W");
+    expect(columnUnit("name")).toBe(null);
+    expect(columnUnit("x_j", "kJ")).toBe("kJ");
   });
 });

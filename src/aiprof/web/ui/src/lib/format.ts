@@ -171,5 +171,7 @@ export function columnUnit(name: string, unit?: string | null): string | null {
   if (name.endsWith("_ms")) return "ms";
   if (name.endsWith("_ns") || name === "ts" || name === "dur") return "ns";
   if (name.endsWith("_pct")) return "%";
+  if (name.endsWith("_j")) return "J";
+  if (name.endsWith("_w")) return "W";
   return null;
 }

@@ -19,7 +19,7 @@ export async function kernelsPage(main: HTMLElement, action?: TableOptions["acti
     const card = (k: string, v: string) => h("div", { class: "card" }, h("div", { class: "k" }, k), h("div", { class: "v" }, v));
     if (!r.rows.length || !all) tc.append(card("Tensor Cores", "no kernels"));
     else {
-      tc.append(card("kernel time on Tensor Cores", fmtValue((100 * on) / all, "%")), card("Tensor Core kernel time", fmtValue(on, "µs")),
+      tc.append(card("kernel time on Tensor Cores", fmtValue((100 * on) / all, "%")), card("Tensor Core kernel time", on ? fmtValue(on, "µs") : "none"),
         card("Tensor Core kernels", `${sum("tensor_core_kernels")} of ${sum("kernels")} names`));
       if (r.rows.length > 1) tc.append(card("per rank", r.rows.map((x: Row) => `r${x.rank}: ${Number(x.tensor_core_pct || 0).toFixed(1)} %`).join(" · ")));
     }

@@ -27,7 +27,9 @@ export const EXPORT_LIMIT = 10000;
 
 /** A header's text: the name without its unit suffix, and the unit it is shown in. */
 export function headerLabel(name: string, unit: string | null): (string | HTMLElement)[] {
-  const base = name.replace(/_(us|ms|ns|bytes|pct)$/, "").replace(/_/g, " ");
+  let base = name.replace(/_(us|ms|ns|bytes|pct)$/, "").replace(/_/g, " ");
+  // "energy j" in J, "sm frequency hz" in Hz: the unit is said once, below the name.
+  if (unit && base.toLowerCase().endsWith(" " + unit.toLowerCase())) base = base.slice(0, -unit.length - 1);
   return unit ? [base, h("span", { class: "unit" }, unit)] : [base];
 }
 
@@ -115,8 +117,9 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     }
     t.append(tb);
     tw.textContent = "";
-    tw.append(t);
+    // No rows and nothing filtered out: the empty state alone, not a header of columns.
     if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
+    else tw.append(t);
     if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, "Zero on every row shown, so left out: " + hidden.join(", ") + "."));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
