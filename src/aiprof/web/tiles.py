@@ -150,6 +150,28 @@ def merge(s: Spans, t0: int, bucket: int) -> Spans:
     return out
 
 
+def by_ts(s: Spans) -> Spans:
+    """``s`` sorted by start (stable)."""
+    return s.take(np.argsort(s.ts, kind="stable"))
+
+
+def pyramid(s: Spans, origin: int, bucket: int, factor: int, min_rows: int, most: int = 12) -> list[tuple[int, Spans]]:
+    """Levels of detail of ``s``: (bucket, rows sorted by ts) for buckets ``bucket``,
+    ``bucket * factor``, ... on the grid from ``origin``, each merged from the one
+    before (the same rows as merging ``s`` with that bucket at once: see
+    :func:`merge`). It stops at ``most`` levels, or once a level holds at most
+    ``min_rows`` rows or hardly fewer than the one before."""
+    out: list[tuple[int, Spans]] = []
+    rows = s
+    while len(out) < most:
+        level = by_ts(merge(rows, origin, bucket))
+        out.append((bucket, level))
+        if len(level.ts) <= min_rows or len(level.ts) > 0.9 * len(rows.ts):
+            break
+        rows, bucket = level, bucket * factor
+    return out
+
+
 def totals(s: Spans, t0: int, t1: int, names: list[str], limit: int) -> tuple[list[Any], list[Any]]:
     """What the rows ``s`` spend inside [t0, t1] (ns, clipped at the edges) and how many
     they are: per kind, longest first, and per (kind, name), the ``limit`` longest;

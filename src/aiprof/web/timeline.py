@@ -17,9 +17,9 @@ events run on any of a profile's connections at once, and windows on none:
                kind, correlation
 ``tl_names``   name_id -> name
 
-The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
-as numpy columns, from which windows are merged and summaries totalled
-(:mod:`.tiles`); events and search are SQL over the tables.
+The rows of ``tl`` (and, for big profiles, levels of detail: the rows pre-merged per
+pixel of ever coarser grids) are also held as numpy columns, from which windows are
+merged and summaries totalled (:mod:`.tiles`); events and search are SQL over the tables.
 
 Times in and out are int64 ns on the profile's time axis.
 """
@@ -43,10 +43,14 @@ from . import tiles
 
 #: A window never returns more merged items than this (the bucket widens instead).
 MAX_ITEMS = 5000
-#: Profiles with more drawable events than this get a pre-merged level of detail
-#: (LOD_BUCKETS buckets over the whole span) that wide windows read instead.
+#: Profiles with more drawable events than this get pre-merged levels of detail (the
+#: finest of LOD_BUCKETS buckets over the whole span, each next one LOD_FACTOR times
+#: coarser) that wide windows read instead of the events.
 LOD_MIN_EVENTS = 200_000
 LOD_BUCKETS = 40_000
+LOD_FACTOR = 4
+#: A window reads the coarsest level whose bucket is at most 1/LOD_PER_PIXEL of its own.
+LOD_PER_PIXEL = 4
 #: At most this many launch -> kernel arrows per window.
 MAX_FLOWS = 2000
 #: The most matches one search answer lists (the count covers them all).
@@ -109,7 +113,7 @@ class Timeline:
     the numpy columns with no lock, and SQL answers run on a connection from
     ``reading`` (by default ``profile`` behind ``lock``), several at once."""
 
-    def __init__(self, profile: Profile, reading: Reading | None = None) -> None:
+    def __init__(self, profile: Profile, reading: Reading | None = None, lod_min_events: int = LOD_MIN_EVENTS) -> None:
         self.profile = profile
         self.lock = threading.RLock()
         self._reading: Reading = reading or self._served
@@ -117,8 +121,10 @@ class Timeline:
         self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
         self._long_ns = 0
-        self._lod_ns = 0
         self._levels: list[tiles.Level] = []
+        #: (bucket ns, level) from the finest to the coarsest, on the grid from span[0].
+        self._lods: list[tuple[int, tiles.Level]] = []
+        self.lod_min_events = lod_min_events
         self._launches: tiles.Launches | None = None
         self._names_by_id: list[str] = []
         self.span: tuple[int, int] = (0, 0)
@@ -224,27 +230,15 @@ class Timeline:
             # range (a binary search).
             self._long_ns = tiles.long_threshold(spans.dur)
             self._levels = [tiles.Level(spans, self._long_ns)]
-            # A level of detail for wide windows: small events pre-merged per
-            # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
-            # those rows instead of every event.
-            self._lod_ns = 0
-            if n > LOD_MIN_EVENTS:
+            # Levels of detail for wide windows: the events pre-merged per (track, depth,
+            # bucket) on a grid from the span's start, each level LOD_FACTOR times
+            # coarser than the one before, so that a zoomed-out window merges a few
+            # rows per pixel instead of every event (tiles.pyramid).
+            self._lods = []
+            if n > self.lod_min_events:
                 lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
-                lod = arrow_table(
-                    self.profile,
-                    f"""
-                    SELECT * FROM (
-                      SELECT track, depth, ts, dur, name_id, kind, 1::BIGINT AS n, dur AS wdur FROM tl WHERE dur >= {lb}
-                      UNION ALL
-                      SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, dur),
-                             arg_max(kind, dur), count(*) AS n, max(dur) AS wdur
-                      FROM tl WHERE dur < {lb} GROUP BY track, depth, (ts - {self.span[0]}) // {lb}
-                    ) ORDER BY ts
-                    """,
-                )
-                lod_spans = tiles.Spans.from_arrow(lod)
-                self._levels.append(tiles.Level(lod_spans, tiles.long_threshold(lod_spans.dur)))
-                self._lod_ns = lb
+                for b, rows in tiles.pyramid(spans, self.span[0], lb, LOD_FACTOR, MAX_ITEMS):
+                    self._lods.append((b, tiles.Level(rows, tiles.long_threshold(rows.dur))))
             self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
             for name in ("tl", "tl_tracks", "tl_names"):
                 con.unregister(name)
@@ -307,14 +301,19 @@ class Timeline:
         self.build()
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
         # No lock: the built columns are only read (several windows run at once).
-        level = rows = None
+        # A wide window reads the coarsest level of detail at least LOD_PER_PIXEL times
+        # finer than its bucket, and merges it on that level's grid (from span[0]) with
+        # its bucket rounded up to a whole multiple of the level's: the very items that
+        # merging the events so would give (tiles.merge). Otherwise the events, on the
+        # grid from t0.
+        level, origin, grid = self._levels[0], w.t0, 1
+        for b, lod in self._lods:
+            if b * LOD_PER_PIXEL <= bucket:
+                level, origin, grid = lod, self.span[0], b
+        bucket = -(-bucket // grid) * grid
+        rows = level.rows(w.t0, w.t1, w.tracks)
         for _ in range(8):
-            # Wide buckets read the pre-merged level of detail, when there is one.
-            want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
-            if want is not level:
-                level, rows = want, want.rows(w.t0, w.t1, w.tracks)
-            assert rows is not None
-            merged = tiles.merge(rows, w.t0, bucket)
+            merged = tiles.merge(rows, origin, bucket)
             if len(merged.ts) <= w.max_items:
                 break
             bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
