@@ -50,9 +50,13 @@ class Spans:
         rows are pre-merged), already sorted by ts."""
 
         def col(name: str, dtype: type) -> np.ndarray:
-            return np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+            c = t.column(name)
+            one = c.chunk(0) if c.num_chunks == 1 else c  # one chunk: no copy to concatenate
+            return np.asarray(one.to_numpy(zero_copy_only=False), dtype=dtype)
 
-        kind = pc.dictionary_encode(t.column("kind").combine_chunks()) if t.num_rows else None
+        kind = t.column("kind").combine_chunks() if t.num_rows else None
+        if kind is not None and not pa.types.is_dictionary(kind.type):
+            kind = pc.dictionary_encode(kind)
         dur = col("dur", np.int64)
         return cls(
             track=col("track", np.int64),
@@ -61,24 +65,14 @@ class Spans:
             dur=dur,
             name=col("name_id", np.int64),
             kind=np.asarray(kind.indices.to_numpy(zero_copy_only=False), np.int64) if kind else np.zeros(0, np.int64),
-            n=col("n", np.int64) if "n" in t.column_names else np.ones(len(dur), np.int64),
+            # Single events: n = 1 each, as a read-only view (no array to fill).
+            n=col("n", np.int64) if "n" in t.column_names else np.broadcast_to(np.int64(1), dur.shape),
             wdur=col("wdur", np.int64) if "wdur" in t.column_names else dur,
             kinds=[str(k) for k in kind.dictionary.to_pylist()] if kind else [],
         )
 
     def take(self, idx: np.ndarray) -> Spans:
         return Spans(**{c: getattr(self, c)[idx] for c in _COLS}, kinds=self.kinds)
-
-    def overlapping(self, t0: int, t1: int, longest: int, tracks: tuple[int, ...] | None) -> np.ndarray:
-        """Indices of the rows that overlap [t0, t1] (touching counts), on ``tracks``
-        (None: all), among rows no longer than ``longest`` ns: they start at most that
-        long before t0, so a binary search bounds them."""
-        lo = int(np.searchsorted(self.ts, t0 - longest, side="left"))
-        hi = int(np.searchsorted(self.ts, t1, side="right"))
-        keep = self.ts[lo:hi] + self.dur[lo:hi] >= t0
-        if tracks is not None:
-            keep &= np.isin(self.track[lo:hi], np.asarray(tracks, dtype=np.int64))
-        return lo + np.flatnonzero(keep)
 
 
 def long_threshold(dur: np.ndarray) -> int:
@@ -91,21 +85,31 @@ def long_threshold(dur: np.ndarray) -> int:
 
 class Level:
     """One level of detail (every event, or events pre-merged over the whole span):
-    its rows split into the few long ones, scanned for every window, and the others,
-    found by a binary search on ts (each starts at most ``long_ns`` before the window)."""
+    its rows, sorted by ts, of which the few long ones are scanned for every window and
+    the others found by a binary search on ts (each starts at most ``long_ns`` before
+    the window). The rows are not copied: the long ones are known by index."""
 
     def __init__(self, s: Spans, long_ns: int) -> None:
         self.long_ns = long_ns
-        is_long = s.dur > long_ns
-        self.short = s.take(np.flatnonzero(~is_long))
-        self.long = s.take(np.flatnonzero(is_long))
+        self.spans = s
+        self.is_long = s.dur > long_ns
+        self.long = np.flatnonzero(self.is_long)
+        self.longest = int(s.dur[self.long].max()) if len(self.long) else 0
 
     def rows(self, t0: int, t1: int, tracks: tuple[int, ...] | None) -> Spans:
-        """The rows overlapping [t0, t1] on ``tracks`` (None: all)."""
-        a = self.short.take(self.short.overlapping(t0, t1, self.long_ns, tracks))
-        longest = int(self.long.dur.max()) if len(self.long.dur) else 0
-        b = self.long.take(self.long.overlapping(t0, t1, longest, tracks))
-        return Spans(**{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in _COLS}, kinds=a.kinds)
+        """The rows overlapping [t0, t1] on ``tracks`` (None: all), the short ones
+        first (in ts order), then the long ones (in ts order)."""
+        s = self.spans
+        lo = int(np.searchsorted(s.ts, t0 - self.long_ns, side="left"))
+        hi = int(np.searchsorted(s.ts, t1, side="right"))
+        keep = (s.ts[lo:hi] + s.dur[lo:hi] >= t0) & ~self.is_long[lo:hi]
+        lg = self.long[s.ts[self.long] <= t1]
+        lg = lg[s.ts[lg] + s.dur[lg] >= t0]
+        if tracks is not None:
+            ids = np.asarray(tracks, dtype=np.int64)
+            keep &= np.isin(s.track[lo:hi], ids)
+            lg = lg[np.isin(s.track[lg], ids)]
+        return s.take(np.concatenate([lo + np.flatnonzero(keep), lg]))
 
 
 def merge(s: Spans, t0: int, bucket: int) -> Spans:
