@@ -278,19 +278,24 @@ class MaxSeries:
     def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> None:
         self.key, self.values = key, values
         t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
-        keys = list(zip(*(t.column(k).to_pylist() for k in key))) if t.num_rows else []
         ts = np.asarray(t.column("ts").to_numpy(zero_copy_only=False), dtype=np.int64)
         # Float columns, NaN for a null, so that a bucket's max skips nulls as SQL's does
         # (exact for values under 2**53: byte counts to 8 PiB).
         vals = {v: np.asarray(t.column(v).cast(pa.float64()).fill_null(np.nan).to_numpy(), np.float64) for v in values}
+        # A series starts where any key column changes (each as dictionary codes, -1 for null).
+        new = np.zeros(len(ts), dtype=bool)
+        if len(ts):
+            new[0] = True
+        for k in key:
+            codes = pc.dictionary_encode(t.column(k).combine_chunks()).indices.fill_null(-1)
+            c = np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
+            new[1:] |= c[1:] != c[:-1]
+        starts = np.flatnonzero(new).tolist()
+        ends = [*starts[1:], len(ts)]
         self.series: list[tuple[tuple[Any, ...], np.ndarray, dict[str, np.ndarray]]] = []
-        i = 0
-        while i < len(keys):
-            j = i + 1
-            while j < len(keys) and keys[j] == keys[i]:
-                j += 1
-            self.series.append((keys[i], ts[i:j], {v: a[i:j] for v, a in vals.items()}))
-            i = j
+        for i, j in zip(starts, ends, strict=True):
+            k_i = tuple(t.column(k)[i].as_py() for k in key)
+            self.series.append((k_i, ts[i:j], {v: a[i:j] for v, a in vals.items()}))
 
     def window(self, t0: int, t1: int, bucket: int, where: dict[str, Any]) -> list[dict[str, Any]]:
         """One dict per series with key values ``where`` (None: any) and samples in
