@@ -145,6 +145,8 @@ def test_max_series_per_bucket_skips_nulls_and_keeps_devices_apart() -> None:
         want["reserved"].append(max(r["reserved"] for r in g))
     assert got == [want] and len(want["ts"]) > 50
     assert [r["device"] for r in ms.window(0, 10_000, 100, {"rank": None, "device": None})] == [-1, 0, 1]
+    empty = MaxSeries(pa.Table.from_pylist(rows).slice(0, 0), ("rank", "device", "device_type"), ("allocated",))
+    assert empty.window(0, 10_000, 100, {"rank": None, "device": None}) == []  # a profile without allocator events
 
 
 @pytest.mark.parametrize("max_items", [300, 2000])

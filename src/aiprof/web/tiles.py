@@ -291,7 +291,7 @@ class MaxSeries:
             c = np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
             new[1:] |= c[1:] != c[:-1]
         starts = np.flatnonzero(new).tolist()
-        ends = [*starts[1:], len(ts)]
+        ends = [*starts[1:], len(ts)] if starts else []
         self.series: list[tuple[tuple[Any, ...], np.ndarray, dict[str, np.ndarray]]] = []
         for i, j in zip(starts, ends, strict=True):
             k_i = tuple(t.column(k)[i].as_py() for k in key)
