@@ -19,6 +19,7 @@ it, starts ``aiprof serve`` on it and measures, printing every figure:
   the tab; here the server keeps it and sends levels of detail).
 
 Usage: .venv/bin/python bench/ui.py [--copies 11] [--keep DIR]
+(``--copies 55``: the 10M-event trace, whose targets are the 2M one's x2; about 6 minutes.)
 Needs /usr/bin/chromium, Playwright for Python and ../shared/data.
 """
 
@@ -40,41 +41,48 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 SRC = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
 ID_SHIFT = 10**9
+#: From this many events on, a trace is "the 10M-event one" (the targets x2).
+BIG_EVENTS = 5_000_000
 
 
 def build_trace(copies: int, out: Path) -> int:
-    """Write ``copies`` back-to-back copies of the source trace; return the event count."""
+    """Write ``copies`` back-to-back copies of the source trace; return the event count.
+    Written copy by copy, so that a 10M-event trace never sits in memory whole."""
     doc = orjson.loads(gzip.open(SRC, "rb").read())
-    events = doc["traceEvents"]
+    events = doc.pop("traceEvents")
     spans = [e for e in events if isinstance(e.get("ts"), (int, float))]
     t0 = min(e["ts"] for e in spans)
     t1 = max(e["ts"] + (e.get("dur") or 0) for e in spans)
     period = int(t1 - t0) + 1000
-    out_events: list[Any] = []
-    for k in range(copies):
-        shift = k * period
-        for e in events:
-            if e.get("ph") == "M":
-                if k == 0:
-                    out_events.append(e)
-                continue
-            c = dict(e)
-            if isinstance(c.get("ts"), (int, float)):
-                c["ts"] = c["ts"] + shift
-            if k and "id" in c and isinstance(c["id"], int):
-                c["id"] = c["id"] + k * ID_SHIFT
-            args = c.get("args")
-            if k and isinstance(args, dict):
-                a = dict(args)
-                for key in ("correlation", "External id", "external id"):
-                    if isinstance(a.get(key), int):
-                        a[key] = a[key] + k * ID_SHIFT
-                c["args"] = a
-            out_events.append(c)
-    doc["traceEvents"] = out_events
+    n = 0
     with gzip.open(out, "wb", compresslevel=1) as f:
-        f.write(orjson.dumps(doc))
-    return len(out_events)
+        f.write(b'{"traceEvents":[')
+        for k in range(copies):
+            shift = k * period
+            part: list[Any] = []
+            for e in events:
+                if e.get("ph") == "M":
+                    if k == 0:
+                        part.append(e)
+                    continue
+                c = dict(e)
+                if isinstance(c.get("ts"), (int, float)):
+                    c["ts"] = c["ts"] + shift
+                if k and "id" in c and isinstance(c["id"], int):
+                    c["id"] = c["id"] + k * ID_SHIFT
+                args = c.get("args")
+                if k and isinstance(args, dict):
+                    a = dict(args)
+                    for key in ("correlation", "External id", "external id"):
+                        if isinstance(a.get(key), int):
+                            a[key] = a[key] + k * ID_SHIFT
+                    c["args"] = a
+                part.append(c)
+            f.write((b"," if k else b"") + orjson.dumps(part)[1:-1])
+            n += len(part)
+        rest = orjson.dumps(doc)[1:-1]
+        f.write(b"]" + (b"," + rest if rest else b"") + b"}")
+    return n
 
 
 def trace_bytes(path: Path) -> int:
@@ -136,7 +144,9 @@ def main() -> None:
         print(f"import: {time.perf_counter() - t:.1f} s")
     with open_profile(served / "big.aiprof") as p:
         n_events = p.tables.get("events", 0)
-    print(f"profile: {n_events:,} events")
+    # The issue's targets are for the 2M-event trace; a 10M-event one has them x2.
+    x = 2 if n_events >= BIG_EVENTS else 1
+    print(f"profile: {n_events:,} events" + (f" (targets x{x})" if x > 1 else ""))
 
     with running_server(served) as (base, _token), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -150,7 +160,7 @@ def main() -> None:
                 page.close()
         for label, ms in paints:
             what = "navigation right after the server started, its warm-up still running" if label == "cold" else label
-            print(f"timeline first paint after navigation ({what}): {ms:.0f} ms (target <= 1000 ms)")
+            print(f"timeline first paint after navigation ({what}): {ms:.0f} ms (target <= {1000 * x} ms)")
         items = page.evaluate("window.__aiprof.items")
         print(f"items in the first window: {items:,} (of {n_events:,} events)")
 
@@ -173,7 +183,7 @@ def main() -> None:
         print(
             f"zoom/pan frame, canvas redraw in the page over {len(redraw)} key presses: "
             f"p50 {statistics.median(redraw):.1f} ms, p95 {pct(redraw, 95):.1f} ms, max {max(redraw):.1f} ms "
-            "(target p95 <= 16 ms)"
+            f"(target p95 <= {16 * x} ms)"
         )
         print(
             f"zoom/pan, key press to the refined window drawn (debounce 60 ms + API + draw): "
@@ -181,7 +191,7 @@ def main() -> None:
         )
         print(
             f"timeline window fetch (window + counter series, in the page) over {len(fetches)} refinements: "
-            f"p50 {statistics.median(fetches):.0f} ms, p95 {pct(fetches, 95):.0f} ms (target p95 <= 100 ms)"
+            f"p50 {statistics.median(fetches):.0f} ms, p95 {pct(fetches, 95):.0f} ms (target p95 <= {100 * x} ms)"
         )
         print(
             f"canvas frame p95 {pct(redraw, 95):.1f} ms against the 16.7 ms of one 60 Hz frame: "
@@ -204,7 +214,7 @@ def main() -> None:
                 )
         print(
             f"search over {n_events:,} events ({len(search_ms)} requests, substring and regex): "
-            f"p50 {statistics.median(search_ms):.0f} ms, p95 {pct(search_ms, 95):.0f} ms (target <= 300 ms)"
+            f"p50 {statistics.median(search_ms):.0f} ms, p95 {pct(search_ms, 95):.0f} ms (target <= {300 * x} ms)"
         )
         heap = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : 0")
         raw = trace_bytes(trace) if trace.exists() else 0

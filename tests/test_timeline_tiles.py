@@ -18,12 +18,17 @@ TRACE = TRACE / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 
 @pytest.fixture(scope="module")
-def timeline(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not TRACE.is_file():
         pytest.skip("../shared/data is absent (outside users)")
     out, _ = import_paths([TRACE], tmp_path_factory.mktemp("tl") / "v.aiprof")
-    with open_profile(out) as p:
-        tl = Timeline(p)
+    return out
+
+
+def opened(path: Path, **kw: Any) -> Any:
+    """(Timeline, its rows with names) of the profile at ``path``."""
+    with open_profile(path) as p:
+        tl = Timeline(p, **kw)
         tl.build()
         rows = tl.query(
             "SELECT l.track, l.depth, l.ts, l.dur, n.name, l.kind, l.correlation FROM tl l JOIN tl_names n USING (name_id)"
@@ -31,16 +36,27 @@ def timeline(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield tl, rows
 
 
-def _expected(rows: list[dict[str, Any]], w: Window, bucket: int) -> tuple[list[tuple[int, ...]], dict[Any, set[Any]]]:
+@pytest.fixture(scope="module")
+def timeline(imported: Path) -> Any:
+    yield from opened(imported)
+
+
+def _expected(
+    rows: list[dict[str, Any]], w: Window, bucket: int, origin: int | None = None
+) -> tuple[list[tuple[int, ...]], dict[Any, set[Any]]]:
+    """The merging rule stated plainly: the (track, depth, ts, dur, n) items of the rows
+    that overlap ``w``, on the grid of ``bucket`` from ``origin`` (default: w.t0), and
+    the (name, kind) each merged item may carry (those of its longest events)."""
     items: list[tuple[int, ...]] = []
     groups: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
+    at = w.t0 if origin is None else origin
     for r in rows:
         if r["ts"] > w.t1 or r["ts"] + r["dur"] < w.t0 or (w.tracks is not None and r["track"] not in w.tracks):
             continue
         if r["dur"] >= bucket:
             items.append((r["track"], r["depth"], r["ts"], r["dur"], 1))
         else:
-            groups[(r["track"], r["depth"], (r["ts"] - w.t0) // bucket)].append(r)
+            groups[(r["track"], r["depth"], (r["ts"] - at) // bucket)].append(r)
     names: dict[Any, set[Any]] = {}
     for g in groups.values():
         ts, end = min(r["ts"] for r in g), max(r["ts"] + r["dur"] for r in g)
@@ -129,6 +145,8 @@ def test_max_series_per_bucket_skips_nulls_and_keeps_devices_apart() -> None:
         want["reserved"].append(max(r["reserved"] for r in g))
     assert got == [want] and len(want["ts"]) > 50
     assert [r["device"] for r in ms.window(0, 10_000, 100, {"rank": None, "device": None})] == [-1, 0, 1]
+    empty = MaxSeries(pa.Table.from_pylist(rows).slice(0, 0), ("rank", "device", "device_type"), ("allocated",))
+    assert empty.window(0, 10_000, 100, {"rank": None, "device": None}) == []  # a profile without allocator events
 
 
 @pytest.mark.parametrize("max_items", [300, 2000])

@@ -29,6 +29,9 @@ def derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
     """``derive`` for a profile of at least DERIVE_MIN_EVENTS events."""
     if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
         derive(folder, meta)
+    from ..web.timeline_store import keep
+
+    keep(folder, meta)  # the timeline's tables, for a big profile (web/timeline_store.py)
 
 
 def derive(folder: Path, meta: dict[str, Any]) -> None:
@@ -95,16 +98,21 @@ def load_totals(profile: Profile) -> Totals | None:
 
 
 def upgrade(folder: Path) -> bool:
-    """Add the derived tables to a profile written without them (an older aiprof), in
-    place; False when it has them already. The tables are renamed into place before
+    """Add the derived tables (and a big profile's timeline, web/timeline_store.py) to
+    a profile written without them (an older aiprof), in place; False when it has them
+    already. The tables are renamed into place before
     profile.json names them, so a profile cut short here still opens (without them)."""
     from ..store.derived import has_derived
     from ..store.reader import _read_meta
     from ..store.writer import write_meta
+    from ..web.timeline_store import keep, wanted
 
     meta = _read_meta(folder)
-    if has_derived(folder, meta):
-        return False
-    derive(folder, meta)
-    write_meta(folder, meta)
-    return True
+    tables, timeline = not has_derived(folder, meta), wanted(folder, meta)
+    if tables:
+        derive(folder, meta)
+    if timeline:
+        keep(folder, meta)
+    if tables or timeline:
+        write_meta(folder, meta)
+    return tables or timeline

@@ -50,9 +50,13 @@ class Spans:
         rows are pre-merged), already sorted by ts."""
 
         def col(name: str, dtype: type) -> np.ndarray:
-            return np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+            c = t.column(name)
+            one = c.chunk(0) if c.num_chunks == 1 else c  # one chunk: no copy to concatenate
+            return np.asarray(one.to_numpy(zero_copy_only=False), dtype=dtype)
 
-        kind = pc.dictionary_encode(t.column("kind").combine_chunks()) if t.num_rows else None
+        kind = t.column("kind").combine_chunks() if t.num_rows else None
+        if kind is not None and not pa.types.is_dictionary(kind.type):
+            kind = pc.dictionary_encode(kind)
         dur = col("dur", np.int64)
         return cls(
             track=col("track", np.int64),
@@ -61,24 +65,14 @@ class Spans:
             dur=dur,
             name=col("name_id", np.int64),
             kind=np.asarray(kind.indices.to_numpy(zero_copy_only=False), np.int64) if kind else np.zeros(0, np.int64),
-            n=col("n", np.int64) if "n" in t.column_names else np.ones(len(dur), np.int64),
+            # Single events: n = 1 each, as a read-only view (no array to fill).
+            n=col("n", np.int64) if "n" in t.column_names else np.broadcast_to(np.int64(1), dur.shape),
             wdur=col("wdur", np.int64) if "wdur" in t.column_names else dur,
             kinds=[str(k) for k in kind.dictionary.to_pylist()] if kind else [],
         )
 
     def take(self, idx: np.ndarray) -> Spans:
         return Spans(**{c: getattr(self, c)[idx] for c in _COLS}, kinds=self.kinds)
-
-    def overlapping(self, t0: int, t1: int, longest: int, tracks: tuple[int, ...] | None) -> np.ndarray:
-        """Indices of the rows that overlap [t0, t1] (touching counts), on ``tracks``
-        (None: all), among rows no longer than ``longest`` ns: they start at most that
-        long before t0, so a binary search bounds them."""
-        lo = int(np.searchsorted(self.ts, t0 - longest, side="left"))
-        hi = int(np.searchsorted(self.ts, t1, side="right"))
-        keep = self.ts[lo:hi] + self.dur[lo:hi] >= t0
-        if tracks is not None:
-            keep &= np.isin(self.track[lo:hi], np.asarray(tracks, dtype=np.int64))
-        return lo + np.flatnonzero(keep)
 
 
 def long_threshold(dur: np.ndarray) -> int:
@@ -91,21 +85,31 @@ def long_threshold(dur: np.ndarray) -> int:
 
 class Level:
     """One level of detail (every event, or events pre-merged over the whole span):
-    its rows split into the few long ones, scanned for every window, and the others,
-    found by a binary search on ts (each starts at most ``long_ns`` before the window)."""
+    its rows, sorted by ts, of which the few long ones are scanned for every window and
+    the others found by a binary search on ts (each starts at most ``long_ns`` before
+    the window). The rows are not copied: the long ones are known by index."""
 
     def __init__(self, s: Spans, long_ns: int) -> None:
         self.long_ns = long_ns
-        is_long = s.dur > long_ns
-        self.short = s.take(np.flatnonzero(~is_long))
-        self.long = s.take(np.flatnonzero(is_long))
+        self.spans = s
+        self.is_long = s.dur > long_ns
+        self.long = np.flatnonzero(self.is_long)
+        self.longest = int(s.dur[self.long].max()) if len(self.long) else 0
 
     def rows(self, t0: int, t1: int, tracks: tuple[int, ...] | None) -> Spans:
-        """The rows overlapping [t0, t1] on ``tracks`` (None: all)."""
-        a = self.short.take(self.short.overlapping(t0, t1, self.long_ns, tracks))
-        longest = int(self.long.dur.max()) if len(self.long.dur) else 0
-        b = self.long.take(self.long.overlapping(t0, t1, longest, tracks))
-        return Spans(**{c: np.concatenate([getattr(a, c), getattr(b, c)]) for c in _COLS}, kinds=a.kinds)
+        """The rows overlapping [t0, t1] on ``tracks`` (None: all), the short ones
+        first (in ts order), then the long ones (in ts order)."""
+        s = self.spans
+        lo = int(np.searchsorted(s.ts, t0 - self.long_ns, side="left"))
+        hi = int(np.searchsorted(s.ts, t1, side="right"))
+        keep = (s.ts[lo:hi] + s.dur[lo:hi] >= t0) & ~self.is_long[lo:hi]
+        lg = self.long[s.ts[self.long] <= t1]
+        lg = lg[s.ts[lg] + s.dur[lg] >= t0]
+        if tracks is not None:
+            ids = np.asarray(tracks, dtype=np.int64)
+            keep &= np.isin(s.track[lo:hi], ids)
+            lg = lg[np.isin(s.track[lg], ids)]
+        return s.take(np.concatenate([lo + np.flatnonzero(keep), lg]))
 
 
 def merge(s: Spans, t0: int, bucket: int) -> Spans:
@@ -147,6 +151,28 @@ def merge(s: Spans, t0: int, bucket: int) -> Spans:
     out.dur = np.concatenate([s.dur[w], g_end - g_ts])
     out.n = np.concatenate([s.n[w], g_n])
     out.wdur = np.concatenate([s.wdur[w], g_wdur])
+    return out
+
+
+def by_ts(s: Spans) -> Spans:
+    """``s`` sorted by start (stable)."""
+    return s.take(np.argsort(s.ts, kind="stable"))
+
+
+def pyramid(s: Spans, origin: int, bucket: int, factor: int, min_rows: int, most: int = 12) -> list[tuple[int, Spans]]:
+    """Levels of detail of ``s``: (bucket, rows sorted by ts) for buckets ``bucket``,
+    ``bucket * factor``, ... on the grid from ``origin``, each merged from the one
+    before (the same rows as merging ``s`` with that bucket at once: see
+    :func:`merge`). It stops at ``most`` levels, or once a level holds at most
+    ``min_rows`` rows or hardly fewer than the one before."""
+    out: list[tuple[int, Spans]] = []
+    rows = s
+    while len(out) < most:
+        level = by_ts(merge(rows, origin, bucket))
+        out.append((bucket, level))
+        if len(level.ts) <= min_rows or len(level.ts) > 0.9 * len(rows.ts):
+            break
+        rows, bucket = level, bucket * factor
     return out
 
 
@@ -252,19 +278,24 @@ class MaxSeries:
     def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> None:
         self.key, self.values = key, values
         t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
-        keys = list(zip(*(t.column(k).to_pylist() for k in key))) if t.num_rows else []
         ts = np.asarray(t.column("ts").to_numpy(zero_copy_only=False), dtype=np.int64)
         # Float columns, NaN for a null, so that a bucket's max skips nulls as SQL's does
         # (exact for values under 2**53: byte counts to 8 PiB).
         vals = {v: np.asarray(t.column(v).cast(pa.float64()).fill_null(np.nan).to_numpy(), np.float64) for v in values}
+        # A series starts where any key column changes (each as dictionary codes, -1 for null).
+        new = np.zeros(len(ts), dtype=bool)
+        if len(ts):
+            new[0] = True
+        for k in key:
+            codes = pc.dictionary_encode(t.column(k).combine_chunks()).indices.fill_null(-1)
+            c = np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
+            new[1:] |= c[1:] != c[:-1]
+        starts = np.flatnonzero(new).tolist()
+        ends = [*starts[1:], len(ts)] if starts else []
         self.series: list[tuple[tuple[Any, ...], np.ndarray, dict[str, np.ndarray]]] = []
-        i = 0
-        while i < len(keys):
-            j = i + 1
-            while j < len(keys) and keys[j] == keys[i]:
-                j += 1
-            self.series.append((keys[i], ts[i:j], {v: a[i:j] for v, a in vals.items()}))
-            i = j
+        for i, j in zip(starts, ends, strict=True):
+            k_i = tuple(t.column(k)[i].as_py() for k in key)
+            self.series.append((k_i, ts[i:j], {v: a[i:j] for v, a in vals.items()}))
 
     def window(self, t0: int, t1: int, bucket: int, where: dict[str, Any]) -> list[dict[str, Any]]:
         """One dict per series with key values ``where`` (None: any) and samples in

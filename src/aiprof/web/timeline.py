@@ -17,9 +17,9 @@ events run on any of a profile's connections at once, and windows on none:
                kind, correlation
 ``tl_names``   name_id -> name
 
-The rows of ``tl`` (and a pre-merged level of detail for big profiles) are also held
-as numpy columns, from which windows are merged and summaries totalled
-(:mod:`.tiles`); events and search are SQL over the tables.
+The rows of ``tl`` (and, for big profiles, levels of detail: the rows pre-merged per
+pixel of ever coarser grids) are also held as numpy columns, from which windows are
+merged and summaries totalled (:mod:`.tiles`); events and search are SQL over the tables.
 
 Times in and out are int64 ns on the profile's time axis.
 """
@@ -36,6 +36,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import QueryError
 from ..store import DEVICE_KINDS, Profile
@@ -43,10 +44,14 @@ from . import tiles
 
 #: A window never returns more merged items than this (the bucket widens instead).
 MAX_ITEMS = 5000
-#: Profiles with more drawable events than this get a pre-merged level of detail
-#: (LOD_BUCKETS buckets over the whole span) that wide windows read instead.
+#: Profiles with more drawable events than this get pre-merged levels of detail (the
+#: finest of LOD_BUCKETS buckets over the whole span, each next one LOD_FACTOR times
+#: coarser) that wide windows read instead of the events.
 LOD_MIN_EVENTS = 200_000
 LOD_BUCKETS = 40_000
+LOD_FACTOR = 4
+#: A window reads the coarsest level whose bucket is at most 1/LOD_PER_PIXEL of its own.
+LOD_PER_PIXEL = 4
 #: At most this many launch -> kernel arrows per window.
 MAX_FLOWS = 2000
 #: The most matches one search answer lists (the count covers them all).
@@ -109,7 +114,7 @@ class Timeline:
     the numpy columns with no lock, and SQL answers run on a connection from
     ``reading`` (by default ``profile`` behind ``lock``), several at once."""
 
-    def __init__(self, profile: Profile, reading: Reading | None = None) -> None:
+    def __init__(self, profile: Profile, reading: Reading | None = None, lod_min_events: int = LOD_MIN_EVENTS) -> None:
         self.profile = profile
         self.lock = threading.RLock()
         self._reading: Reading = reading or self._served
@@ -117,8 +122,10 @@ class Timeline:
         self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
         self._long_ns = 0
-        self._lod_ns = 0
         self._levels: list[tiles.Level] = []
+        #: (bucket ns, level) from the finest to the coarsest, on the grid from span[0].
+        self._lods: list[tuple[int, tiles.Level]] = []
+        self.lod_min_events = lod_min_events
         self._launches: tiles.Launches | None = None
         self._names_by_id: list[str] = []
         self.span: tuple[int, int] = (0, 0)
@@ -126,130 +133,157 @@ class Timeline:
     # -- building -------------------------------------------------------------------
 
     def build(self) -> None:
-        """Create tl_tracks, tl_names and tl (once)."""
+        """Create tl_tracks, tl_names and tl (once): read back from the profile when it
+        keeps them (:mod:`.timeline_store`, written at import), else from its events."""
         if self._built:
             return
         with self.lock:
             if self._built:
                 return
-            con = self.profile.con
             try:
-                con.execute("SET enable_progress_bar = false")
+                self.profile.con.execute("SET enable_progress_bar = false")
             except duckdb.Error:
                 pass  # in Jupyter without ipywidgets DuckDB refuses the setting (off there already)
-            tracks = arrow_table(
-                self.profile,
-                f"""
-                WITH ev AS (
-                  SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
-                         any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
-                         bool_or(kind IN ({_DEVICE_KINDS_SQL})) AS is_device, count(*) AS events
-                  FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY ALL
-                ), th AS (
-                  SELECT rank, pid, tid, any_value(thread_name) AS thread_name, min(sort_index) AS sort_index
-                  FROM tracks WHERE tid <> -1 GROUP BY ALL
-                ), pr AS (
-                  SELECT rank, pid, any_value(process_name) AS process_name FROM tracks GROUP BY ALL
-                )
-                SELECT (row_number() OVER (ORDER BY ev.is_device, ev.rank, ev.pid,
-                        coalesce(th.sort_index, ev.tid), ev.tid) - 1)::INTEGER AS track,
-                       ev.rank, ev.pid, ev.tid, coalesce(ev.dt, 'cpu') AS device_type, ev.dev AS device,
-                       ev.is_device, pr.process_name, th.thread_name, ev.events
-                FROM ev LEFT JOIN th USING (rank, pid, tid) LEFT JOIN pr USING (rank, pid)
-                ORDER BY track
-                """,
-            )
-            names = arrow_table(
-                self.profile,
-                f"""
-                SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
-                FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
-                ORDER BY name_id
-                """,
-            )
-            con.register("tl_tracks", tracks)
-            con.register("tl_names", names)
-            base = arrow_table(
-                self.profile,
-                f"""
-                SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation
-                FROM events ev
-                JOIN tl_tracks t USING (rank, pid, tid)
-                JOIN tl_names n ON n.name = coalesce(ev.name, '')
-                WHERE NOT coalesce({_FLOW_SQL}, FALSE)
-                """,
-            )
-            depth = nesting_depth(
-                base.column("track").to_numpy(zero_copy_only=False),
-                base.column("ts").to_numpy(zero_copy_only=False),
-                base.column("dur").to_numpy(zero_copy_only=False),
-            )
-            tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
-            con.register("tl_src", tl_src)
-            tl = arrow_table(
-                self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"
-            )
-            con.unregister("tl_src")
-            del base, tl_src
-            con.register("tl", tl)
-            row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
-            n = int(row[0]) if row else 0
-            self.span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
-            # Samples, counters and allocator events are on the same axis: the span
-            # covers them too (a recording may hold samples and no events at all).
-            other = next(
-                iter(
-                    con.execute(
-                        "SELECT min(ts), max(ts) FROM (SELECT ts FROM samples UNION ALL SELECT ts FROM counters "
-                        "UNION ALL SELECT ts FROM memory)"
-                    ).fetchall()
-                ),
-                None,
-            )
-            if other and other[0] is not None:
-                lo, hi = int(other[0]), int(other[1])
-                self.span = (min(lo, self.span[0]), max(hi, self.span[1])) if n else (lo, hi)
-            # The drawable rows in memory, for windows (web/tiles.py).
-            ev = tl
-            spans = tiles.Spans.from_arrow(ev)
-            corr = ev.column("correlation")
-            self._launches = tiles.Launches(
-                spans,
-                np.asarray(corr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64),
-                np.asarray(corr.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
-                set(DEVICE_KINDS),
-            )
-            del ev
-            # "Long" events are few and always scanned; the others are found by a ts
-            # range (a binary search).
-            self._long_ns = tiles.long_threshold(spans.dur)
-            self._levels = [tiles.Level(spans, self._long_ns)]
-            # A level of detail for wide windows: small events pre-merged per
-            # (track, depth, 1/LOD_BUCKETS of the span), so a zoomed-out window scans
-            # those rows instead of every event.
-            self._lod_ns = 0
-            if n > LOD_MIN_EVENTS:
-                lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
-                lod = arrow_table(
-                    self.profile,
-                    f"""
-                    SELECT * FROM (
-                      SELECT track, depth, ts, dur, name_id, kind, 1::BIGINT AS n, dur AS wdur FROM tl WHERE dur >= {lb}
-                      UNION ALL
-                      SELECT track, depth, min(ts) AS ts, max(ts + dur) - min(ts) AS dur, arg_max(name_id, dur),
-                             arg_max(kind, dur), count(*) AS n, max(dur) AS wdur
-                      FROM tl WHERE dur < {lb} GROUP BY track, depth, (ts - {self.span[0]}) // {lb}
-                    ) ORDER BY ts
-                    """,
-                )
-                lod_spans = tiles.Spans.from_arrow(lod)
-                self._levels.append(tiles.Level(lod_spans, tiles.long_threshold(lod_spans.dur)))
-                self._lod_ns = lb
-            self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
-            for name in ("tl", "tl_tracks", "tl_names"):
-                con.unregister(name)
-            self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
+            from .timeline_store import load
+
+            kept = load(self.profile)
+            if kept is None:
+                self._index(*self._from_events(), lods=None)
+            else:
+                self._index(kept.tracks, kept.names, kept.tl, kept.span, lods=kept.lods)
             self._built = True
+
+    def _from_events(self) -> tuple[pa.Table, pa.Table, pa.Table, tuple[int, int]]:
+        """tl_tracks, tl_names, tl and the span, computed from the profile's tables."""
+        con = self.profile.con
+        tracks = arrow_table(
+            self.profile,
+            f"""
+            WITH ev AS (
+              SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
+                     any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
+                     bool_or(kind IN ({_DEVICE_KINDS_SQL})) AS is_device, count(*) AS events
+              FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY ALL
+            ), th AS (
+              SELECT rank, pid, tid, any_value(thread_name) AS thread_name, min(sort_index) AS sort_index
+              FROM tracks WHERE tid <> -1 GROUP BY ALL
+            ), pr AS (
+              SELECT rank, pid, any_value(process_name) AS process_name FROM tracks GROUP BY ALL
+            )
+            SELECT (row_number() OVER (ORDER BY ev.is_device, ev.rank, ev.pid,
+                    coalesce(th.sort_index, ev.tid), ev.tid) - 1)::INTEGER AS track,
+                   ev.rank, ev.pid, ev.tid, coalesce(ev.dt, 'cpu') AS device_type, ev.dev AS device,
+                   ev.is_device, pr.process_name, th.thread_name, ev.events
+            FROM ev LEFT JOIN th USING (rank, pid, tid) LEFT JOIN pr USING (rank, pid)
+            ORDER BY track
+            """,
+        )
+        names = arrow_table(
+            self.profile,
+            f"""
+            SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
+            FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
+            ORDER BY name_id
+            """,
+        )
+        con.register("tl_tracks", tracks)
+        con.register("tl_names", names)
+        base = arrow_table(
+            self.profile,
+            f"""
+            SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation
+            FROM events ev
+            JOIN tl_tracks t USING (rank, pid, tid)
+            JOIN tl_names n ON n.name = coalesce(ev.name, '')
+            WHERE NOT coalesce({_FLOW_SQL}, FALSE)
+            """,
+        )
+        depth = nesting_depth(
+            base.column("track").to_numpy(zero_copy_only=False),
+            base.column("ts").to_numpy(zero_copy_only=False),
+            base.column("dur").to_numpy(zero_copy_only=False),
+        )
+        tl_src = base.append_column("depth", pa.array(depth, type=pa.int16()))
+        con.register("tl_src", tl_src)
+        tl = arrow_table(
+            self.profile, "SELECT track, depth, ts, dur, name_id, kind, correlation FROM tl_src ORDER BY ts"
+        )
+        con.unregister("tl_src")
+        # kind dictionary-encoded once (the numpy columns hold its codes; SQL reads text).
+        tl = tl.combine_chunks()
+        tl = tl.set_column(5, "kind", pc.dictionary_encode(tl.column("kind")))
+        del base, tl_src
+        con.register("tl", tl)
+        row = next(iter(con.execute("SELECT count(*), min(ts), max(ts + dur) FROM tl").fetchall()), None)
+        for name in ("tl", "tl_tracks", "tl_names"):
+            con.unregister(name)
+        n = int(row[0]) if row else 0
+        span = (int(row[1] or 0), int(row[2] or 0)) if row else (0, 0)
+        # Samples, counters and allocator events are on the same axis: the span
+        # covers them too (a recording may hold samples and no events at all).
+        other = next(
+            iter(
+                con.execute(
+                    "SELECT min(ts), max(ts) FROM (SELECT ts FROM samples UNION ALL SELECT ts FROM counters "
+                    "UNION ALL SELECT ts FROM memory)"
+                ).fetchall()
+            ),
+            None,
+        )
+        if other and other[0] is not None:
+            lo, hi = int(other[0]), int(other[1])
+            span = (min(lo, span[0]), max(hi, span[1])) if n else (lo, hi)
+        return tracks, names, tl, span
+
+    def _index(
+        self,
+        tracks: pa.Table,
+        names: pa.Table,
+        tl: pa.Table,
+        span: tuple[int, int],
+        lods: list[tuple[int, tiles.Spans]] | None,
+    ) -> None:
+        """The numpy columns windows and summaries read (web/tiles.py), from the tables;
+        ``lods``: the levels of detail when kept, else None (made here)."""
+        self.span = span
+        spans = tiles.Spans.from_arrow(tl)
+        corr = tl.column("correlation")
+        self._launches = tiles.Launches(
+            spans,
+            np.asarray(corr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64),
+            np.asarray(corr.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
+            set(DEVICE_KINDS),
+        )
+        # "Long" events are few and always scanned; the others are found by a ts
+        # range (a binary search).
+        self._long_ns = tiles.long_threshold(spans.dur)
+        self._levels = [tiles.Level(spans, self._long_ns)]
+        # Levels of detail for wide windows: the events pre-merged per (track, depth,
+        # bucket) on a grid from the span's start, each level LOD_FACTOR times
+        # coarser than the one before, so that a zoomed-out window merges a few
+        # rows per pixel instead of every event (tiles.pyramid).
+        if lods is None:
+            lods = self.pyramid(spans)
+        self._lods = [(b, tiles.Level(rows, tiles.long_threshold(rows.dur))) for b, rows in lods]
+        self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
+        self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
+
+    def pyramid(self, spans: tiles.Spans) -> list[tuple[int, tiles.Spans]]:
+        """The levels of detail of ``spans`` (the events), none for a small profile."""
+        if len(spans.ts) <= self.lod_min_events:
+            return []
+        lb = max(1, (self.span[1] - self.span[0]) // LOD_BUCKETS)
+        return tiles.pyramid(spans, self.span[0], lb, LOD_FACTOR, MAX_ITEMS)
+
+    def table(self, name: str) -> pa.Table:
+        """One of the built tables: tl, tl_tracks or tl_names."""
+        self.build()
+        return self._tables[name]
+
+    def levels(self) -> list[tuple[int, tiles.Spans]]:
+        """The levels of detail: (bucket ns, rows sorted by ts), finest first."""
+        self.build()
+        return [(b, tiles.by_ts(level.rows(self.span[0], self.span[1], None))) for b, level in self._lods]
 
     @contextmanager
     def _served(self) -> Iterator[Profile]:
@@ -307,14 +341,19 @@ class Timeline:
         self.build()
         bucket = max(1, math.ceil((w.t1 - w.t0) / w.width))
         # No lock: the built columns are only read (several windows run at once).
-        level = rows = None
+        # A wide window reads the coarsest level of detail at least LOD_PER_PIXEL times
+        # finer than its bucket, and merges it on that level's grid (from span[0]) with
+        # its bucket rounded up to a whole multiple of the level's: the very items that
+        # merging the events so would give (tiles.merge). Otherwise the events, on the
+        # grid from t0.
+        level, origin, grid = self._levels[0], w.t0, 1
+        for b, lod in self._lods:
+            if b * LOD_PER_PIXEL <= bucket:
+                level, origin, grid = lod, self.span[0], b
+        bucket = -(-bucket // grid) * grid
+        rows = level.rows(w.t0, w.t1, w.tracks)
         for _ in range(8):
-            # Wide buckets read the pre-merged level of detail, when there is one.
-            want = self._levels[-1] if self._lod_ns and bucket >= 4 * self._lod_ns else self._levels[0]
-            if want is not level:
-                level, rows = want, want.rows(w.t0, w.t1, w.tracks)
-            assert rows is not None
-            merged = tiles.merge(rows, w.t0, bucket)
+            merged = tiles.merge(rows, origin, bucket)
             if len(merged.ts) <= w.max_items:
                 break
             bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))

@@ -38,6 +38,13 @@ interface Hit {
 
 export async function timelinePage(main: HTMLElement): Promise<() => void> {
   const P = (p: string) => profilePath(pid(), p);
+  const r0 = state.route;
+  // The first window is asked for with the track list, not after it: the server's
+  // default window is the whole span, which is the view when the URL holds none (and
+  // the canvas will be about as wide as the page).
+  const w0 = r0.t0 !== undefined && r0.t1 !== undefined ? padded(r0.t0, r0.t1) : {};
+  const firstWin = api<WindowResponse>(P("/timeline"), { ...w0, width: Math.round(Math.max(50, (main.clientWidth || 1000) - LABEL_W) * 1.5) })
+    .catch(() => null);
   const [trk, memInfo, counterList, sampled] = await Promise.all([
     api<TracksResponse>(P("/tracks")),
     api<MemorySeries>(P("/memory/series"), { width: 1 }).catch(() => null),
@@ -87,7 +94,6 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
   main.classList.add("full");
 
   // -- state ---------------------------------------------------------------------------------
-  const r0 = state.route;
   const view = new Viewport(r0.t0 ?? span[0], r0.t1 ?? Math.max(span[1], span[0] + 1000), LABEL_W, 1000);
   const scene: Scene = { data: null, byTrack: new Map(), series: new Map(), matches: new Set(), picked: null, samples: new Map(), frameNames: [], sampleSpan: 1 };
   let scrollY = 0;
@@ -300,16 +306,16 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     fetchTimer = window.setTimeout(() => void fetchData(), 60);
   }
 
-  async function fetchData(): Promise<void> {
+  /** ``pre``: the window asked for already (the first one), else null. */
+  async function fetchData(pre: Promise<WindowResponse | null> | null = null): Promise<void> {
     const id = ++inflight;
-    const dt = view.dt;
-    const t0 = Math.floor(view.t0 - dt * 0.25), t1 = Math.ceil(view.t1 + dt * 0.25);
+    const { t0, t1 } = padded(view.t0, view.t1);
     const width = Math.round(view.width * 1.5);
     const started = performance.now();
     updateRoute({ t0: Math.round(view.t0), t1: Math.round(view.t1) });
     const samplesP = samplers.length ? api<SampleWindowResponse>(P("/samples/window"), { t0, t1, width }) : Promise.resolve(null);
     const [win, sw, ...cs] = await Promise.all([
-      api<WindowResponse>(P("/timeline"), { t0, t1, width }),
+      pre?.then((w) => w ?? api<WindowResponse>(P("/timeline"), { t0, t1, width })) ?? api<WindowResponse>(P("/timeline"), { t0, t1, width }),
       samplesP,
       ...counterNodes.map((n) => {
         const c = n.counter!;
@@ -731,7 +737,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
   ro.observe(wrap);
   const onResize = () => { resize(); draw(); };
   window.addEventListener("resize", onResize);
-  await fetchData();
+  await fetchData(firstWin);
   if (r0.q) {
     search.value = r0.q;
     regex.checked = !!r0.re;
@@ -747,6 +753,13 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     main.classList.remove("full");
     delete window.__aiprof.timeline;
   };
+}
+
+/** The window fetched for a view of [t0, t1]: a quarter of it more on each side, so
+ * that a pan redraws from what is there until the refined window comes. */
+function padded(t0: number, t1: number): { t0: number; t1: number } {
+  const dt = t1 - t0;
+  return { t0: Math.floor(t0 - dt * 0.25), t1: Math.ceil(t1 + dt * 0.25) };
 }
 
 function* walkCounters(n: TrackNode): Generator<TrackNode> {

@@ -1,0 +1,137 @@
+"""The timeline's tables kept in a profile, written at import and read back when served.
+
+Building a :class:`~aiprof.web.timeline.Timeline` from the events scans them three
+times, sorts them and nests them (seconds on millions of events); the page's first
+paint waits on it. A profile of at least :data:`KEEP_MIN_EVENTS` events therefore keeps
+what the build makes, in ``timeline/`` beside its tables (Arrow IPC files, LZ4):
+
+``tl.arrow``        the drawable events (tl: track, depth, ts, dur, name_id, kind, correlation)
+``tracks.arrow``    tl_tracks
+``names.arrow``     tl_names
+``lod-B.arrow``     the level of detail of bucket B ns (track, depth, ts, dur, name_id,
+                    kind, n, wdur), one file per level
+
+profile.json's ``timeline`` names them: ``{"version": N, "span": [t0, t1], "lods": [B, ...]}``.
+They are read back only for one profile opened alone (on its own time axis) with this
+version; otherwise the timeline is built from the events as before, with the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from ..store import Profile
+from . import tiles
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever the kept tables, or the rules they were built by, change.
+TIMELINE_VERSION = 1
+#: Profiles with fewer events build their timeline at once when served (well under a
+#: second), so an import does not spend time keeping it.
+KEEP_MIN_EVENTS = 200_000
+FOLDER = "timeline"
+
+
+@dataclass
+class Kept:
+    tracks: pa.Table
+    names: pa.Table
+    tl: pa.Table
+    span: tuple[int, int]
+    lods: list[tuple[int, tiles.Spans]]
+
+
+def _read(path: Path) -> pa.Table:
+    with pa.OSFile(str(path), "rb") as f:
+        return ipc.open_file(f).read_all()
+
+
+def _write(path: Path, table: pa.Table) -> None:
+    opts = ipc.IpcWriteOptions(compression="lz4")
+    with pa.OSFile(str(path), "wb") as f, ipc.new_file(f, table.schema, options=opts) as w:
+        w.write_table(table.combine_chunks())  # one batch: read back as one chunk per column
+
+
+def load(profile: Profile) -> Kept | None:
+    """The tables ``profile`` keeps, or None (several profiles opened together, none
+    kept, another version, or a file missing or unreadable)."""
+    if len(profile.paths) != 1:
+        return None
+    folder, meta = profile.paths[0] / FOLDER, profile.metas[0]
+    info = meta.get("timeline")
+    if not isinstance(info, dict) or info.get("version") != TIMELINE_VERSION:
+        return None
+    try:
+        span = (int(info["span"][0]), int(info["span"][1]))
+        lods = [(int(b), tiles.Spans.from_arrow(_read(folder / f"lod-{int(b)}.arrow"))) for b in info["lods"]]
+        return Kept(
+            _read(folder / "tracks.arrow"), _read(folder / "names.arrow"), _read(folder / "tl.arrow"), span, lods
+        )
+    except (OSError, pa.ArrowException, KeyError, TypeError, ValueError, IndexError):
+        log.debug("the kept timeline of %s is unreadable: built from the events", profile.paths[0], exc_info=True)
+        return None
+
+
+def wanted(folder: Path, meta: dict[str, Any]) -> bool:
+    """True when the profile in ``folder`` should keep its timeline and does not (or
+    keeps another version of it)."""
+    if int(meta.get("tables", {}).get("events", 0)) < KEEP_MIN_EVENTS:
+        return False
+    info = meta.get("timeline")
+    return not (isinstance(info, dict) and info.get("version") == TIMELINE_VERSION and (folder / FOLDER).is_dir())
+
+
+def keep(
+    folder: Path, meta: dict[str, Any], min_events: int = KEEP_MIN_EVENTS, lod_min_events: int | None = None
+) -> None:
+    """Build the timeline of the profile in ``folder`` and keep its tables there
+    (``meta``, its profile.json, names them; the caller writes it), for a profile of
+    at least ``min_events`` events (``lod_min_events``: the timeline's own size for
+    levels of detail by default). On failure the profile is kept without them, with a
+    warning (its timeline is then built from the events when served)."""
+    if int(meta.get("tables", {}).get("events", 0)) < min_events:
+        return
+    from ..store import open_profile
+    from .timeline import LOD_MIN_EVENTS, Timeline
+
+    meta.pop("timeline", None)
+    tmp = folder / f".{FOLDER}.tmp-{os.getpid()}"
+    try:
+        with open_profile(folder) as p:
+            p.metas[0].pop("timeline", None)  # built from the events, whatever the folder keeps
+            tl = Timeline(p, lod_min_events=LOD_MIN_EVENTS if lod_min_events is None else lod_min_events)
+            tl.build()
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for name, table in (("tl", "tl"), ("tracks", "tl_tracks"), ("names", "tl_names")):
+                _write(tmp / f"{name}.arrow", tl.table(table))
+            buckets = []
+            for b, level in tl.levels():
+                _write(tmp / f"lod-{b}.arrow", to_arrow(level))
+                buckets.append(b)
+        shutil.rmtree(folder / FOLDER, ignore_errors=True)
+        os.replace(tmp, folder / FOLDER)
+    except Exception as e:  # the import's tables are whole: never lose them to the timeline's failure
+        shutil.rmtree(tmp, ignore_errors=True)
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        meta.setdefault("warnings", []).append(f"the timeline was not kept ({type(e).__name__}: {first})")
+        return
+    meta["timeline"] = {"version": TIMELINE_VERSION, "span": list(tl.span), "lods": buckets}
+
+
+def to_arrow(s: tiles.Spans) -> pa.Table:
+    """Rows of a level as the table :meth:`tiles.Spans.from_arrow` reads."""
+    kind = pa.DictionaryArray.from_arrays(pa.array(s.kind, pa.int32()), pa.array(s.kinds, pa.string()))
+    cols: dict[str, Any] = {c: pa.array(np.asarray(getattr(s, c))) for c in ("track", "depth", "ts", "dur")}
+    cols |= {"name_id": pa.array(s.name), "kind": kind, "n": pa.array(s.n), "wdur": pa.array(s.wdur)}
+    return pa.table(cols)

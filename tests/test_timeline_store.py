@@ -1,0 +1,92 @@
+"""The timeline kept in a profile at import (web/timeline_store.py) against the one built
+from its events, on a real trace: the same tables, levels of detail and answers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aiprof.importers import import_paths
+from aiprof.store import open_profile
+from aiprof.store.writer import write_meta
+from aiprof.web import timeline_store
+from aiprof.web.timeline import Timeline, Window
+
+TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "kineto" / "V100"
+TRACE = TRACE / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile that keeps its timeline, levels of detail included (the trace is
+    below both sizes, so they are lowered)."""
+    if not TRACE.is_file():
+        pytest.skip("../shared/data is absent (outside users)")
+    out, _ = import_paths([TRACE], tmp_path_factory.mktemp("kept") / "v.aiprof")
+    assert "timeline" not in _meta(out)  # a small profile is not given one at import
+    meta = _meta(out)
+    timeline_store.keep(out, meta, min_events=0, lod_min_events=0)
+    write_meta(out, meta)
+    return out
+
+
+def _meta(folder: Path) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads((folder / "profile.json").read_text())
+    return meta
+
+
+def _answers(tl: Timeline) -> list[Any]:
+    a, b = tl.span
+    out: list[Any] = [tl.span, tl.tracks()]
+    for f0, f1, width in ((0.0, 1.0, 1500), (0.0, 1.0, 200), (0.4, 0.41, 2000), (0.3, 0.6, 700)):
+        w = Window(int(a + (b - a) * f0), int(a + (b - a) * f1), width)
+        out += [tl.window(w), tl.summary(w)]
+    out.append(tl.search("gemm"))
+    out.append(tl.search("^cuda", regex=True, order="-dur"))
+    out.append(tl.query("SELECT kind, count(*) AS n FROM tl GROUP BY kind ORDER BY kind"))
+    return out
+
+
+def test_the_kept_timeline_gives_what_the_events_give(kept: Path) -> None:
+    meta = _meta(kept)
+    assert meta["timeline"]["version"] == timeline_store.TIMELINE_VERSION and len(meta["timeline"]["lods"]) >= 3
+    with open_profile(kept) as p, open_profile(kept) as q:
+        assert timeline_store.load(p) is not None
+        read = Timeline(p)
+        read.build()
+        q.metas[0].pop("timeline")  # as if it kept none
+        assert timeline_store.load(q) is None
+        built = Timeline(q, lod_min_events=0)
+        for name in ("tl", "tl_tracks", "tl_names"):
+            assert read.table(name).equals(built.table(name)), name
+        assert [b for b, _ in read.levels()] == [b for b, _ in built.levels()]
+        for (_, x), (_, y) in zip(read.levels(), built.levels(), strict=True):
+            for c in ("track", "depth", "ts", "dur", "name", "n", "wdur"):
+                assert np.array_equal(getattr(x, c), getattr(y, c)), c
+            assert [x.kinds[k] for k in x.kind] == [y.kinds[k] for k in y.kind]
+        assert _answers(read) == _answers(built)
+
+
+def test_it_is_not_read_for_profiles_opened_together_or_of_another_version(kept: Path, tmp_path: Path) -> None:
+    other = tmp_path / "w.aiprof"
+    shutil.copytree(kept, other)
+    with open_profile(kept, other) as p:
+        assert timeline_store.load(p) is None  # two time axes made one: built from the events
+    meta = _meta(other)
+    meta["timeline"]["version"] = timeline_store.TIMELINE_VERSION + 1
+    write_meta(other, meta)
+    with open_profile(other) as p:
+        assert timeline_store.load(p) is None
+    assert timeline_store.wanted(other, meta) is False  # below the size an import keeps it for
+    shutil.rmtree(other / timeline_store.FOLDER)
+    meta["timeline"]["version"] = timeline_store.TIMELINE_VERSION
+    write_meta(other, meta)
+    with open_profile(other) as p:
+        assert timeline_store.load(p) is None  # a file missing
+        tl = Timeline(p)
+        assert tl.tracks() and tl.window(Window(*tl.span, 500))["items"]["ts"]
