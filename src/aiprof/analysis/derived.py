@@ -1,9 +1,10 @@
-"""The overview's totals kept in the profile (store/derived.py) and read back.
+"""The derived tables kept in the profile (store/derived.py) and read back.
 
-``derive`` computes them at import from the events, by the overview's own rule
-(overview.compute_totals); ``load_totals`` and ``windows`` give them back in the shapes
-the views use, or None for a profile without them (the views then compute from the
-events, and answer the same).
+``derive`` computes them at import from the events, by each view's own rule
+(overview.compute_totals, idle.idle_from_events, kernels.kernels_from_events);
+``load_totals``, ``windows`` and ``load_rows`` give them back in the shapes the views use,
+or None for a profile without them (the views then compute from the events, and answer
+the same).
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
     defeat the overview's rule, the profile is kept without them, with a warning: its
     views then compute from the events, and say why where they fail."""
     from ..store import open_profile
+    from .idle import idle_from_events
+    from .kernels import kernels_from_events
 
     try:
         with open_profile(folder) as p:
             w, b, dev, per = compute_totals(p)
+            rows = {"stream_idle": idle_from_events(p), "kernel_stats": kernels_from_events(p)}
     except Exception as e:  # the import's tables are whole: never lose them to a view's failure
         first = str(e).splitlines()[0][:200] if str(e) else ""
-        meta.setdefault("warnings", []).append(f"the overview's totals were not derived ({type(e).__name__}: {first})")
+        meta.setdefault("warnings", []).append(f"the derived tables were not written ({type(e).__name__}: {first})")
         return
     step_totals = {
         "rank": w["rank"],
@@ -53,12 +57,22 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
         "end": w["ts"] + w["dur"],
     }
     step_totals |= {c: b[c] for c in (*CATEGORIES, "device_busy")} | {"busy": per["busy"], "compute": per["compute"]}
-    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)})
+    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows)
+
+
+def _read(profile: Profile) -> dict[str, pa.Table] | None:
+    return profile.memo("derived", lambda: read_derived(profile.paths, profile.metas))
+
+
+def load_rows(profile: Profile, name: str) -> pa.Table | None:
+    """The derived table ``name`` (a view's own rows), or None without it."""
+    t = _read(profile)
+    return None if t is None else t.get(name)
 
 
 def _tables(profile: Profile) -> dict[str, dict[str, np.ndarray]] | None:
     def read() -> dict[str, dict[str, np.ndarray]] | None:
-        t = read_derived(profile.paths, profile.metas)
+        t = _read(profile)
         if t is None:
             return None
         st, dt = t["step_totals"], t["device_totals"]
