@@ -60,22 +60,16 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
     write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows)
 
 
-def _read(profile: Profile) -> dict[str, pa.Table] | None:
-    return profile.memo("derived", lambda: read_derived(profile.paths, profile.metas))
-
-
 def load_rows(profile: Profile, name: str) -> pa.Table | None:
     """The derived table ``name`` (a view's own rows), or None without it."""
-    t = _read(profile)
-    return None if t is None else t.get(name)
+    return profile.memo(f"derived:{name}", lambda: read_derived(profile.paths, profile.metas, name))
 
 
 def _tables(profile: Profile) -> dict[str, dict[str, np.ndarray]] | None:
     def read() -> dict[str, dict[str, np.ndarray]] | None:
-        t = _read(profile)
-        if t is None:
+        st, dt = load_rows(profile, "step_totals"), load_rows(profile, "device_totals")
+        if st is None or dt is None:
             return None
-        st, dt = t["step_totals"], t["device_totals"]
         s = {c: st.column(c).to_numpy() for c in st.column_names}
         # The windows' order from the events: step windows by rank and start, then the
         # ranks without steps by rank (already so for one profile; a stable sort keeps it).

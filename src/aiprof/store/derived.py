@@ -19,7 +19,7 @@ A profile may hold, beside its event tables, small Parquet tables derived from t
     compute the kernels view from their events.
 
 profile.json says which version of them the profile holds (``derived``:
-``{"version": N, "tables": {name: rows}}``). A profile without them, or with another
+``{"version": N, "tables": {name: rows}, "ranks": [...]}``). A profile without them, or with another
 version, is read from its events as before (analysis/derived.py), so an old profile
 still opens and gives the same answers.
 """
@@ -70,50 +70,53 @@ _TIMED = {"step_totals": ("start", "end")}
 
 
 def write_derived(folder: Path, meta: dict[str, Any], tables: dict[str, pa.Table]) -> None:
-    """Write ``tables`` (each of DERIVED_SCHEMAS) into ``folder`` and note them in ``meta``.
+    """Write ``tables`` (each of DERIVED_SCHEMAS) into ``folder`` and note them in ``meta``
+    (with the ranks they hold, so profiles opened together are checked without a read).
 
     Each file is written beside its final name and renamed, so a profile being upgraded
     in place never shows half a table."""
     rows: dict[str, int] = {}
+    ranks: set[int] = set()
     for name, schema in DERIVED_SCHEMAS.items():
         t = tables[name].select(schema.names).cast(schema)
         tmp = folder / f".{name}.parquet.tmp-{os.getpid()}"
         pq.write_table(t, tmp, compression="zstd")
         os.replace(tmp, folder / f"{name}.parquet")
         rows[name] = t.num_rows
-    meta["derived"] = {"version": DERIVED_VERSION, "tables": rows}
+        if "rank" in t.column_names:
+            ranks |= set(pc.unique(t.column("rank")).to_pylist())
+    meta["derived"] = {"version": DERIVED_VERSION, "tables": rows, "ranks": sorted(ranks)}
 
 
 def has_derived(folder: Path, meta: dict[str, Any]) -> bool:
     """True when ``folder`` holds this aiprof's version of every derived table."""
     d = meta.get("derived")
-    if not isinstance(d, dict) or d.get("version") != DERIVED_VERSION:
+    if not isinstance(d, dict) or d.get("version") != DERIVED_VERSION or not isinstance(d.get("ranks"), list):
         return False
     return all((folder / f"{name}.parquet").is_file() for name in DERIVED_SCHEMAS)
 
 
-def read_derived(paths: list[Path], metas: list[dict[str, Any]]) -> dict[str, pa.Table] | None:
-    """The derived tables of profiles opened together, on their shared time axis; None
-    when one of them lacks them, or when two hold the same rank (their events then
-    combine in ways per-profile totals cannot: the caller computes from the events).
-    The tables of ``_ALONE`` are left out when more than one profile is open."""
-    if not paths or not all(has_derived(p, m) for p, m in zip(paths, metas, strict=True)):
+def read_derived(paths: list[Path], metas: list[dict[str, Any]], name: str) -> pa.Table | None:
+    """The derived table ``name`` of profiles opened together, on their shared time axis;
+    None when one of them lacks it, when two hold the same rank (their events then
+    combine in ways per-profile totals cannot: the caller computes from the events), or
+    for a table of ``_ALONE`` when more than one profile is open."""
+    if not paths or (len(paths) > 1 and name in _ALONE):
         return None
-    origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
-    names = [n for n in DERIVED_SCHEMAS if len(paths) == 1 or n not in _ALONE]
-    parts: dict[str, list[pa.Table]] = {name: [] for name in names}
+    if not all(has_derived(p, m) for p, m in zip(paths, metas, strict=True)):
+        return None
     seen: set[int] = set()
-    for p, m in zip(paths, metas, strict=True):
-        shift = int(m.get("time_origin_ns", 0)) - origin
-        ranks: set[int] = set()
-        for name in names:
-            t = pq.read_table(p / f"{name}.parquet").cast(DERIVED_SCHEMAS[name])
-            for col in _TIMED.get(name, ()) if shift else ():
-                t = t.set_column(t.schema.get_field_index(col), col, pc.add(t.column(col), shift))
-            parts[name].append(t)
-            if "rank" in t.column_names:
-                ranks |= set(pc.unique(t.column("rank")).to_pylist())
+    for m in metas:
+        ranks = {int(r) for r in m["derived"]["ranks"]}
         if ranks & seen:
             return None
         seen |= ranks
-    return {name: pa.concat_tables(ts) for name, ts in parts.items()}
+    origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
+    parts: list[pa.Table] = []
+    for p, m in zip(paths, metas, strict=True):
+        shift = int(m.get("time_origin_ns", 0)) - origin
+        t = pq.read_table(p / f"{name}.parquet").cast(DERIVED_SCHEMAS[name])
+        for col in _TIMED.get(name, ()) if shift else ():
+            t = t.set_column(t.schema.get_field_index(col), col, pc.add(t.column(col), shift))
+        parts.append(t)
+    return pa.concat_tables(parts)
