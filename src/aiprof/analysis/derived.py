@@ -16,20 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..store import Profile
-from ..store.derived import read_derived, write_derived
+from ..store.derived import DERIVE_MIN_EVENTS, read_derived, write_derived
 from .overview import CATEGORIES, Totals, compute_totals
 
-#: Profiles with fewer events are not given derived tables at import: deriving costs a
-#: fixed ~0.5 s here (a profile opened, six scans), which would double a small import,
-#: while their overview from the events takes a few tens of ms. ``upgrade`` derives
-#: whatever the size.
-DERIVE_MIN_EVENTS = 50_000
-
-
-def derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
-    """``derive`` for a profile of at least DERIVE_MIN_EVENTS events."""
-    if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
-        derive(folder, meta)
+__all__ = ["DERIVE_MIN_EVENTS", "derive", "load_rows", "load_totals", "upgrade", "windows"]
 
 
 def derive(folder: Path, meta: dict[str, Any]) -> None:

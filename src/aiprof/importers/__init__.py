@@ -12,6 +12,7 @@ import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
 from .base import Detection, ImportContext, Importer
@@ -123,6 +124,18 @@ def import_paths(
         return _import(chosen, out, rank, progress, columnar=False, interval=sample_interval_ns)
 
 
+def _derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
+    """The derived tables (store/derived.py) of a profile of DERIVE_MIN_EVENTS events or
+    more; the analysers that compute them are imported only then (a small import skips
+    their start-up)."""
+    from ..store.derived import DERIVE_MIN_EVENTS
+
+    if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
+        from ..analysis.derived import derive
+
+        derive(folder, meta)
+
+
 def _import(
     chosen: list[tuple[Path, Importer]],
     out: Path,
@@ -132,11 +145,10 @@ def _import(
     columnar: bool,
     interval: int | None = None,
 ) -> tuple[Path, ImportContext]:
-    from ..analysis.derived import derive_at_import
     from ..store.writer import ProfileWriter
     from .kineto.columnar import ColumnarUnavailable
 
-    with ProfileWriter(out, derive=derive_at_import) as writer:
+    with ProfileWriter(out, derive=_derive_at_import) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)
         for p, imp in chosen:
             try:
