@@ -51,6 +51,26 @@ def importers() -> list[Importer]:
     return [importlib.import_module(f"{__name__}.{m}").IMPORTER for m in REGISTRY]
 
 
+def name_matches(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase(name, pattern)``; a pattern of literals and ``*`` only (every
+    importer's) is matched without compiling a regular expression, which for the
+    registry's ~70 patterns cost ~20 ms of a small file's import."""
+    if "?" in pattern or "[" in pattern:
+        return fnmatch.fnmatchcase(name, pattern)
+    first, *middle, last = pattern.split("*") if "*" in pattern else (pattern, None)
+    if last is None:
+        return name == first
+    if len(name) < len(first) + len(last) or not name.startswith(first) or not name.endswith(last):
+        return False
+    at, end = len(first), len(name) - len(last)
+    for part in middle:
+        found = name.find(part, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
 def choose(path: Path, forced: str | None = None) -> Importer:
     """The importer for ``path``: by ``forced`` name, else by name pattern + content."""
     all_ = importers()
@@ -62,7 +82,7 @@ def choose(path: Path, forced: str | None = None) -> Importer:
     if not path.exists():
         raise ImportFormatError(f"{path}: no such file or folder")
     reasons: list[tuple[str, Detection]] = []
-    by_name = [i for i in all_ if any(fnmatch.fnmatch(path.name, pat) for pat in i.patterns)]
+    by_name = [i for i in all_ if any(name_matches(path.name, pat) for pat in i.patterns)]
     rest = [i for i in all_ if i not in by_name]
     for imp in by_name + rest:
         try:
