@@ -1,5 +1,5 @@
-"""The overview's totals derived at import (store/derived.py) give the answers the
-events give: on real captures of several formats, for profiles opened together, and
+"""The tables derived at import (store/derived.py: the overview's totals, the idle and
+kernels views' rows) give the answers the events give: on real captures of several formats, for profiles opened together, and
 for a profile an older aiprof wrote (no derived tables), before and after its upgrade."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aiprof.analysis import run
-from aiprof.analysis.derived import DERIVE_MIN_EVENTS, load_totals, upgrade
+from aiprof.analysis.derived import DERIVE_MIN_EVENTS, load_rows, load_totals, upgrade
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 from aiprof.store.derived import DERIVED_SCHEMAS, DERIVED_VERSION
@@ -29,14 +29,22 @@ CAPTURES = (
     "ascend/mindspore-1.x",
 )
 
-#: The views that read the derived totals (overview.py) and one that reads the windows.
-VIEWS = ("overview", "steps", "phases")
+#: The views that read the derived totals (overview.py), one that reads the windows, and
+#: the views kept whole (idle, kernels).
+VIEWS = ("overview", "steps", "phases", "idle", "kernels")
 
 
 def _answers(*paths: Path) -> tuple[dict[str, list[dict[str, Any]]], bool]:
-    """Each view's rows, and whether the derived tables were read."""
+    """Each view's rows, and whether the derived tables were read (the kernels view's
+    only for one profile alone: its medians do not combine)."""
     with open_profile(*paths) as p:
-        return {v: run(p, v).rows for v in VIEWS}, load_totals(p) is not None
+        used = [load_totals(p) is not None, load_rows(p, "stream_idle") is not None]
+        if len(paths) == 1:
+            used.append(load_rows(p, "kernel_stats") is not None)
+        else:
+            assert load_rows(p, "kernel_stats") is None
+        assert len(set(used)) == 1, used
+        return {v: run(p, v).rows for v in VIEWS}, used[0]
 
 
 def _as_old(src: Path, dest: Path) -> Path:
@@ -71,6 +79,8 @@ def test_derived_equals_events(shared_data: Path, tmp_path: Path, rel: str) -> N
     assert fast == slow
     assert any(r["section"] == "breakdown" for r in fast["overview"])
     assert len(fast["steps"]) == meta["derived"]["tables"]["step_totals"]
+    assert len(fast["idle"]) == meta["derived"]["tables"]["stream_idle"]
+    assert len(fast["kernels"]) == meta["derived"]["tables"]["kernel_stats"]
 
 
 def test_import_derives_large_profiles_only(shared_data: Path, tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
-"""The overview's totals kept in the profile (store/derived.py) and read back.
+"""The derived tables kept in the profile (store/derived.py) and read back.
 
-``derive`` computes them at import from the events, by the overview's own rule
-(overview.compute_totals); ``load_totals`` and ``windows`` give them back in the shapes
-the views use, or None for a profile without them (the views then compute from the
-events, and answer the same).
+``derive`` computes them at import from the events, by each view's own rule
+(overview.compute_totals, idle.idle_from_events, kernels.kernels_from_events);
+``load_totals``, ``windows`` and ``load_rows`` give them back in the shapes the views use,
+or None for a profile without them (the views then compute from the events, and answer
+the same).
 """
 
 from __future__ import annotations
@@ -15,23 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..store import Profile
-from ..store.derived import read_derived, write_derived
+from ..store.derived import DERIVE_MIN_EVENTS, read_derived, write_derived
 from .overview import CATEGORIES, Totals, compute_totals
 
-#: Profiles with fewer events are not given derived tables at import: deriving costs a
-#: fixed ~0.5 s here (a profile opened, six scans), which would double a small import,
-#: while their overview from the events takes a few tens of ms. ``upgrade`` derives
-#: whatever the size.
-DERIVE_MIN_EVENTS = 50_000
-
-
-def derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
-    """``derive`` for a profile of at least DERIVE_MIN_EVENTS events."""
-    if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
-        derive(folder, meta)
-    from ..web.timeline_store import keep
-
-    keep(folder, meta)  # the timeline's tables, for a big profile (web/timeline_store.py)
+__all__ = ["DERIVE_MIN_EVENTS", "derive", "load_rows", "load_totals", "upgrade", "windows"]
 
 
 def derive(folder: Path, meta: dict[str, Any]) -> None:
@@ -40,13 +28,16 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
     defeat the overview's rule, the profile is kept without them, with a warning: its
     views then compute from the events, and say why where they fail."""
     from ..store import open_profile
+    from .idle import idle_from_events
+    from .kernels import kernels_from_events
 
     try:
         with open_profile(folder) as p:
             w, b, dev, per = compute_totals(p)
+            rows = {"stream_idle": idle_from_events(p), "kernel_stats": kernels_from_events(p)}
     except Exception as e:  # the import's tables are whole: never lose them to a view's failure
         first = str(e).splitlines()[0][:200] if str(e) else ""
-        meta.setdefault("warnings", []).append(f"the overview's totals were not derived ({type(e).__name__}: {first})")
+        meta.setdefault("warnings", []).append(f"the derived tables were not written ({type(e).__name__}: {first})")
         return
     step_totals = {
         "rank": w["rank"],
@@ -56,15 +47,19 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
         "end": w["ts"] + w["dur"],
     }
     step_totals |= {c: b[c] for c in (*CATEGORIES, "device_busy")} | {"busy": per["busy"], "compute": per["compute"]}
-    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)})
+    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows)
+
+
+def load_rows(profile: Profile, name: str) -> pa.Table | None:
+    """The derived table ``name`` (a view's own rows), or None without it."""
+    return profile.memo(f"derived:{name}", lambda: read_derived(profile.paths, profile.metas, name))
 
 
 def _tables(profile: Profile) -> dict[str, dict[str, np.ndarray]] | None:
     def read() -> dict[str, dict[str, np.ndarray]] | None:
-        t = read_derived(profile.paths, profile.metas)
-        if t is None:
+        st, dt = load_rows(profile, "step_totals"), load_rows(profile, "device_totals")
+        if st is None or dt is None:
             return None
-        st, dt = t["step_totals"], t["device_totals"]
         s = {c: st.column(c).to_numpy() for c in st.column_names}
         # The windows' order from the events: step windows by rank and start, then the
         # ranks without steps by rank (already so for one profile; a stable sort keeps it).

@@ -35,6 +35,15 @@ def idle(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, stream): ops, span_us (first start to last end),
     busy_us, idle_us (sum of gaps), host_wait_us, kernel_wait_us, other_us (µs),
     idle_pct (% of span)."""
+    from .derived import load_rows
+
+    kept = load_rows(profile, "stream_idle")
+    return kept if kept is not None else idle_from_events(profile)
+
+
+def idle_from_events(profile: Profile) -> pa.Table:
+    """The idle view's rows computed from the events (the rule; kept at import as the
+    derived table ``stream_idle``)."""
     window = hta_window(profile)
     # A small aggregate: materialised once, then filtered and paged in memory (one
     # execution instead of one for the count and one for the page).

@@ -28,30 +28,52 @@ def kernels(profile: Profile, params: dict[str, Any]) -> pa.Table:
     tensor_core (the name is a Tensor Core kernel's, tb-profiler's rule: analysis/tensor_cores.py),
     count, total_us, mean_us, median_us, min_us, max_us (µs), pct (% of all kernel time);
     where the trace records them (Kineto's kernel args; null otherwise) grid and block
-    (the most common launch shape), registers_per_thread and shared_memory_bytes
+    (the most common launch shape, ties to the smallest), registers_per_thread and shared_memory_bytes
     (largest), occupancy_pct (estimated achieved occupancy, mean weighted by duration);
     then devices and streams (comma-separated) and ranks."""
-    # A small aggregate: materialised once, then filtered and paged in memory (one
-    # execution instead of one for the count and one for the page).
+    from .derived import load_rows
+
+    kept = load_rows(profile, "kernel_stats")
+    return kept if kept is not None else kernels_from_events(profile)
+
+
+def kernels_from_events(profile: Profile) -> pa.Table:
+    """The kernels view's rows computed from the events (the rule; kept at import as
+    the derived table ``kernel_stats``)."""
+    # Deterministic whatever the threads: the most common shape, ties to the smallest;
+    # occupancy summed as a decimal (a float sum depends on the order rows arrive in).
+    # A small aggregate: materialised once, then filtered and paged in memory.
+    occ = """json_extract(args, '$."est. achieved occupancy %"')"""
     return profile.sql(
         f"""
         WITH k AS (
-            SELECT * FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective'))
-        SELECT name, any_value(kind) AS kind, {tensor_core_sql("name")} AS tensor_core, count(*) AS count,
-               sum(dur) / 1000.0 AS total_us, avg(dur) / 1000.0 AS mean_us,
-               median(dur) / 1000.0 AS median_us, min(dur) / 1000.0 AS min_us, max(dur) / 1000.0 AS max_us,
-               100.0 * sum(dur) / nullif((SELECT sum(dur) FROM k), 0) AS pct,
-               mode({_shape("grid")}) AS grid,
-               mode({_shape("block")}) AS block,
-               max(TRY_CAST(json_extract(args, '$."registers per thread"') AS BIGINT)) AS registers_per_thread,
-               max(TRY_CAST(json_extract(args, '$."shared memory"') AS BIGINT)) AS shared_memory_bytes,
-               sum(dur * TRY_CAST(json_extract(args, '$."est. achieved occupancy %"') AS DOUBLE))
-                 / nullif(sum(dur) FILTER (WHERE json_extract(args, '$."est. achieved occupancy %"') IS NOT NULL), 0)
-                 AS occupancy_pct,
-               string_agg(DISTINCT device::VARCHAR, ',' ORDER BY device::VARCHAR) AS devices,
-               string_agg(DISTINCT tid::VARCHAR, ',' ORDER BY tid::VARCHAR) AS streams,
-               string_agg(DISTINCT rank::VARCHAR, ',' ORDER BY rank::VARCHAR) AS ranks
-        FROM k GROUP BY name
+            SELECT name, kind, dur, device, tid, rank, {_shape("grid")} AS grid, {_shape("block")} AS block,
+                   TRY_CAST(json_extract(args, '$."registers per thread"') AS BIGINT) AS regs,
+                   TRY_CAST(json_extract(args, '$."shared memory"') AS BIGINT) AS smem,
+                   TRY_CAST({occ} AS DOUBLE)::DECIMAL(38, 12) AS occ, {occ} IS NOT NULL AS has_occ
+            FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective')),
+        shapes AS (
+            SELECT name, 'grid' AS axis, grid AS shape, count(*) AS n FROM k WHERE grid IS NOT NULL GROUP BY ALL
+            UNION ALL
+            SELECT name, 'block', block, count(*) FROM k WHERE block IS NOT NULL GROUP BY ALL),
+        common AS (
+            SELECT name, first(shape ORDER BY n DESC, shape) FILTER (WHERE axis = 'grid') AS grid,
+                   first(shape ORDER BY n DESC, shape) FILTER (WHERE axis = 'block') AS block
+            FROM shapes GROUP BY name),
+        a AS (
+            SELECT name, min(kind) AS kind, {tensor_core_sql("name")} AS tensor_core, count(*) AS count,
+                   sum(dur) / 1000.0 AS total_us, avg(dur) / 1000.0 AS mean_us,
+                   median(dur) / 1000.0 AS median_us, min(dur) / 1000.0 AS min_us, max(dur) / 1000.0 AS max_us,
+                   100.0 * sum(dur) / nullif((SELECT sum(dur) FROM k), 0) AS pct,
+                   max(regs) AS registers_per_thread, max(smem) AS shared_memory_bytes,
+                   sum(dur * occ)::DOUBLE / nullif(sum(dur) FILTER (WHERE has_occ), 0) AS occupancy_pct,
+                   string_agg(DISTINCT device::VARCHAR, ',' ORDER BY device::VARCHAR) AS devices,
+                   string_agg(DISTINCT tid::VARCHAR, ',' ORDER BY tid::VARCHAR) AS streams,
+                   string_agg(DISTINCT rank::VARCHAR, ',' ORDER BY rank::VARCHAR) AS ranks
+            FROM k GROUP BY name)
+        SELECT a.name, kind, tensor_core, count, total_us, mean_us, median_us, min_us, max_us, pct,
+               c.grid, c.block, registers_per_thread, shared_memory_bytes, occupancy_pct, devices, streams, ranks
+        FROM a LEFT JOIN common c ON c.name = a.name
         """
     )
 
