@@ -1,8 +1,15 @@
-"""Does the ``aiprof diff`` gate tell a real 15% slowdown from run-to-run noise?
+"""Does the ``aiprof diff`` gate tell a real slowdown from run-to-run noise?
 
 Each repeat records the bundled example (examples/train_cpu.py) three times with
 ``aiprof record --batch-size``: a base run, the same code again, and the code with a
-planted 15% slowdown (``--slowdown 0.15``: each step spins for 15% of its own time).
+planted regression, a change a user would make (``--plant``):
+
+- ``clip`` (the default): gradient-norm clipping before each optimizer step
+  (``--clip-grad-norm 1.0``), which adds operators and costs this small model about
+  15-20% of its step;
+- ``spin``: every step does 15% more work of its own (``--slowdown 0.15``), a program
+  uniformly slower, with no new operator to point at.
+
 The three run at the same time (``--sequential``: one after the other, base, slow,
 same): on a shared machine the load drifts by more than 15% between runs a few seconds
 apart, and running the three together makes that drift common to all of them, as a
@@ -12,11 +19,13 @@ paired design does. Then:
 - ``aiprof diff base same --fail-if-slower 5%`` must exit 0 (else a false positive);
 
 and once more with the base runs of every repeat as a pooled baseline folder. It
-prints each diff's medians, change, confidence interval and p-value, the energy per
-step and per sample where the machine has power counters, and the false-positive and
-false-negative counts.
+prints, for each diff, the figure the gate tested (the steady step where the
+recordings hold it: aiprof.analysis.steady) and the wall step time beside it, with
+medians, change, confidence interval and p-value; the energy per step and per sample
+where the machine has power counters; the load average at each repeat; and the
+false-positive and false-negative counts.
 
-    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 1500] [--sequential]
+    .venv/bin/python bench/diff_power.py [--repeats 10] [--steps 1500] [--plant clip|spin] [--sequential]
 """
 
 from __future__ import annotations
@@ -35,17 +44,17 @@ EXAMPLE = ROOT / "examples" / "train_cpu.py"
 AIPROF = [sys.executable, "-m", "aiprof"]
 BATCH = 64
 SLOWDOWN = 0.15
+#: The example's options of each planted regression (see the module doc).
+PLANTS = {"clip": ["--clip-grad-norm", "1.0"], "spin": ["--slowdown", str(SLOWDOWN)]}
 THRESHOLD = "5%"
 
 
-def record(runs: list[tuple[Path, float]], steps: int, together: bool) -> None:
-    """Record the example into each (folder, slowdown): all at once, or in turn."""
+def record(runs: list[tuple[Path, list[str]]], steps: int, together: bool) -> None:
+    """Record the example into each (folder, extra options): all at once, or in turn."""
     procs = []
-    for out, slowdown in runs:
+    for out, extra in runs:
         cmd = [*AIPROF, "record", "-o", str(out), "--batch-size", str(BATCH), "--", sys.executable, str(EXAMPLE)]
-        cmd += ["--steps", str(steps), "--batch-size", str(BATCH)]
-        if slowdown:
-            cmd += ["--slowdown", str(slowdown)]
+        cmd += ["--steps", str(steps), "--batch-size", str(BATCH), *extra]
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(p)
         if not together:
@@ -76,15 +85,21 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _row(v: dict[str, Any], label: str) -> str:
+    ci = "-" if v["ci_low_pct"] is None else f"[{v['ci_low_pct']:+.1f}, {v['ci_high_pct']:+.1f}]"
+    return (
+        f"{label} A {_fmt(v['a_median'], '7.1f')} B {_fmt(v['b_median'], '7.1f')} µs "
+        f"{_fmt(v['change_pct'], '+6.1f')}% CI {ci:<15} p {_fmt(v['p_value'], '.2g'):<8} {v['verdict']}"
+    )
+
+
 def line(label: str, rc: int, doc: dict[str, Any]) -> str:
     v = {x["figure"]: x for x in doc["verdicts"]}
-    st = v["step_time_us"]
-    ci = "-" if st["ci_low_pct"] is None else f"[{st['ci_low_pct']:+.1f}, {st['ci_high_pct']:+.1f}]"
-    out = (
-        f"  {label:<14} A {_fmt(st['a_median'], '8.1f')} µs  B {_fmt(st['b_median'], '8.1f')} µs  "
-        f"{_fmt(st['change_pct'], '+6.1f')}%  CI {ci:<16} p {_fmt(st['p_value'], '.2g'):<8} "
-        f"{st['verdict']:<22} exit {rc}"
-    )
+    tested = doc["gate"][0]["figure"]
+    t = v[tested]
+    out = f"  {label:<14} exit {rc}  {_row(t, tested)} (steps {t['a_n']}, {t['b_n']})"
+    if tested != "step_time_us":
+        out += f"  | wall {_row(v['step_time_us'], '')}"
     if "energy_j" in v:
         e = v["energy_j"]
         out += f"  energy/step {_fmt(e['a_median'], '.3f')} -> {_fmt(e['b_median'], '.3f')} J"
@@ -93,17 +108,22 @@ def line(label: str, rc: int, doc: dict[str, Any]) -> str:
     return out
 
 
+def load() -> str:
+    return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--sequential", action="store_true", help="record the three runs one after the other")
+    ap.add_argument("--plant", choices=sorted(PLANTS), default="clip", help="the planted regression (module doc)")
     ap.add_argument("--keep", type=Path, help="keep the recordings in this folder")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aiprof-diff-bench-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
     print(
-        f"examples/train_cpu.py, {args.steps} steps, batch {BATCH}; planted slowdown {SLOWDOWN:.0%}; "
+        f"examples/train_cpu.py, {args.steps} steps, batch {BATCH}; planted: {args.plant} ({' '.join(PLANTS[args.plant])}); "
         f"gate --fail-if-slower {THRESHOLD}; {args.repeats} repeats; "
         f"runs recorded {'one after the other' if args.sequential else 'at the same time'}"
     )
@@ -114,9 +134,10 @@ def main() -> None:
     try:
         for i in range(args.repeats):
             base, slow, same = bases / f"base{i}", work / f"slow{i}", work / f"same{i}"
-            record([(base, 0.0), (slow, SLOWDOWN), (same, 0.0)], args.steps, not args.sequential)
+            before = load()
+            record([(base, []), (slow, PLANTS[args.plant]), (same, [])], args.steps, not args.sequential)
             runs.append((slow, same))
-            print(f"repeat {i + 1}")
+            print(f"repeat {i + 1} ({before} before, {load()} after)")
             rc, doc = diff(base, slow)
             fn += rc != 1
             print(line("base vs slow", rc, doc))
@@ -126,10 +147,11 @@ def main() -> None:
             if i == 0 and not any(x["figure"] == "energy_j" for x in doc["verdicts"]):
                 print("  (no power or energy counters on this machine: energy not compared)")
         print(
-            f"one run against one run: false negatives {fn} of {args.repeats}, false positives {fp} of {args.repeats}"
+            f"one run against one run: false negatives {fn} of {args.repeats}, false positives {fp} of {args.repeats} "
+            f"({load()})"
         )
         pfp = pfn = 0
-        print(f"pooled baseline ({args.repeats} base runs) against each run:")
+        print(f"pooled baseline ({args.repeats} base runs) against each run ({load()}):")
         for slow, same in runs:
             rc, doc = diff(bases, slow)
             pfn += rc != 1
@@ -137,7 +159,7 @@ def main() -> None:
             rc, doc = diff(bases, same)
             pfp += rc != 0
             print(line(f"pool vs {same.name}", rc, doc))
-        print(f"pooled baseline: false negatives {pfn} of {len(runs)}, false positives {pfp} of {len(runs)}")
+        print(f"pooled baseline: false negatives {pfn} of {len(runs)}, false positives {pfp} of {len(runs)} ({load()})")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -63,11 +63,15 @@ def batches(loader: DataLoader[Any], steps: int) -> Iterator[tuple[torch.Tensor,
             yield b
 
 
-def train(steps: int, batch_size: int, slowdown: float = 0.0) -> float:
+def train(steps: int, batch_size: int, slowdown: float = 0.0, clip_grad_norm: float = 0.0) -> float:
     """Train for ``steps`` steps; return the checksum of the final weights.
 
-    ``slowdown`` (a fraction, 0.15 = 15%) spins at the end of each step for that share
-    of the step's own time: a planted regression for ``bench/diff_power.py``."""
+    Two regressions for ``bench/diff_power.py``: ``clip_grad_norm`` (> 0) clips the
+    gradients' norm before each optimizer step, a change a user makes for stability
+    that costs this small model about a sixth of its step (the norm of every
+    parameter's gradient, then a scaling of each); ``slowdown`` (a fraction, 0.15 = 15%)
+    makes every step that much longer with more work of its own (it computes for that
+    share of the step's time), a program uniformly slower."""
     torch.manual_seed(0)
     data = Spirals(4096)
     loader = DataLoader(data, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(1))
@@ -82,6 +86,8 @@ def train(steps: int, batch_size: int, slowdown: float = 0.0) -> float:
             opt.zero_grad()
             loss.backward()
         with annotate("optimizer"):
+            if clip_grad_norm > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
             opt.step()
         if slowdown > 0:
             end = time.perf_counter() + (time.perf_counter() - t0) * slowdown
@@ -97,6 +103,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--slowdown", type=float, default=0.0, help="plant a slowdown: 0.15 makes each step 15%% longer")
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0, help="clip the gradients' norm to this (0: no clipping)")
     ap.add_argument("--profile", metavar="OUT", help="record with the aiprof Python API into OUT")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -104,9 +111,9 @@ def main() -> None:
         if Profiler is None:
             raise SystemExit("--profile needs aiprof installed")
         with Profiler(output=args.profile):
-            checksum = train(args.steps, args.batch_size, args.slowdown)
+            checksum = train(args.steps, args.batch_size, args.slowdown, args.clip_grad_norm)
     else:
-        checksum = train(args.steps, args.batch_size, args.slowdown)
+        checksum = train(args.steps, args.batch_size, args.slowdown, args.clip_grad_norm)
     print(f"checksum {checksum:.10f}")
 
 

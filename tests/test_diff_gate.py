@@ -10,6 +10,7 @@ import numpy as np
 
 from aiprof.analysis.gate import parse_rule, parse_slower
 from aiprof.analysis.regression import step_series, verdicts
+from aiprof.analysis.stats import compare_samples
 from aiprof.store import open_profile
 from diff_builders import build_run
 from test_cli import cli
@@ -40,7 +41,7 @@ def test_rules_parse() -> None:
     assert (r.figure, r.op, r.threshold_pct) == ("kernel:ncclKernel*", ">", 20.0)
     assert parse_rule("communication_us > 10%").threshold_pct == 10.0
     assert parse_rule("step_time<-5%").figure == "step_time_us"
-    assert parse_slower("5%").text == "step_time_us>+5%"
+    assert parse_slower("5%").text == "--fail-if-slower 5%" and parse_slower("5%").steady
 
 
 def test_gate_exit_codes_and_reports(tmp_path: Path) -> None:
@@ -59,7 +60,7 @@ def test_gate_exit_codes_and_reports(tmp_path: Path) -> None:
     suite = root.find("testsuite")
     assert suite is not None and suite.get("failures") == "2"
     failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
-    assert failed == ["step_time_us>+5%", "kernel:nccl*>+50%"]
+    assert failed == ["--fail-if-slower 5%", "kernel:nccl*>+50%"]
     assert "ncclKernel_AllReduce" in (suite.findtext("system-out") or "")
 
     # A higher threshold than the change: passes, though the change is significant.
@@ -73,6 +74,94 @@ def test_gate_exit_codes_and_reports(tmp_path: Path) -> None:
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = cli("diff", base, tmp_path / "missing", "--fail-if-slower", "5%")
     assert r.returncode == 2
+
+
+def _load_runq(n: int, every: int = 4, waiting: int = 2, wait_us: float = 400.0) -> list[float]:
+    """A run-queue wait of ``wait_us`` in ``waiting`` steps of every ``every``: other
+    processes' load, which makes those steps and the ones after them disturbed."""
+    return [wait_us if i % every < waiting else 0.0 for i in range(n)]
+
+
+def test_slower_gate_tests_the_steady_step_not_the_load(tmp_path: Path) -> None:
+    """B does A's work but waits for a CPU in half of its steps: its wall step time is
+    significantly slower (the old gate, on wall time, failed it); the steady step leaves
+    those waits and the step after each out, and passes. A B that is slower by itself
+    still fails, and the result says what the steady step can and cannot tell."""
+    n = 100
+    work = _steps(2, n, 1000.0)
+    runq = _load_runq(n)
+    a = build_run(tmp_path / "a", _steps(1, n, 1000.0), runq_us=[0.0] * n)
+    loaded = build_run(tmp_path / "loaded", [w + q for w, q in zip(work, runq)], runq_us=runq)
+    slower = build_run(tmp_path / "slower", _steps(3, n, 1000.0, 1.15), runq_us=[0.0] * n)
+
+    r = cli("diff", a, loaded, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = {v["figure"]: v for v in doc["verdicts"]}
+    assert rows["step_time_us"]["verdict"] == "slower" and rows["step_time_us"]["change_pct"] > 5
+    assert rows["runq_us"]["b_total"] == sum(runq)
+    # Three of four of B's steps are disturbed: the waiting ones and the ones right after them.
+    assert (rows["steady_step_us"]["a_n"], rows["steady_step_us"]["b_n"]) == (n - 1, n // 4)
+    g = doc["gate"][0]
+    assert (g["figure"], g["failed"]) == ("steady_step_us", False)
+    assert "cannot be told from a slower program" in g["basis"] and f"{n - 1} and {n // 4} undisturbed" in g["basis"]
+
+    r = cli("diff", a, slower, "--fail-if-slower", "5%", "--format", "markdown")
+    assert r.returncode == 1, r.stderr
+    assert "`--fail-if-slower 5%` | FAIL | steady_step_us: median +1" in r.stdout
+    assert "tested on steady_step_us is the step's wall time less its wait for a CPU" in r.stdout
+
+
+def test_recordings_made_together_are_compared_block_by_block(tmp_path: Path) -> None:
+    """The machine slows by 40% over both runs, made at the same time; A's undisturbed steps
+    are mostly early (fast), B's mostly late (slow). Pooled, B's steady step reads ~+20%
+    slower with nothing changed; block by block the drift cancels. A B 15% slower by
+    itself under the same drift still fails."""
+    n = 200
+    span = n * 1000.0 * 1.25  # µs: the machine is 40% slower at the end of it than at 0
+    late = [400.0 if i >= n // 2 and i % 4 < 2 else 0.0 for i in range(n)]
+    early = [400.0 if i < n // 2 and i % 4 < 2 else 0.0 for i in range(n)]
+
+    def run(name: str, seed: int, runq: list[float], slow: float = 1.0) -> Path:
+        steps, t = [], 0.0
+        for work, wait in zip(_steps(seed, n, 1000.0, slow), runq):
+            steps.append(work * (1 + 0.4 * t / span) + wait)
+            t += steps[-1]
+        return build_run(tmp_path / name, steps, runq_us=runq)
+
+    a, same, slower = run("a", 1, late), run("same", 2, early), run("slower", 3, early, 1.15)
+    with open_profile(a) as pa_, open_profile(same) as pb:
+        sa, sb = step_series([pa_]), step_series([pb])
+    pooled = compare_samples(sa.values["steady_step_us"], sb.values["steady_step_us"])
+    assert pooled.verdict == "slower" and pooled.change_pct is not None and pooled.change_pct > 10
+
+    doc = json.loads(cli("diff", a, same, "--fail-if-slower", "5%", "--format", "json").stdout)
+    st = next(v for v in doc["verdicts"] if v["figure"] == "steady_step_us")
+    assert st["test"].startswith("t on same-time block ratios") and st["verdict"] == "no significant change"
+    assert abs(st["change_pct"]) < 3 and not doc["failed"]
+
+    r = cli("diff", a, slower, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stdout
+    st = next(v for v in json.loads(r.stdout)["verdicts"] if v["figure"] == "steady_step_us")
+    assert st["verdict"] == "slower" and 10 < st["change_pct"] < 20
+
+
+def test_slower_gate_without_cpu_waits_tests_wall_time_and_says_so(tmp_path: Path) -> None:
+    """Recordings without per-step CPU waits (an imported trace, or another OS): the gate
+    tests the wall step time and says the load is part of the verdict."""
+    a = build_run(tmp_path / "a", _steps(1, 30, 1000.0))
+    b = build_run(tmp_path / "b", _steps(2, 30, 1000.0, 1.15))
+    r = cli("diff", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    g = json.loads(r.stdout)["gate"][0]
+    assert g["figure"] == "step_time_us" and "no per-step CPU waits" in g["basis"]
+    assert "load is part of this verdict" in g["basis"]
+    # Too few undisturbed steps on a side: wall time again, with the counts.
+    n = 30
+    quiet = build_run(tmp_path / "quiet", _steps(1, n, 1000.0), runq_us=[0.0] * n)
+    busy = build_run(tmp_path / "busy", _steps(3, n, 1000.0), runq_us=_load_runq(n, every=2, waiting=1))
+    g = json.loads(cli("diff", quiet, busy, "--fail-if-slower", "5%", "--format", "json").stdout)["gate"][0]
+    assert g["figure"] == "step_time_us" and "too few steps that did not wait for a CPU (29 and 0" in g["basis"]
 
 
 def test_csv_holds_the_verdicts_then_the_view(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ of A's median) or ``FIGURE<-N%`` (fail when significantly lower by more than N%)
 FIGURE is a figure of :func:`.regression.verdicts`: ``step_time_us``, a breakdown
 category or any other steps-view column (``communication_us``, ``energy_j``...), or
 ``kernel:GLOB`` / ``operator:GLOB`` (the per-step time of the matching names).
-``--fail-if-slower 5%`` is ``step_time_us>+5%``.
+``--fail-if-slower 5%`` is ``steady_step_us>+5%`` where both recordings have enough
+undisturbed steps (:mod:`.steady`: the machine's load taken out), else
+``step_time_us>+5%``; its result says which, and what that figure cannot tell.
 
 "Significantly" is the verdict of :mod:`.stats` (Mann-Whitney at ALPHA). With too few
 steps for a test (one step per run), the rule compares the totals against the
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import AiprofError
 from .regression import STEP_TIME, StepSeries, parse_pattern, verdicts
 from .stats import TOO_FEW
+from .steady import LIMITS, MIN_STEADY_STEPS, STEADY, usable
 
 #: The note of a diff whose figures had too few steps for a test.
 TOO_FEW_NOTE = (
@@ -45,6 +48,9 @@ class Rule:
     """'>' (fail on an increase) or '<' (fail on a decrease)."""
     threshold_pct: float
     text: str
+    steady: bool = False
+    """``--fail-if-slower``: test the steady step (:mod:`.steady`) where both sides have
+    it, the wall step time otherwise."""
 
     def check(self, row: dict[str, Any] | None) -> tuple[bool, str]:
         """(failed, why) for the verdict row of this rule's figure (None: absent)."""
@@ -83,16 +89,36 @@ def parse_slower(text: str) -> Rule:
     m = re.fullmatch(r"\s*\+?(\d+(?:\.\d+)?)\s*%?\s*", text)
     if not m:
         raise AiprofError(f"--fail-if-slower {text!r}: expected a percentage such as 5%")
-    return Rule(STEP_TIME, ">", float(m[1]), f"{STEP_TIME}>+{m[1]}%")
+    return Rule(STEP_TIME, ">", float(m[1]), f"--fail-if-slower {m[1]}%", steady=True)
 
 
-def evaluate(rules: list[Rule], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One result per rule: rule, figure, failed (bool), detail."""
+def step_figure(a: StepSeries, b: StepSeries) -> tuple[str, str]:
+    """The figure ``--fail-if-slower`` tests, and why: the steady step where both sides
+    have MIN_STEADY_STEPS undisturbed steps, else the wall step time."""
+    na, nb = usable(a.values), usable(b.values)
+    if na >= MIN_STEADY_STEPS and nb >= MIN_STEADY_STEPS:
+        return STEADY, f"{LIMITS} ({na} and {nb} undisturbed steps)"
+    if STEADY not in a.values or STEADY not in b.values:
+        why = "a recording holds no per-step CPU waits (aiprof record on Linux writes them)"
+    else:
+        why = f"too few steps that did not wait for a CPU ({na} and {nb}, fewer than {MIN_STEADY_STEPS})"
+    return STEP_TIME, f"wall step time: {why}, so the machine's load is part of this verdict"
+
+
+def evaluate(
+    rules: list[Rule], rows: list[dict[str, Any]], steady_figure: tuple[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """One result per rule: rule, figure, failed (bool), detail, and for ``--fail-if-slower``
+    basis (which step figure it tested, and what that figure can and cannot tell)."""
     by_figure = {r["figure"]: r for r in rows}
     out = []
     for rule in rules:
-        failed, detail = rule.check(by_figure.get(rule.figure))
-        out.append({"rule": rule.text, "figure": rule.figure, "failed": failed, "detail": detail})
+        figure, basis = steady_figure if rule.steady and steady_figure else (rule.figure, None)
+        failed, detail = replace(rule, figure=figure).check(by_figure.get(figure))
+        res = {"rule": rule.text, "figure": figure, "failed": failed, "detail": detail}
+        if basis is not None:
+            res["basis"] = basis
+        out.append(res)
     return out
 
 
@@ -111,6 +137,6 @@ def judge(a: StepSeries, b: StepSeries, rules: list[Rule]) -> dict[str, Any]:
     rule) and failed (a rule failed) of B against A; bad rules raise AiprofError."""
     check_rules(rules, a, b)
     rows = verdicts(a, b).to_pylist()
-    results = evaluate(rules, rows)
+    results = evaluate(rules, rows, step_figure(a, b))
     note = TOO_FEW_NOTE if any(r["verdict"] == TOO_FEW for r in rows) else None
     return {"note": note, "verdicts": rows, "gate": results, "failed": any(g["failed"] for g in results)}

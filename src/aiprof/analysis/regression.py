@@ -2,6 +2,8 @@
 
 :func:`step_series` turns opened profiles into one sample per step for every figure of
 the steps view (step time, each breakdown category, device busy and idle...), the
+marking thread's CPU time, run-queue wait and steady step where the recorder measured
+them (:mod:`.steady`), the
 energy view's joules per step when the run has power counters, and, on request, the
 per-step time of the kernels or operators whose name matches a glob
 (``kernel:ncclKernel*``). Outlier steps (:mod:`.outliers`, the rule the steps view
@@ -25,9 +27,10 @@ import pyarrow as pa
 
 from ..errors import AiprofError
 from ..store import Profile
+from . import steady
 from .base import full_table
 from .outliers import outlier_mask
-from .stats import FASTER, SLOWER, TOO_FEW, compare_samples
+from .stats import ALPHA, FASTER, SLOWER, TOO_FEW, compare_samples
 
 #: The figure a plain ``--fail-if-slower`` tests: the step's wall time.
 STEP_TIME = "step_time_us"
@@ -56,6 +59,8 @@ class StepSeries:
     """False when a run has no step marks (each rank's whole span is one 'step')."""
     devices: list[str] = field(default_factory=list)
     """'cuda: NVIDIA H100 (x8)'-style names of the devices the runs used."""
+    start_unix_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Each kept step's start in Unix µs (the same order as every figure's values)."""
 
 
 def device_names(profile: Profile) -> list[str]:
@@ -110,6 +115,7 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     out = StepSeries(runs=len(profiles))
     cols: dict[str, list[np.ndarray]] = {}
     runs: dict[str, list[np.ndarray]] = {}
+    starts: list[np.ndarray] = []
     devices: list[str] = []
     for run_index, prof in enumerate(profiles):
         steps = full_table(prof, "steps")
@@ -127,6 +133,8 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
             out.outliers += int(bad.sum())
             keep[sel[bad]] = False
         out.steps += int(keep.sum())
+        start = np.asarray(steps.column("start_us").to_numpy(zero_copy_only=False), dtype=np.float64)
+        starts.append(start[keep] + prof.time_origin_ns / 1000.0)
         figures: dict[str, np.ndarray] = {}
         for name in steps.column_names:
             if name in _NOT_FIGURES:
@@ -134,6 +142,9 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
             key = STEP_TIME if name == "duration_us" else name
             figures[key] = np.asarray(steps.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
             out.units[key] = unit_of(key)
+        for key, v in steady.figures(prof, rank, step, dur).items():
+            figures[key] = v
+            out.units[key] = "µs"
         for metric in patterns:
             parsed = parse_pattern(metric)
             if parsed is None:
@@ -152,6 +163,7 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     out.values = {k: np.concatenate(v) for k, v in cols.items()}
     out.run = {k: np.concatenate(v) for k, v in runs.items()}
     out.devices = devices
+    out.start_unix_us = np.concatenate(starts) if starts else np.zeros(0)
     return out
 
 
@@ -217,6 +229,11 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
             continue
         c = compare_samples(va, vb, a_run=a.run.get(name), b_run=b.run.get(name)).as_row()
+        if name == steady.STEADY and a.runs == 1 and b.runs == 1 and c["verdict"] != TOO_FEW:
+            # Two recordings made at the same time: compared block by block (steady module).
+            blocks = steady.same_time_blocks(va, a.start_unix_us, vb, b.start_unix_us)
+            if blocks is not None and len(blocks) >= steady.MIN_BLOCKS:
+                c |= steady.compare_blocks(blocks, ALPHA)
         if c["verdict"] == TOO_FEW and a.runs and b.runs and c["a_total"]:
             # Totals of a baseline of 3 runs against 1 run differ 3x with nothing changed:
             # the change is of the total per run.

@@ -174,6 +174,8 @@ def _write(
         emit_table(pa.Table.from_pylist(shown), "table", title="per-step figures: B vs A (medians)")
     for g in doc["gate"]:
         click.echo(f"{'FAIL' if g['failed'] else 'pass'}  {g['rule']}: {g['detail']}")
+        if g.get("basis"):
+            click.echo(f"      tested on {g['basis']}")
     if table.num_rows == 0 and total == 0:
         # An empty box reads as a rendering fault (a CPU run has no kernels).
         click.echo(f"{view}: none match the filter" if filtered else f"{view}: none in either run")

@@ -265,6 +265,8 @@ def _write_marks(
         ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
         summary.startup_s = (end - start) / 1e9
     rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step", "args")}
+    # The marking thread's CPU time and run-queue wait in each marked step (record.job.sched).
+    sched = {(int(s), int(e)): (int(c), int(q)) for s, e, c, q in marks.get("sched", [])}
     for start, end, num, tid in steps:
         rows["kind"].append("step")
         rows["name"].append(f"ProfilerStep#{num}")
@@ -272,7 +274,8 @@ def _write_marks(
         rows["dur"].append(end - start)
         rows["tid"].append(tid)
         rows["step"].append(num)
-        rows["args"].append(None)
+        got = sched.get((start, end))
+        rows["args"].append(None if got is None else json.dumps({"cpu_ns": got[0], "runq_ns": got[1]}))
     for start, dur, name, tid, *samples in ann:
         rows["kind"].append("user_annotation")
         rows["name"].append(name)

@@ -53,6 +53,7 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", "| rule | result | detail |", "|---|---|---|"]
         for g in doc["gate"]:
             lines.append(f"| `{g['rule']}` | {'FAIL' if g['failed'] else 'pass'} | {g['detail']} |")
+        lines += [f"- `{g['rule']}` tested on {g['basis']}" for g in doc["gate"] if g.get("basis")]
     lines += [
         "",
         "| figure | A median | B median | change | 95% CI | p | verdict |",
@@ -91,11 +92,12 @@ def junit(doc: dict[str, Any]) -> str:
     for g in doc["gate"]:
         case = ET.SubElement(suite, "testcase", classname="aiprof.gate", name=_x(g["rule"]))
         cases += 1
+        detail = g["detail"] + (f"; tested on {g['basis']}" if g.get("basis") else "")
         if g["failed"]:
             failures += 1
-            ET.SubElement(case, "failure", message=_x(g["detail"]), type="regression").text = _x(g["detail"])
+            ET.SubElement(case, "failure", message=_x(g["detail"]), type="regression").text = _x(detail)
         else:
-            ET.SubElement(case, "system-out").text = _x(g["detail"])
+            ET.SubElement(case, "system-out").text = _x(detail)
     for r in doc["verdicts"]:
         case = ET.SubElement(suite, "testcase", classname="aiprof.figures", name=_x(r["figure"]))
         cases += 1

@@ -39,6 +39,7 @@ from ..rawfile import (
 )
 from ..rawstream import RawStream
 from .collectors.base import Collector, PollingThread, fail
+from .sched import ThreadClock
 from .schedule import ProfilerAction, Schedule
 
 #: Environment variable overriding the checkpoint interval (seconds; 0 disables).
@@ -87,7 +88,7 @@ def profile_location(output: str | os.PathLike[str] | None, rank: int | None) ->
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    __slots__ = ("anchors", "annotations", "collectives", "loop", "steps")
+    __slots__ = ("anchors", "annotations", "collectives", "loop", "sched", "steps")
 
     def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[Any, ...]]) -> None:
         self.steps = steps
@@ -102,6 +103,10 @@ class Marks:
         group size, sequence number in the group, tid."""
         self.loop: dict[str, Any] | None = None
         """The loop that ran the first training iteration (record.anchors.loop_of)."""
+        self.sched: list[tuple[int, int, int, int]] = []
+        """(start, end, cpu ns, run-queue ns) of the marking thread in each step that
+        began and ended on the same thread (record.job.sched); a retracted step's entry
+        stays, matched by nothing."""
 
 
 class Controller:
@@ -130,6 +135,9 @@ class Controller:
         self.step_num = 0
         self.action = ProfilerAction.RECORD
         self._step_start = 0
+        self._thread_clock = ThreadClock()
+        self._sched_last: tuple[int, tuple[int, int]] | None = None
+        """(tid, (cpu ns, run-queue ns)) read at the last step mark."""
         self._auto_steps = 0
         self._told = 0
         """The last step number the collectors were told (torch.profiler's own step
@@ -158,6 +166,7 @@ class Controller:
         self.raw_dir.mkdir(parents=True, exist_ok=True)
         self.clock = {"mono0": time.monotonic_ns(), "unix0": time.time_ns()}
         self._step_start = self.clock["mono0"]
+        self._read_sched()
         self.action = self.schedule(0) if self.schedule is not None else ProfilerAction.RECORD
         self.running = True
         for c in self.collectors:
@@ -214,11 +223,16 @@ class Controller:
         if not self.running or os.getpid() != self._pid:
             return
         now = time.monotonic_ns()
+        last = self._sched_last
+        tid = self._read_sched()
+        if last is not None and self._sched_last is not None and last[0] == tid:
+            (cpu0, runq0), (cpu1, runq1) = last[1], self._sched_last[1]
+            self.marks.sched.append((self._step_start, now, cpu1 - cpu0, runq1 - runq0))
         if auto:
             self._auto_steps += 1
         elif self._auto_steps:
             self._retract_auto()
-        self.marks.steps.append((self._step_start, now, self.step_num, threading.get_native_id()))
+        self.marks.steps.append((self._step_start, now, self.step_num, tid))
         self._step_start = now
         self.step_num += 1
         if self.schedule is not None:
@@ -234,6 +248,13 @@ class Controller:
         self._told = self.step_num
         for c in self.collectors:
             self._call(c, "on_step", self.step_num)
+
+    def _read_sched(self) -> int:
+        """Read the calling thread's schedstat into _sched_last; return its tid."""
+        tid = threading.get_native_id()
+        got = self._thread_clock.read()
+        self._sched_last = None if got is None else (tid, got)
+        return tid
 
     def _retract_auto(self) -> None:
         n, self._auto_steps = self._auto_steps, 0
@@ -266,6 +287,7 @@ class Controller:
     def stop(self, *, partial: bool = False, reason: str | None = None) -> Path:
         """Stop every collector and dump the raw folder; returns the raw folder."""
         self.running = False
+        self._thread_clock.close()
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
@@ -343,6 +365,7 @@ class Controller:
             "anchors": list(self.marks.anchors),
             "loop": self.marks.loop,
             "collectives": list(self.marks.collectives),
+            "sched": list(self.marks.sched),
             # Steps that all came from the optimizer hook: the finalizer may re-find them.
             "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
         }
