@@ -340,6 +340,10 @@ def test_the_api_in_the_job_survives_a_profile_that_does_not_fit(tmp_path: Path)
         "t0 = time.monotonic()\n"
         "while time.monotonic() - t0 < 1.6:\n"
         "    sum(i * i for i in range(20000)); prof.step()\n"
+        # Idle long enough for a checkpoint to write those steps: a CPU-bound loop holds
+        # the GIL, and on a slow machine the checkpoint thread may not finish its write
+        # before the limit below (CI once recovered 0 steps).
+        "time.sleep(1.5)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))\n"
         "t1 = time.monotonic()\n"
         "while time.monotonic() - t1 < 1.2:\n"
