@@ -66,6 +66,8 @@ def build_run(
                 },
             )
         w.meta["ranks"] = [0]
+        if runq_us is not None:
+            w.meta["clock"] = "unix"  # a recording's clock, as aiprof record writes it
         w.meta["devices"] = [{"rank": 0, "type": device_type, "index": 0, "name": device_name, "vendor": "x"}]
         if batch_size is not None:
             w.meta["record"] = {"options": {"batch_size": batch_size}}

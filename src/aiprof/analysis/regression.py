@@ -61,6 +61,9 @@ class StepSeries:
     """'cuda: NVIDIA H100 (x8)'-style names of the devices the runs used."""
     start_unix_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """Each kept step's start in Unix µs (the same order as every figure's values)."""
+    unix_clock: bool = True
+    """Every run's times are on the Unix clock (a recording, or a trace whose clock is
+    known), so two runs' steps can be matched by when they ran."""
 
 
 def device_names(profile: Profile) -> list[str]:
@@ -135,6 +138,7 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
         out.steps += int(keep.sum())
         start = np.asarray(steps.column("start_us").to_numpy(zero_copy_only=False), dtype=np.float64)
         starts.append(start[keep] + prof.time_origin_ns / 1000.0)
+        out.unix_clock = out.unix_clock and all(m.get("clock") == "unix" for m in prof.metas)
         figures: dict[str, np.ndarray] = {}
         for name in steps.column_names:
             if name in _NOT_FIGURES:
@@ -229,8 +233,11 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
         if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
             continue
         c = compare_samples(va, vb, a_run=a.run.get(name), b_run=b.run.get(name)).as_row()
-        if name == steady.STEADY and a.runs == 1 and b.runs == 1 and c["verdict"] != TOO_FEW:
-            # Two recordings made at the same time: compared block by block (steady module).
+        same_time = a.runs == 1 and b.runs == 1 and a.unix_clock and b.unix_clock
+        if name in (steady.STEADY, STEP_TIME) and same_time and c["verdict"] != TOO_FEW:
+            # Two recordings made at the same time: compared block by block (steady module),
+            # the steady step and the wall step alike (consecutive steps share the load, so
+            # a test over steps taken as independent overstates its confidence).
             blocks = steady.same_time_blocks(va, a.start_unix_us, vb, b.start_unix_us)
             if blocks is not None and len(blocks) >= steady.MIN_BLOCKS:
                 c |= steady.compare_blocks(blocks, ALPHA)

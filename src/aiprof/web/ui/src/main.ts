@@ -102,6 +102,9 @@ async function route(): Promise<void> {
   const main = $("#main")!;
   main.textContent = "";
   window.__aiprof.ready = false;
+  // A page of a big profile can take seconds: say so in the header, not with a blank page.
+  const status = $("#status")!;
+  if (!EMBED) status.textContent = `loading ${TITLES[r.page] ?? r.page}…`;
   try {
     if (!state.profiles.some((p) => p.id === r.pid)) notFoundPage(main, "profile", r.pid);
     else if (!(r.page in PAGE_FNS) || (EMBED && !REPORT_PAGES.has(r.page))) notFoundPage(main, "page", r.page);
@@ -109,7 +112,10 @@ async function route(): Promise<void> {
   } catch (e) {
     main.append(h("p", { class: "error" }, "Error: " + (e as Error).message));
   }
-  if (shown === key) window.__aiprof.ready = true;
+  if (shown === key) {
+    window.__aiprof.ready = true;
+    if (!EMBED) status.textContent = "";
+  }
 }
 
 async function start(): Promise<void> {

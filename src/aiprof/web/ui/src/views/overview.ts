@@ -59,6 +59,10 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
       card("events", fmtNum((meta.tables || {}).events || 0))),
     deviceList(meta),
   );
+  // The top advice sits under the cards, where the eye lands first; it loads beside the charts.
+  const adviceBox = h("div", { id: "top-advice" });
+  main.append(adviceBox);
+  const advice = topAdvice(adviceBox);
   const left = h("div"), right = h("div");
   main.append(h("div", { class: "grid2" }, left, right));
   left.append(h("h3", {}, "Step time"));
@@ -74,7 +78,7 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
   } catch (e) {
     right.append(h("p", { class: "error" }, "overview: " + (e as Error).message));
   }
-  main.append(await topAdvice());
+  await advice;
 }
 
 function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
@@ -127,8 +131,8 @@ function barRow(r: Row, color: string): { label: string; pct: number; text: stri
   return { label: String(r.category), pct, color, text: `${fmtValue(r.time_us, "µs")} · ${fmtValue(r.percent, "%")}`, title: `${String(r.time_us)} µs` };
 }
 
-async function topAdvice(): Promise<HTMLElement> {
-  const box = h("div", { id: "top-advice" }, h("h3", {}, "Top advice"));
+async function topAdvice(box: HTMLElement): Promise<void> {
+  box.append(h("h3", {}, "Top advice"));
   const link = (label: string) => h("a", { href: formatHash({ pid: pid(), page: "advice" }), class: "advice-link" }, label);
   try {
     const a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
@@ -146,7 +150,6 @@ async function topAdvice(): Promise<HTMLElement> {
   } catch (e) {
     box.append(h("p", { class: "muted" }, (EMBED ? "No advice in this report: " : "Advice unavailable: ") + (e as Error).message));
   }
-  return box;
 }
 
 /** "0-127" for consecutive ranks, else the first few ("0, 2, 5, …"). */
