@@ -234,6 +234,10 @@ class Library:
             return _scrub(str(e), path)
         return None
 
+    def current(self, pid: str) -> Entry | None:
+        """The entry listed as ``pid`` now (opened or not), or None."""
+        return self._entries.get(pid)
+
     def get(self, pid: str) -> Entry:
         """The opened entry ``pid``; 404 when unknown, 409 when broken."""
         e = self._entries.get(pid)

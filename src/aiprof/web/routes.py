@@ -3,7 +3,9 @@
 Everything returned comes from the analysers (:func:`aiprof.analysis.run`), the
 timeline windows (:mod:`aiprof.web.timeline`) and the advice proposer; nothing is
 computed here (the SQL page and the trace export: :mod:`aiprof.web.routes_sql`).
-Handlers are plain functions, so FastAPI runs them in its thread pool. Queries take a
+Handlers are plain functions, so FastAPI runs them in its thread pool (the profile
+list alone runs on the event loop); their GET answers are kept and sent again without
+running them (:mod:`.answers`). Queries take a
 connection of their own from the profile's entry (:meth:`Entry.reading`), so several
 run at once, timeline answers included (windows need no connection at all).
 Bad parameters are refused by the models with a 422 that names the field.
@@ -169,7 +171,9 @@ def build_router(lib: Library) -> APIRouter:
         )
 
     @r.get("/profiles", response_model=m.ProfilesResponse, summary="The profiles in the served folders")
-    def list_profiles() -> Response:
+    async def list_profiles() -> Response:
+        # On the event loop, not in the thread pool: the scan is a few stats per folder,
+        # and under load a thread waits long for the GIL (the one answer not kept).
         return json_response({"profiles": [e.summary() for e in lib.scan()]})
 
     @r.get("/profiles/{pid}", response_model=m.ProfileMeta, summary="One profile's metadata")
