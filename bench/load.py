@@ -15,7 +15,10 @@ p50/p95/p99 latency, and the 5xx count; then the named peers' ratios:
   number of clients: the floor of HTTP and JSON transfer on this machine, with no
   query work at all;
 - ``--peer-src DIR``: the same profile served from another source tree
-  (``/work/main/src``: before a change), and the ratio of the two p99s.
+  (``/work/main/src``: before a change), and the ratio of the two p99s;
+- ``--computed``: this tree with ``--keep-answers 0``, every answer computed by its
+  route (after the first round the mix is otherwise answered from kept bytes,
+  web/answers.py): how far the queries themselves run in parallel.
 
 PROFILE defaults to the V100 rank-0 Kineto trace of ../shared/data, imported first
 (188k events). Bounded: loopback only, a fixed duration, a client count of at most 200.
@@ -150,10 +153,10 @@ def slowest(rs: list[tuple[float, int, str]]) -> None:
     print("    slowest p99: " + ", ".join(f"{k} {pct(v, 99):.0f} ms" for k, v in top))
 
 
-def serve(src: Path, profile: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+def serve(src: Path, profile: Path, port: int, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen(
-        [sys.executable, "-m", "aiprof", "serve", "--host", "127.0.0.1", "--port", str(port), str(profile)],
+        [sys.executable, "-m", "aiprof", "serve", "--host", "127.0.0.1", "--port", str(port), *extra, str(profile)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -165,6 +168,9 @@ import functools, sys
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 class H(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without this, each answer on a kept-alive
+    # connection waits for the client's delayed ACK (about 40 ms), as aiprof serve's would.
+    disable_nagle_algorithm = True
     def log_message(self, *a):
         pass
 ThreadingHTTPServer.daemon_threads = True
@@ -201,10 +207,15 @@ def static_peer(answers: list[bytes], args: argparse.Namespace) -> dict[str, flo
 
 
 def run_one(
-    name: str, src: Path, profile: Path, args: argparse.Namespace, answers: list[bytes] | None = None
+    name: str,
+    src: Path,
+    profile: Path,
+    args: argparse.Namespace,
+    answers: list[bytes] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, dict[str, float]]:
     port = free_port()
-    proc = serve(src, profile, port)
+    proc = serve(src, profile, port, extra)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -222,7 +233,9 @@ def run_one(
             if answers is not None:
                 answers.append(body)
         conn.close()
-        print(f"{name} (src {src}): first round {time.perf_counter() - t:.2f} s")
+        print(
+            f"{name} (src {src}{' ' + ' '.join(extra) if extra else ''}): first round {time.perf_counter() - t:.2f} s"
+        )
         one = load(port, todo, 1, args.seconds)
         many = load(port, todo, args.clients, args.seconds)
         figs = {
@@ -242,6 +255,11 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--peer-src", type=Path, help="another source tree to serve the same profile from")
+    ap.add_argument(
+        "--computed",
+        action="store_true",
+        help="also run this tree with --keep-answers 0 (every answer computed: the queries' own concurrency)",
+    )
     args = ap.parse_args()
     if not 1 <= args.clients <= MAX_CLIENTS:
         print(f"--clients must be 1..{MAX_CLIENTS}", file=sys.stderr)
@@ -271,6 +289,12 @@ def main() -> int:
             f"from a static-file server): our p99 / its p99 = {many['p99'] / static['p99']:.2f}x, "
             f"our p50 / its p50 = {many['p50'] / static['p50']:.2f}x"
         )
+        if args.computed:
+            comp = run_one("this tree, nothing kept", ROOT / "src", profile, args, extra=("--keep-answers", "0"))
+            print(
+                f"peer 'nothing kept' (every answer computed): its p99 / ours = "
+                f"{comp['many']['p99'] / many['p99']:.2f}x, its req/s / ours = {comp['many']['rps'] / many['rps']:.2f}x"
+            )
         if args.peer_src is not None:
             peer = run_one("peer", args.peer_src, profile, args)
             print(

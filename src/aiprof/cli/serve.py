@@ -22,7 +22,15 @@ from ..store import find_profiles
 @click.option(
     "--warm/--no-warm", default=True, show_default=True, help="Prepare timelines and common views in the background."
 )
-def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, warm: bool) -> None:
+@click.option(
+    "--keep-answers",
+    "keep_mb",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="MiB of read answers kept, sent again without recomputing them (0: compute each one).",
+)
+def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, warm: bool, keep_mb: int) -> None:
     """Serve profiles (or folders of profiles, or trace files) over REST and a web UI."""
     import uvicorn
 
@@ -41,7 +49,7 @@ def command(paths: tuple[Path, ...], host: str, port: int, token: str | None, wa
                 roots.append(out)
             elif find_profiles(p) or p.is_dir():
                 roots.append(p)
-        app = create_app(roots, token=token, host=host, warm=warm)
+        app = create_app(roots, token=token, host=host, warm=warm, keep_bytes=keep_mb << 20)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

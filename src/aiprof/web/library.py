@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -184,10 +185,19 @@ class Library:
         self.roots = [Path(r) for r in roots]
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = {}
+        #: How long the last :meth:`scan` took (s).
+        self.scan_seconds = 0.0
         self.scan()
 
     def scan(self) -> list[Entry]:
         """(Re)list the profiles; profiles already open stay open."""
+        t = time.perf_counter()
+        try:
+            return self._scan()
+        finally:
+            self.scan_seconds = time.perf_counter() - t
+
+    def _scan(self) -> list[Entry]:
         with self._lock:
             found: list[tuple[Path, Path, str]] = []
             for root in self.roots:
@@ -233,6 +243,10 @@ class Library:
         except AiprofError as e:
             return _scrub(str(e), path)
         return None
+
+    def current(self, pid: str) -> Entry | None:
+        """The entry listed as ``pid`` now (opened or not), or None."""
+        return self._entries.get(pid)
 
     def get(self, pid: str) -> Entry:
         """The opened entry ``pid``; 404 when unknown, 409 when broken."""

@@ -3,7 +3,9 @@
 Everything returned comes from the analysers (:func:`aiprof.analysis.run`), the
 timeline windows (:mod:`aiprof.web.timeline`) and the advice proposer; nothing is
 computed here (the SQL page and the trace export: :mod:`aiprof.web.routes_sql`).
-Handlers are plain functions, so FastAPI runs them in its thread pool. Queries take a
+Handlers are plain functions, so FastAPI runs them in its thread pool (the profile
+list runs on the event loop while its scan is quick); their GET answers are kept and sent again without
+running them (:mod:`.answers`). Queries take a
 connection of their own from the profile's entry (:meth:`Entry.reading`), so several
 run at once, timeline answers included (windows need no connection at all).
 Bad parameters are refused by the models with a 422 that names the field.
@@ -17,6 +19,7 @@ from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ..analysis import Query as ViewQuery
@@ -31,6 +34,9 @@ from .routes_sql import add_sql_routes
 from .series import SeriesQuery
 from .timeline import MAX_ITEMS, SEARCH_LIMIT, Timeline, Window
 
+#: The profile list scans the served folders on the event loop while a scan takes at
+#: most this long (else in the thread pool).
+INLINE_SCAN_S = 0.005
 #: Rows a view returns when the request gives no limit, and the most it may ask for.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10000
@@ -169,8 +175,16 @@ def build_router(lib: Library) -> APIRouter:
         )
 
     @r.get("/profiles", response_model=m.ProfilesResponse, summary="The profiles in the served folders")
-    def list_profiles() -> Response:
-        return json_response({"profiles": [e.summary() for e in lib.scan()]})
+    async def list_profiles() -> Response:
+        # A quick scan (a few stats: one profile, a small folder) runs on the event loop:
+        # under load a request in the thread pool waits long for the GIL, and this answer
+        # is never kept. A slow one (a job folder of 1,000 ranks: 0.2 s) must not stall
+        # every other request: it runs in the pool.
+        if lib.scan_seconds <= INLINE_SCAN_S:
+            found = lib.scan()
+        else:
+            found = await run_in_threadpool(lib.scan)
+        return json_response({"profiles": [e.summary() for e in found]})
 
     @r.get("/profiles/{pid}", response_model=m.ProfileMeta, summary="One profile's metadata")
     def profile_meta(pid: Pid) -> Response:

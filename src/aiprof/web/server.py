@@ -31,6 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import AiprofError
+from .answers import MAX_BYTES as KEEP_BYTES
+from .answers import AnswerCache
 from .assets import TYPES, load_assets
 from .jsonio import dumps, error_response
 from .library import ApiError, Library, warm_up
@@ -64,12 +66,20 @@ def _field_errors(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]
     return f"{first['field']}: {first['message']}{more}", detail
 
 
-def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.0.0.1", warm: bool = False) -> FastAPI:
+def create_app(
+    paths: list[Path],
+    *,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    warm: bool = False,
+    keep_bytes: int = KEEP_BYTES,
+) -> FastAPI:
     """The app serving ``paths`` (profiles or folders of profiles).
 
     ``token``: when set, every API request must carry it. ``host``: the bound address;
     on a loopback address, requests naming another host are refused. ``warm``: build
-    the timelines and common views in a background thread at once.
+    the timelines and common views in a background thread at once. ``keep_bytes``: the
+    most bytes of read answers kept (:mod:`.answers`; 0: every answer is computed).
     """
     if token is not None and len(token) < MIN_TOKEN:
         raise AiprofError(f"the token must be at least {MIN_TOKEN} characters")
@@ -132,6 +142,10 @@ def create_app(paths: list[Path], *, token: str | None = None, host: str = "127.
     app.state.library = lib
     if warm:
         threading.Thread(target=warm_up, args=(lib,), name="aiprof-warm-up", daemon=True).start()
+    # Inside the guard (the last added runs first): every request is checked before
+    # a kept answer is sent.
+    if keep_bytes > 0:
+        app.add_middleware(AnswerCache, library=lib, max_bytes=keep_bytes)
     app.add_middleware(Guard, token=token, loopback=host in LOOPBACK)
     return app
 
