@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..errors import AiprofError
+from .arrow_np import from_numpy
 from .schema import DEVICE_TYPES, KINDS, SCHEMA_VERSION, SCHEMAS
 from .steps import StepIndex
 
@@ -284,7 +285,12 @@ def _column(v: Sequence[Any] | np.ndarray | pa.Array, typ: pa.DataType) -> tuple
     """``v`` as an Arrow array of ``typ``, and {row: value} of the values that do not fit
     it (an integer past int64, a list where a number belongs): those rows are null."""
     try:
-        arr = v if isinstance(v, pa.Array) else pa.array(v, type=typ, from_pandas=True)
+        if isinstance(v, pa.Array):
+            arr = v
+        elif isinstance(v, np.ndarray):
+            arr = from_numpy(v, typ)
+        else:
+            arr = pa.array(v, type=typ, from_pandas=True)
         if arr.type != typ:
             arr = arr.cast(typ)
         return arr, {}
