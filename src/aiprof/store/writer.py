@@ -64,7 +64,7 @@ class ProfileWriter:
         path: str | os.PathLike[str],
         *,
         overwrite: bool = True,
-        derive: Callable[[Path, dict[str, Any]], None] | None = None,
+        derive: Callable[[Path, dict[str, Any]], bool] | None = None,
     ) -> None:
         self.path: Path = profile_path(path)
         """Final location of the profile folder."""
@@ -74,6 +74,8 @@ class ProfileWriter:
         self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{time.time_ns()}")
         self._tmp.mkdir()
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._sinks: list[pa.NativeFile] = []
+        """The buffered files under the writers (a writer given a stream leaves it open)."""
         self._steps = StepIndex()
         self._spool: list[pa.RecordBatch] = []
         self._spool_bytes = 0
@@ -100,7 +102,8 @@ class ProfileWriter:
         """The content of profile.json; importers fill it in."""
         self._derive = derive
         """Called at commit with the folder (tables and profile.json written) and the
-        metadata, to add derived tables (store/derived.py) before the folder is moved."""
+        metadata, to add derived tables (store/derived.py) before the folder is moved;
+        returns whether it added any (profile.json is then written again)."""
         self._committed = False
 
     # -- tables -------------------------------------------------------------------
@@ -155,8 +158,12 @@ class ProfileWriter:
     def _write(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
         w = self._writers.get(table)
         if w is None:
+            # Buffered: unbuffered, Parquet's writer makes a system call per page and
+            # header (over a hundred for a few rows).
+            sink = pa.output_stream(self._tmp / f"{table}.parquet", buffer_size=1 << 20)
+            self._sinks.append(sink)
             w = pq.ParquetWriter(
-                self._tmp / f"{table}.parquet",
+                sink,
                 SCHEMAS[table],
                 compression="zstd",
                 use_dictionary=True,
@@ -231,6 +238,7 @@ class ProfileWriter:
         for w in self._writers.values():
             w.close()
         self._writers.clear()
+        self._close_sinks()
         if self.rows.get("memory"):
             from .memory_totals import derive_allocated
 
@@ -238,8 +246,7 @@ class ProfileWriter:
                 self.warn(message)
         self.meta["tables"] = dict(self.rows)
         write_meta(self._tmp, self.meta)
-        if self._derive is not None:
-            self._derive(self._tmp, self.meta)
+        if self._derive is not None and self._derive(self._tmp, self.meta):
             write_meta(self._tmp, self.meta)
         if self.path.exists():
             old = self.path.with_name(f".{self.path.name}.old-{time.time_ns()}")
@@ -263,7 +270,17 @@ class ProfileWriter:
             except Exception:
                 pass
         self._writers.clear()
+        for sink in self._sinks:
+            try:
+                sink.close()
+            except Exception:
+                pass
+        self._sinks.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _close_sinks(self) -> None:
+        while self._sinks:
+            self._sinks.pop().close()
 
     def __enter__(self) -> ProfileWriter:
         return self
