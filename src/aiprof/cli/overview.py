@@ -152,7 +152,6 @@ def compute_items(prof: Profile) -> list[Item]:
 
     from ..analysis import Query, run
     from ..render.terminal import format_cell
-    from .report import steps_line
 
     items: list[Item] = []
     metas = prof.metas
@@ -224,6 +223,28 @@ def compute_items(prof: Profile) -> list[Item]:
         )
     )
     return items
+
+
+def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
+    """ "steps: N per rank" (or each rank's count when they differ), and how they were found."""
+    per: dict[int, int] = {}
+    for r in steps:
+        if r["step"] is not None:
+            per[r["rank"]] = per.get(r["rank"], 0) + 1
+    if not per:
+        text = "steps: none found (mark them with aiprof.record.mark_step())"
+    elif len(set(per.values())) == 1:
+        n = next(iter(per.values()))
+        text = f"steps: {n}" + (f" per rank ({len(per)} ranks)" if len(per) > 1 else "")
+    else:
+        text = "steps: " + ", ".join(f"rank {r}: {n}" for r, n in sorted(per.items()))
+    rules = {str((m.get("record") or {}).get("steps", {}).get("rule")) for m in metas if m.get("record")}
+    if not rules:  # an imported trace: the recording package is not worth its import
+        return text
+    from ..record.finalizer import HOW_TEXT
+
+    words = [HOW_TEXT[r] for r in sorted(rules) if r in HOW_TEXT]
+    return text + (f" ({'; '.join(words)})" if per and words else "")
 
 
 def _energy(prof: Profile) -> list[Item]:

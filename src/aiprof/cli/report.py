@@ -13,13 +13,6 @@ from .overview import compute_items, print_overview, read_summary, single_profil
 # ``aiprof report --help`` and ``aiprof --help`` then cost click alone.
 
 
-def format_cell(v: Any) -> str:
-    """:func:`aiprof.render.terminal.format_cell`, imported at first use (it imports Arrow)."""
-    from ..render.terminal import format_cell as fmt
-
-    return fmt(v)
-
-
 VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "python", "events")
 
 
@@ -105,28 +98,6 @@ def _write_html(prof: Any, path: str) -> None:
         raise click.UsageError("--html needs the web report module, which this build does not have") from None
     write_report(prof, path)
     click.echo(f"wrote {path}", err=True)
-
-
-def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
-    """ "steps: N per rank" (or each rank's count when they differ), and how they were found."""
-    per: dict[int, int] = {}
-    for r in steps:
-        if r["step"] is not None:
-            per[r["rank"]] = per.get(r["rank"], 0) + 1
-    if not per:
-        text = "steps: none found (mark them with aiprof.record.mark_step())"
-    elif len(set(per.values())) == 1:
-        n = next(iter(per.values()))
-        text = f"steps: {n}" + (f" per rank ({len(per)} ranks)" if len(per) > 1 else "")
-    else:
-        text = "steps: " + ", ".join(f"rank {r}: {n}" for r, n in sorted(per.items()))
-    rules = {str((m.get("record") or {}).get("steps", {}).get("rule")) for m in metas if m.get("record")}
-    if not rules:  # an imported trace: the recording package is not worth its import
-        return text
-    from ..record.finalizer import HOW_TEXT
-
-    words = [HOW_TEXT[r] for r in sorted(rules) if r in HOW_TEXT]
-    return text + (f" ({'; '.join(words)})" if per and words else "")
 
 
 def dump_json(obj: Any) -> None:
