@@ -205,9 +205,12 @@ class ProfileWriter:
                 self._write("events", self._steps.apply(b))
             del pf
             spill.unlink()
-        else:
-            while self._spool:
-                self._write("events", self._steps.apply(self._spool.pop(0)))
+        elif self._spool:
+            # One write of the batches (one row group, each column compressed once), not
+            # one per batch: a small trace's few batches cost a row group each.
+            batches = [self._steps.apply(b) for b in self._spool]
+            self._spool.clear()
+            self._write("events", pa.Table.from_batches(batches, schema=SCHEMAS["events"]))
         self.rows["events"] = total
         if total and "events" not in self._writers:
             raise AssertionError("events spooled but none written")
