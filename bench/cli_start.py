@@ -11,6 +11,11 @@ the same profile so load on a shared machine hits both alike:
 
 Each figure is the median of --repeat runs, with the spread (min-max).
 
+The overview is kept in the profile by the first report (overview.json, cli/overview.py):
+``aiprof report PROFILE`` is timed with it kept, and as ``(first)`` with it removed
+before each of this tree's runs (the overview computed from the store, as every run of
+the baseline computes it).
+
     .venv/bin/python bench/cli_start.py --baseline /path/to/main [--repeat 5] [--profile P]
 """
 
@@ -60,14 +65,20 @@ def main() -> int:
             "aiprof --help": ["--help"],
             "aiprof report --help": ["report", "--help"],
             "aiprof report PROFILE": ["report", str(prof)],
+            "report PROFILE (first)": ["report", str(prof)],
         }
+        kept = Path(prof) / "overview.json"
+        wall([py, "-m", "aiprof", "report", str(prof)], ROOT)  # keeps the overview
         floor: list[float] = []
         res: dict[str, dict[str, list[float]]] = {c: {"ours": [], "base": []} for c in cases}
         for _ in range(args.repeat):
             floor.append(wall([py, "-c", "import duckdb, pyarrow"], None))
             for case, argv in cases.items():
                 res[case]["base"].append(wall([py, "-m", "aiprof", *argv], args.baseline))
+                if case.endswith("(first)"):
+                    kept.unlink(missing_ok=True)
                 res[case]["ours"].append(wall([py, "-m", "aiprof", *argv], ROOT))
+    print(f"load (/proc/loadavg): {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print(f"floor (python -c 'import duckdb, pyarrow'): {fmt(floor)}")
     print(f"{'command':24} {'baseline':>24} {'this tree':>24} {'speed-up':>8}  {'vs floor':>8}")
     for case, r in res.items():

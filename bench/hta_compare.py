@@ -6,7 +6,9 @@ Prints, per trace:
    the last step), against HTA as shipped (which rounds float-µs traces inward to whole
    µs) and against HTA with that rounding off (HTA_DISABLE_NS_ROUNDING=1);
 2. speed and memory: import seconds vs HTA's load seconds, their ratio, peak RSS of
-   each (separate child processes, so RSS is per tool and file);
+   each (separate child processes, so RSS is per tool and file), and the CPU seconds of
+   each (user + system, with waited-for children), which move less with the load of
+   shared cores than wall time;
 3. with --big: the same on a large trace made by repeating
    V100/df_index_resolver.json.gz N times in time (default 8, ~1.7M events), plus the
    time of each view against HTA's nearest analysis.
@@ -73,9 +75,12 @@ from aiprof.importers import import_paths
 # dispatcher asks, and the analysers that derive a large profile's tables.
 import aiprof.importers, aiprof.analysis.derived
 aiprof.importers.importers()
-t0 = time.perf_counter()
+def cpu():
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+t0, c0 = time.perf_counter(), cpu()
 out, ctx = import_paths([Path(sys.argv[1])], Path(sys.argv[2]))
-dt = time.perf_counter() - t0
+dt, dc = time.perf_counter() - t0, cpu() - c0
 rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before any view runs
 from aiprof.analysis import Query, run
 from aiprof.analysis.common import hta_device_window_sql
@@ -92,7 +97,7 @@ if len(sys.argv) > 3:
         run(fresh, v, Query.parse([], None, 50))
         view_s[v] = time.perf_counter() - t
         fresh.close()
-print(json.dumps({"seconds": dt, "events": sum(ctx.kinds.values()), "rss": rss_import,
+print(json.dumps({"seconds": dt, "cpu_seconds": dc, "events": sum(ctx.kinds.values()), "rss": rss_import,
   "device": dev, "window": [{k: (int(v) if v is not None else None) for k, v in r.items()} for r in win], "views": view_s}))
 """
 
@@ -179,14 +184,19 @@ def main() -> int:
         perf.append((f, ours, h))
     print()
     print("## Speed and memory: import (aiprof) vs load (HTA), one child process each")
+    print(f"load (/proc/loadavg): {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print(
         f"{'file':44} {'events':>8} {'aiprof s':>9} {'HTA s':>8} {'ratio':>7} {'aiprof RSS MB':>14} {'HTA RSS MB':>11}"
+        f" {'aiprof CPU s':>13} {'HTA CPU s':>10} {'CPU ratio':>9}"
     )
     for f, ours, h in perf:
         hs = h.get("load_seconds") or float("nan")
+        hc = h.get("load_cpu_seconds") or float("nan")
+        oc = ours.get("cpu_seconds") or float("nan")
         print(
             f"{f.parent.name + '/' + f.name[:30]:44} {ours['events']:>8} {ours['seconds']:>9.3f} {hs:>8.3f} {hs / ours['seconds']:>6.1f}x "
             f"{ours['rss'] / 2**20:>14.0f} {(h.get('peak_rss_bytes') or 0) / 2**20:>11.0f}"
+            f" {oc:>13.3f} {hc:>10.3f} {hc / oc:>8.1f}x"
         )
     if args.big:
         with tempfile.TemporaryDirectory(prefix="aiprof-big-") as tmp:

@@ -79,6 +79,15 @@ def _us_to_ns(value: Any) -> Any:
     return _jsonable(value * US_TO_NS)
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children (user + system): on shared
+    cores it moves less with the load than wall time does."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _rss_now_bytes() -> int | None:
     try:
         with open("/proc/self/status") as fh:
@@ -272,6 +281,7 @@ def _analyse_one(trace_file: Path) -> dict[str, Any]:
         # the file's "distributedInfo"; a symlink avoids copying large traces.
         os.symlink(trace_file.resolve(), Path(trace_dir) / trace_file.name)
         t0 = time.perf_counter()
+        c0 = _cpu_seconds()
         try:
             analyzer = TraceAnalysis(trace_dir=trace_dir)
         except Exception as exc:
@@ -282,6 +292,7 @@ def _analyse_one(trace_file: Path) -> dict[str, Any]:
             result["traceback"] = traceback.format_exc(limit=8)
             return result
         result["load_seconds"] = time.perf_counter() - t0
+        result["load_cpu_seconds"] = _cpu_seconds() - c0
         result["peak_rss_bytes"] = _peak_rss_bytes()
 
     result.update(probe)

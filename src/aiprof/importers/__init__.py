@@ -144,10 +144,11 @@ def import_paths(
         return _import(chosen, out, rank, progress, columnar=False, interval=sample_interval_ns)
 
 
-def _derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
+def _derive_at_import(folder: Path, meta: dict[str, Any]) -> bool:
     """The derived tables (store/derived.py) of a profile of DERIVE_MIN_EVENTS events or
     more, and the timeline's tables of a bigger one (web/timeline_store.py); the modules
-    that compute them are imported only then (a small import skips their start-up)."""
+    that compute them are imported only then (a small import skips their start-up).
+    True when it wrote any."""
     from ..store.derived import DERIVE_MIN_EVENTS
 
     if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
@@ -156,6 +157,8 @@ def _derive_at_import(folder: Path, meta: dict[str, Any]) -> None:
 
         derive(folder, meta)
         keep(folder, meta)
+        return True
+    return False
 
 
 def _import(

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_np import from_numpy
 from .vocabulary import step_number
 
 
@@ -82,7 +83,9 @@ class StepIndex:
     def _by_time(self, rank: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Step number holding each (rank, ts), or -1."""
         out = np.full(len(ts), -1, dtype=np.int64)
-        for r in np.unique(self.s_rank):
+        # sorted(set()), not np.unique: NumPy 2's unique imports numpy.ma (tens of ms of
+        # a small import); the step ranks are a handful.
+        for r in sorted(set(self.s_rank.tolist())):
             sel_s = self.s_rank == r
             starts, ends, nums = self.s_start[sel_s], self.s_end[sel_s], self.s_num[sel_s]
             sel = rank == r
@@ -118,7 +121,7 @@ class StepIndex:
             jc = np.clip(j, 0, len(self.l_key) - 1)
             found = self.l_key[jc] == key
             result[dev[found]] = self.l_step[jc[found]]
-        new = pa.array(result, type=pa.int32(), mask=result < 0)
+        new = from_numpy(result, pa.int32(), mask=result < 0)
         merged = pc.coalesce(step_col, new)
         idx = batch.schema.get_field_index("step")
         assert n == len(merged)

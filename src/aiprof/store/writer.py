@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..errors import AiprofError
+from .arrow_np import from_numpy
 from .schema import DEVICE_TYPES, KINDS, SCHEMA_VERSION, SCHEMAS
 from .steps import StepIndex
 
@@ -63,7 +64,7 @@ class ProfileWriter:
         path: str | os.PathLike[str],
         *,
         overwrite: bool = True,
-        derive: Callable[[Path, dict[str, Any]], None] | None = None,
+        derive: Callable[[Path, dict[str, Any]], bool] | None = None,
     ) -> None:
         self.path: Path = profile_path(path)
         """Final location of the profile folder."""
@@ -73,6 +74,8 @@ class ProfileWriter:
         self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{time.time_ns()}")
         self._tmp.mkdir()
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._sinks: list[pa.NativeFile] = []
+        """The buffered files under the writers (a writer given a stream leaves it open)."""
         self._steps = StepIndex()
         self._spool: list[pa.RecordBatch] = []
         self._spool_bytes = 0
@@ -99,7 +102,8 @@ class ProfileWriter:
         """The content of profile.json; importers fill it in."""
         self._derive = derive
         """Called at commit with the folder (tables and profile.json written) and the
-        metadata, to add derived tables (store/derived.py) before the folder is moved."""
+        metadata, to add derived tables (store/derived.py) before the folder is moved;
+        returns whether it added any (profile.json is then written again)."""
         self._committed = False
 
     # -- tables -------------------------------------------------------------------
@@ -154,8 +158,12 @@ class ProfileWriter:
     def _write(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
         w = self._writers.get(table)
         if w is None:
+            # Buffered: unbuffered, Parquet's writer makes a system call per page and
+            # header (over a hundred for a few rows).
+            sink = pa.output_stream(self._tmp / f"{table}.parquet", buffer_size=1 << 20)
+            self._sinks.append(sink)
             w = pq.ParquetWriter(
-                self._tmp / f"{table}.parquet",
+                sink,
                 SCHEMAS[table],
                 compression="zstd",
                 use_dictionary=True,
@@ -197,9 +205,12 @@ class ProfileWriter:
                 self._write("events", self._steps.apply(b))
             del pf
             spill.unlink()
-        else:
-            while self._spool:
-                self._write("events", self._steps.apply(self._spool.pop(0)))
+        elif self._spool:
+            # One write of the batches (one row group, each column compressed once), not
+            # one per batch: a small trace's few batches cost a row group each.
+            batches = [self._steps.apply(b) for b in self._spool]
+            self._spool.clear()
+            self._write("events", pa.Table.from_batches(batches, schema=SCHEMAS["events"]))
         self.rows["events"] = total
         if total and "events" not in self._writers:
             raise AssertionError("events spooled but none written")
@@ -230,6 +241,7 @@ class ProfileWriter:
         for w in self._writers.values():
             w.close()
         self._writers.clear()
+        self._close_sinks()
         if self.rows.get("memory"):
             from .memory_totals import derive_allocated
 
@@ -237,8 +249,7 @@ class ProfileWriter:
                 self.warn(message)
         self.meta["tables"] = dict(self.rows)
         write_meta(self._tmp, self.meta)
-        if self._derive is not None:
-            self._derive(self._tmp, self.meta)
+        if self._derive is not None and self._derive(self._tmp, self.meta):
             write_meta(self._tmp, self.meta)
         if self.path.exists():
             old = self.path.with_name(f".{self.path.name}.old-{time.time_ns()}")
@@ -262,7 +273,17 @@ class ProfileWriter:
             except Exception:
                 pass
         self._writers.clear()
+        for sink in self._sinks:
+            try:
+                sink.close()
+            except Exception:
+                pass
+        self._sinks.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _close_sinks(self) -> None:
+        while self._sinks:
+            self._sinks.pop().close()
 
     def __enter__(self) -> ProfileWriter:
         return self
@@ -284,7 +305,12 @@ def _column(v: Sequence[Any] | np.ndarray | pa.Array, typ: pa.DataType) -> tuple
     """``v`` as an Arrow array of ``typ``, and {row: value} of the values that do not fit
     it (an integer past int64, a list where a number belongs): those rows are null."""
     try:
-        arr = v if isinstance(v, pa.Array) else pa.array(v, type=typ, from_pandas=True)
+        if isinstance(v, pa.Array):
+            arr = v
+        elif isinstance(v, np.ndarray):
+            arr = from_numpy(v, typ)
+        else:
+            arr = pa.array(v, type=typ, from_pandas=True)
         if arr.type != typ:
             arr = arr.cast(typ)
         return arr, {}

@@ -1,0 +1,310 @@
+"""The overview ``aiprof report PROFILE`` prints, and its summary kept in the profile.
+
+The overview is computed once (its views and the advice: ~2 s on a 70k-event trace,
+most of a report) into a list of printable items: lines of rich markup and tables of
+formatted cells. A profile folder keeps them in ``overview.json`` beside its tables,
+keyed by profile.json's content and this aiprof's code (version, and its files' sizes
+and times), so the next
+``aiprof report PROFILE`` prints them without opening the store: no DuckDB, Arrow or
+NumPy import, a few tens of ms after Python's start. A profile whose profile.json
+changed (``aiprof import OLD.aiprof`` upgrades it), or a summary written by another
+aiprof, is computed again; a folder that cannot be written is computed each time.
+
+Only this module's reader runs on the fast path: it imports json, hashlib and rich.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..store import Profile
+
+SUMMARY_FILE = "overview.json"
+#: Bumped whenever the items, or a rule that makes them, change.
+SUMMARY_VERSION = 1
+
+Item = dict[str, Any]
+#: A table column: name, justify, overflow (None: rich's default), max width.
+Col = tuple[str, str, str | None, int | None]
+
+
+# -- the summary file ------------------------------------------------------------------
+
+
+def _code_stamp() -> str:
+    """The aiprof package's Python files by name, size and mtime: a summary made by other
+    code (an edited checkout, another install of the same version) is not reused."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("node_modules", "__pycache__") and not d.startswith("."))
+        for f in sorted(filenames):
+            if f.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, f))
+                h.update(f"{dirpath}/{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def _key(meta_bytes: bytes) -> str:
+    h = hashlib.sha256(meta_bytes)
+    h.update(f"\0{__version__}\0{SUMMARY_VERSION}\0{_code_stamp()}".encode())
+    return h.hexdigest()
+
+
+def _meta_bytes(folder: Path) -> bytes | None:
+    try:
+        return (folder / "profile.json").read_bytes()
+    except OSError:
+        return None
+
+
+def read_summary(folder: Path) -> list[Item] | None:
+    """The overview's items kept in ``folder``, when they were made from its current
+    profile.json by this aiprof; else None."""
+    meta = _meta_bytes(folder)
+    if meta is None:
+        return None
+    try:
+        doc = json.loads((folder / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != _key(meta) or not isinstance(doc.get("items"), list):
+        return None
+    items: list[Item] = doc["items"]
+    return items
+
+
+def write_summary(folder: Path, meta: bytes, items: list[Item]) -> bool:
+    """Keep ``items`` in ``folder`` (whole or not at all); False when it cannot be written."""
+    tmp = folder / f".{SUMMARY_FILE}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps({"key": _key(meta), "items": items}))
+        os.replace(tmp, folder / SUMMARY_FILE)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def single_profile(paths: tuple[str, ...]) -> Path | None:
+    """The one profile folder named by ``paths`` (store.is_profile's test, without
+    importing the store), else None."""
+    if len(paths) != 1:
+        return None
+    p = Path(paths[0])
+    return p if p.is_dir() and (p / "profile.json").is_file() and not (p / "cluster" / "index.json").exists() else None
+
+
+# -- computing the items -----------------------------------------------------------------
+
+
+def _line(text: str, highlight: bool = True) -> Item:
+    return {"t": "line", "text": text, "highlight": highlight}
+
+
+def _table(title: str, cols: list[Col], rows: list[list[str]], plain: bool) -> Item:
+    """A table; ``plain``: cells are shown as text (no markup), as rich.text.Text."""
+    return {"t": "table", "title": title, "cols": [list(c) for c in cols], "rows": rows, "plain": plain}
+
+
+def _split(title: str, rows: list[dict[str, Any]]) -> Item:
+    from ..render.terminal import format_cell
+
+    cols: list[Col] = [("category", "left", None, None), ("time (µs)", "right", None, None), ("%", "right", None, None)]
+    cells = [[r["category"], format_cell(r["time_us"]), format_cell(r["percent"])] for r in rows]
+    return _table(title, cols, cells, plain=False)
+
+
+def _top(table: pa.Table, title: str, cols: list[str]) -> Item:
+    from ..render.terminal import format_cell
+
+    spec: list[Col] = []
+    for c in cols:
+        text = c in ("name", "function")
+        spec.append((c, "left" if text else "right", "fold", 70 if text else None))
+    rows = [[format_cell(v) for v in row.values()] for row in table.select(cols).to_pylist()]
+    return _table(title, spec, rows, plain=True)
+
+
+def _device_label(d: dict[str, Any]) -> str:
+    """A device's name, else its type and index (an SMI log names no model): never "None"."""
+    if d.get("name"):
+        return str(d["name"])
+    return " ".join(str(d[k]) for k in ("type", "index") if d.get(k) is not None) or "unnamed device"
+
+
+def compute_items(prof: Profile) -> list[Item]:
+    """The overview of an opened profile, after its header line (which names the paths
+    as given): profile facts, the all-steps split, device time, advice, top tables."""
+    from rich.markup import escape
+
+    from ..analysis import Query, run
+    from ..render.terminal import format_cell
+
+    items: list[Item] = []
+    metas = prof.metas
+    ranks = sorted({r for m in metas for r in m.get("ranks", [])})
+    srcs = [s for m in metas for s in m.get("sources", [])]
+    if srcs:
+        items.append(
+            _line(
+                "sources: "
+                + escape(", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
+            )
+        )
+    labels = ", ".join(sorted({_device_label(d) for d in prof.devices})) or "-"
+    items.append(_line(escape(f"ranks: {ranks or '-'}   devices: " + labels)))
+    for w in prof.warnings:
+        items.append(_line(f"[yellow]warning:[/yellow] {escape(w)}"))
+    if any(m.get("partial") for m in metas):
+        items.append(_line("[yellow]this profile is partial: the recording or file was cut short[/yellow]"))
+    ov = run(prof, "overview", Query()).table.to_pylist()
+    st = run(prof, "steps", Query()).table
+    items.append(_line(escape(steps_line(metas, st.to_pylist()))))
+    items.extend(_energy(prof))
+    for rank in sorted({r["rank"] for r in ov}):
+        mine = [r for r in ov if r["rank"] == rank and r["step"] is None]
+        bd = [r for r in mine if r["section"] == "breakdown"]
+        ph = [r for r in mine if r["section"] == "phases"]
+        # Without operator events the breakdown is all "other": the phases say more.
+        if not ph or any(r["time_us"] for r in bd if r["category"] != "other"):
+            items.append(_split(f"rank {rank}: step time breakdown (all steps)", bd))
+        if ph:
+            title = f"rank {rank}: step time by phase (all steps, from Python samples)"
+            items.append(_split(title, [r for r in ph if r["time_us"]]))
+        dev = [r for r in ov if r["rank"] == rank and r["section"] in ("device", "utilization")]
+        if dev and not any(r["time_us"] for r in dev):
+            # A host-only recording: a table of zeros would read as an idle device.
+            items.append(_line(f"rank {rank}: no device activity in the profile"))
+        elif dev:
+            cols: list[Col] = [
+                ("figure", "left", None, None),
+                ("time (µs)", "right", None, None),
+                ("%", "right", None, None),
+            ]
+            cells = [
+                [
+                    {"device_busy": "busy (of step time)"}.get(r["category"], f"{r['category']} (of active span)"),
+                    format_cell(r["time_us"]),
+                    format_cell(r["percent"]),
+                ]
+                for r in dev
+            ]
+            items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
+    items.extend(_advice(prof))
+    top = run(prof, "kernels", Query.parse([], "-total_us", 5)).table
+    if top.num_rows:
+        items.append(_top(top, "top kernels by total time", ["name", "count", "total_us", "pct"]))
+    ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
+    if ops.num_rows and "host_self_us" in ops.column_names:
+        items.append(_top(ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"]))
+    if prof.tables.get("samples"):
+        py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
+        if py.num_rows:
+            items.append(
+                _top(py, "top Python functions by sampled self time", ["function", "self_pct", "self_ms", "total_pct"])
+            )
+    items.append(
+        _line(
+            "[dim]more: aiprof report PROFILE --view "
+            "steps|operators|kernels|idle|memory|counters|energy|python|events[/dim]"
+        )
+    )
+    return items
+
+
+def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
+    """ "steps: N per rank" (or each rank's count when they differ), and how they were found."""
+    per: dict[int, int] = {}
+    for r in steps:
+        if r["step"] is not None:
+            per[r["rank"]] = per.get(r["rank"], 0) + 1
+    if not per:
+        text = "steps: none found (mark them with aiprof.record.mark_step())"
+    elif len(set(per.values())) == 1:
+        n = next(iter(per.values()))
+        text = f"steps: {n}" + (f" per rank ({len(per)} ranks)" if len(per) > 1 else "")
+    else:
+        text = "steps: " + ", ".join(f"rank {r}: {n}" for r, n in sorted(per.items()))
+    rules = {str((m.get("record") or {}).get("steps", {}).get("rule")) for m in metas if m.get("record")}
+    if not rules:  # an imported trace: the recording package is not worth its import
+        return text
+    from ..record.finalizer import HOW_TEXT
+
+    words = [HOW_TEXT[r] for r in sorted(rules) if r in HOW_TEXT]
+    return text + (f" ({'; '.join(words)})" if per and words else "")
+
+
+def _energy(prof: Profile) -> list[Item]:
+    """One line per device with power or energy counters (docs/energy.md)."""
+    from ..analysis.energy import device_summary
+    from ..render.terminal import format_cell
+
+    out = []
+    for e in device_summary(prof):
+        line = f"energy: rank {e['rank']} {e['device_type']} {e['device']}: {format_cell(e['energy_j'])} J"
+        line += f" (±{format_cell(e['error_j'])}), {format_cell(e['avg_w'])} W average"
+        if e["j_per_step"] is not None:
+            line += f", {format_cell(e['j_per_step'])} J per step"
+        if e["j_per_sample"] is not None:
+            line += f", {format_cell(e['j_per_sample'])} J per sample"
+        out.append(_line(line, highlight=False))
+    return out
+
+
+def _advice(prof: Profile) -> list[Item]:
+    """The three advice items with the largest expected gain, when the proposer exists."""
+    try:
+        from .. import advise as adv  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return []
+    from rich.markup import escape
+
+    found = adv.advise(prof)[:3]
+    if not found:
+        return []
+    out = [_line("[bold]top advice[/bold] (aiprof advise PROFILE for all)")]
+    for a in found:
+        out.append(
+            _line(escape(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)"))
+        )
+    return out
+
+
+# -- printing ----------------------------------------------------------------------------
+
+
+def print_overview(paths: list[Path] | list[str], items: list[Item]) -> None:
+    """Print the overview: its header line, then ``items``."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    console.print(f"[bold]aiprof report[/bold]  {escape(', '.join(str(p) for p in paths))}")
+    for it in items:
+        if it["t"] == "line":
+            console.print(it["text"], highlight=bool(it["highlight"]))
+            continue
+        t = Table(title=it["title"], header_style="bold")
+        for name, justify, overflow, max_width in it["cols"]:
+            if overflow is None:
+                t.add_column(name, justify=justify)
+            else:
+                t.add_column(name, justify=justify, overflow=overflow, max_width=max_width)
+        for row in it["rows"]:
+            t.add_row(*([Text(c) for c in row] if it["plain"] else row))
+        console.print(t)
