@@ -73,17 +73,24 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     from ..store import open_profile
     from .job import job_facts
     from .summary import summarize
+    from .summary_mem import summarize_events
 
-    path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank)
+    path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank, keep_events=True)
     meta_file = path / "profile.json"
     meta = json.loads(meta_file.read_text())
     meta["rank_from"] = rf.how
     if warning:
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
-    with open_profile(path) as prof:
-        prof.con.execute("SET threads TO 1")
-        tables = summarize(prof)
+    # The events just written, still in memory, answer the summaries without reading the
+    # profile back; where they cannot answer exactly (summary_mem.py), the SQL does.
+    events, ctx.writer.kept_events = ctx.writer.kept_events, None
+    tables = summarize_events(events, path, meta) if events is not None else None
+    del events
+    if tables is None:
+        with open_profile(path) as prof:
+            prof.con.execute("SET threads TO 1")
+            tables = summarize(prof)
     return {
         "rank": rf.rank,
         "tables": tables,

@@ -64,6 +64,7 @@ class ProfileWriter:
         *,
         overwrite: bool = True,
         derive: Callable[[Path, dict[str, Any]], None] | None = None,
+        keep_events: bool = False,
     ) -> None:
         self.path: Path = profile_path(path)
         """Final location of the profile folder."""
@@ -101,6 +102,11 @@ class ProfileWriter:
         """Called at commit with the folder (tables and profile.json written) and the
         metadata, to add derived tables (store/derived.py) before the folder is moved."""
         self._committed = False
+        self._keep_events = keep_events
+        self.kept_events: pa.Table | None = None
+        """With ``keep_events``: after commit, the events table exactly as written to
+        events.parquet (steps assigned), when it stayed in memory (not spilled past
+        ``SPOOL_BYTES``); else None. What a caller summarises without reading it back."""
 
     # -- tables -------------------------------------------------------------------
 
@@ -198,8 +204,14 @@ class ProfileWriter:
             del pf
             spill.unlink()
         else:
+            kept: list[pa.RecordBatch] = []
             while self._spool:
-                self._write("events", self._steps.apply(self._spool.pop(0)))
+                b = self._steps.apply(self._spool.pop(0))
+                self._write("events", b)
+                if self._keep_events:
+                    kept.append(b)
+            if self._keep_events:
+                self.kept_events = pa.Table.from_batches(kept, schema=SCHEMAS["events"])
         self.rows["events"] = total
         if total and "events" not in self._writers:
             raise AssertionError("events spooled but none written")
