@@ -199,3 +199,25 @@ def test_a_task_lost_whole_fails_each_of_its_ranks() -> None:
     for o in got[2:]:
         assert o.value == 10 * o.item or "KilledWorker" in (o.error or "")
     assert any(o.value for o in got[2:])
+
+
+@pytest.mark.parametrize("gz", [True, False], ids=["gzip", "json"])
+def test_distributed_info_read_a_step_at_a_time(tmp_path: Path, gz: bool) -> None:
+    """The rank's distributedInfo is found where it is in the first 4 MiB (before the
+    events, or after 200 KiB of them), and not past them, as the whole head would say."""
+    from aiprof.cluster.job import HEAD_BYTES, distributed_info
+
+    info = {"rank": 3, "world_size": 8, "backend": "nccl", "note": "é" * 10}
+    ev = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
+    one = len(json.dumps(ev)) + 2
+
+    def write(name: str, n_before: int) -> Path:
+        text = '{"traceEvents": [' + ", ".join([json.dumps(ev)] * n_before) + '], "distributedInfo": '
+        text += json.dumps(info, ensure_ascii=False) + "}"
+        p = tmp_path / name
+        p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+        return p
+
+    assert distributed_info(write("first.json", 0)) == info
+    assert distributed_info(write("after.json", (200 << 10) // one)) == info
+    assert distributed_info(write("past.json", HEAD_BYTES // one + 10)) is None
