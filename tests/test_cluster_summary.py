@@ -144,7 +144,7 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
     alone, in the middle of a group), its tables the reference summaries of the profile
     it wrote; the LocalCluster's workers run without Dask's malloc trim and profiler."""
     pytest.importorskip("distributed", reason="the cluster extra (dask, distributed) is not installed")
-    from aiprof.cluster.engine import Where, client, map_tasks, per_task
+    from aiprof.cluster.engine import Where, client, local_config, map_tasks, per_task
     from aiprof.cluster.job import expand, plan
     from aiprof.cluster.parallel import import_rank
 
@@ -165,6 +165,11 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
         got = map_tasks(
             c, import_rank, job.files, (str(out), None, None), lambda d, f, r: changes.append((d, f, r)), group=4
         )
+    # Its workers were forked from a fork server, stopped (and waited for) with the cluster.
+    from multiprocessing import forkserver
+
+    assert local_config()["distributed.worker.multiprocessing-method"] == "forkserver"
+    assert forkserver._forkserver._forkserver_pid is None  # type: ignore[attr-defined]
     assert [o.item.rank for o in got] == list(range(9))
     assert [o.error is not None for o in got] == [r == 6 for r in range(9)]
     assert "holds no events" in (got[6].error or "")
@@ -176,6 +181,15 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
             ref = summarize(prof)
         assert_same(o.value["tables"], ref)
     assert per_task(17, 2) == 1 and per_task(64, 2) == 4 and per_task(1024, 2) == 4
+
+
+def test_spawned_workers_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiprof.cluster.engine import ENV_START, local_config
+
+    monkeypatch.setenv(ENV_START, "spawn")
+    assert local_config()["distributed.worker.multiprocessing-method"] == "spawn"
+    monkeypatch.setenv(ENV_START, "no-such-method")
+    assert "distributed.worker.multiprocessing-method" not in local_config()
 
 
 def test_a_task_lost_whole_fails_each_of_its_ranks() -> None:
