@@ -1,7 +1,10 @@
-"""Import the rank files of one job in parallel: one Dask task per rank, then the index.
+"""Import the rank files of one job in parallel: one rank task per file (up to 4 of them
+in one Dask task, :func:`.engine.per_task`), then the index.
 
-Each task imports its file into ``OUT/rank<N>.aiprof`` in the worker process, opens it
-and returns the rank's summaries (:mod:`.summary`, a few KiB); the client gathers them
+Each rank task imports its file into ``OUT/rank<N>.aiprof`` in the worker process and
+returns the rank's summaries (a few KiB), computed from the events it has just written,
+still in memory (:mod:`.summary_mem`; :mod:`.summary`'s SQL over the profile read back
+where that path declines); the client gathers them
 into the cluster index (:mod:`.index`). A failed rank is reported and skipped. The
 client never holds a rank's events: its memory is bounded by the index. OUT may be an
 fsspec URL (:mod:`.storage`): a task then imports into its worker's scratch folder and
