@@ -87,6 +87,25 @@ print(json.dumps(out))
 """
 
 
+def autogroup_note(load: float) -> str:
+    """Why a loaded machine hides the parallel speedup, when it does: with the kernel's
+    autogroup scheduling on, CPU time is shared fairly between sessions, so the Dask
+    workers (one session with the bench) get no more CPU together than the serial
+    import alone once other sessions keep every core busy; the wall-clock ratio is then
+    about the inverse of the CPU ratio."""
+    try:
+        on = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return ""
+    cores = os.cpu_count() or 1
+    if not on or load <= cores:
+        return ""
+    return (
+        f"  (load {load:.1f} > {cores} cores with autogroup scheduling: this session's processes share one "
+        "session's CPU share, so the wall-clock ratio is bounded by serial CPU / Dask CPU)"
+    )
+
+
 def child_cpu() -> float:
     """CPU seconds (user + sys) of the waited-for child processes (and theirs) so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -183,6 +202,9 @@ def main() -> int:
                     f"  aiprof serial (one process): {ser:.1f} s (CPU {scpu:.1f} s) -> Dask is {ser / par:.2f}x faster"
                     f" (CPU seconds: Dask {pcpu / scpu:.2f}x the serial's)"
                 )
+                note = autogroup_note(max(load, os.getloadavg()[0]))
+                if note:
+                    print(note)
                 if not args.no_hta:
                     h, note = hta(work / f"traces{n}", args.hta_timeout)
                     if h is None:

@@ -96,6 +96,22 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
         ORDER BY rank, pid, tid, ts
         """,
     )
+    nbytes = launch_sizes(c, h)
+    out = {
+        "rank": c["rank"],
+        "device": c["device"],
+        "name": c["name"],
+        "ts": c["ts"],
+        "dur": c["dur"],
+        "bytes": nbytes,
+    }
+    return _with_host_collectives(profile, out)
+
+
+def launch_sizes(c: dict[str, np.ndarray], h: dict[str, np.ndarray]) -> np.ndarray:
+    """Bytes of each device collective (``c``: rank, pid, tid, lts, launched; -1 unknown)
+    from the innermost host call (``h``: rank, pid, tid, ts, te, name, args, ordered by
+    rank, pid, tid, ts) that covers its launch on the launching thread."""
     hosts: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
     for r, p, t, ts, te, n, a in zip(
         h["rank"], h["pid"], h["tid"], h["ts"], h["te"], h["name"], h["args"], strict=True
@@ -123,15 +139,7 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
                 nbytes[i] = lst[j][2]
                 break
             j -= 1
-    out = {
-        "rank": c["rank"],
-        "device": c["device"],
-        "name": c["name"],
-        "ts": c["ts"],
-        "dur": c["dur"],
-        "bytes": nbytes,
-    }
-    return _with_host_collectives(profile, out)
+    return nbytes
 
 
 def _with_host_collectives(profile: Profile, dev: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -21,6 +21,38 @@ from ..errors import AiprofError
 
 ENV_SCHEDULER = "AIPROF_DASK_SCHEDULER"
 ENV_SCHEDULER_FILE = "AIPROF_DASK_SCHEDULER_FILE"
+#: How the LocalCluster starts its worker processes (multiprocessing start method).
+ENV_START = "AIPROF_DASK_START"
+
+
+#: Dask settings of the LocalCluster aiprof starts (an existing cluster keeps its own).
+#: Its workers run short CPU-bound tasks: Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (memory
+#: handed back to the OS at every free, for long-lived workers) made each rank's import
+#: cost 40-60% more CPU than in one process, and the statistical profiler and the
+#: monitors sampling every few ms cost more CPU the longer a loaded machine makes a task
+#: last. ``None`` unsets an environment variable for the worker processes.
+LOCAL_CONFIG: dict[str, Any] = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+
+
+def local_config() -> dict[str, Any]:
+    """LOCAL_CONFIG, and workers forked from a server process that has imported Dask and
+    its packages once (``forkserver``, which Dask supports) instead of each spawned
+    worker importing them, where the platform has it (``AIPROF_DASK_START=spawn`` keeps
+    Dask's default)."""
+    import multiprocessing
+
+    cfg = dict(LOCAL_CONFIG)
+    start = os.environ.get(ENV_START, "forkserver")
+    if start in multiprocessing.get_all_start_methods():
+        cfg["distributed.worker.multiprocessing-method"] = start
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -76,19 +108,36 @@ def client(where: Where) -> Iterator[Any]:
         finally:
             c.close()
         return
-    cluster = distributed.LocalCluster(
-        n_workers=where.workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=logging.ERROR,
-    )
+    import dask
+
+    cfg = local_config()
+    with dask.config.set(cfg):
+        cluster = distributed.LocalCluster(
+            n_workers=where.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        )
     c = distributed.Client(cluster)
     try:
         yield c
     finally:
         c.close()
         cluster.close()
+        if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
+            _stop_forkserver()
+
+
+def _stop_forkserver() -> None:
+    """End the fork server once its workers are gone, and wait for it: no process
+    outlives the import, and its CPU time (its workers' too) counts as this process's
+    children's, as spawned workers' does."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if callable(stop):
+        stop()
 
 
 @dataclass
@@ -98,6 +147,36 @@ class Outcome:
     error: str | None = None
 
 
+#: At most this many items in one task (a task per item costs the scheduler, the client
+#: and the worker a round trip each; a few per task keep the progress and the load
+#: balance fine-grained).
+MAX_PER_TASK = 4
+#: Tasks per worker thread at least, before items are grouped.
+TASKS_PER_SLOT = 8
+
+
+def per_task(n_items: int, slots: int) -> int:
+    """How many items one task runs: 1 up to TASKS_PER_SLOT tasks per slot, then more,
+    up to MAX_PER_TASK."""
+    return max(1, min(MAX_PER_TASK, n_items // max(1, slots * TASKS_PER_SLOT)))
+
+
+def run_items(fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list[tuple[bool, Any]]:
+    """One task: ``fn(item, *args)`` for each item, each failure kept as its one-line
+    error (the others still run)."""
+    out: list[tuple[bool, Any]] = []
+    for item in items:
+        try:
+            out.append((True, fn(item, *args)))
+        except Exception as e:  # an item's own failure: reported, the others go on
+            out.append((False, _error_line(e)))
+    return out
+
+
+def _error_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
 def map_tasks(
     c: Any,
     fn: Callable[..., Any],
@@ -105,24 +184,36 @@ def map_tasks(
     args: tuple[Any, ...],
     on_change: Callable[[int, int, int], None] = lambda _d, _f, _r: None,
     on_result: Callable[[Outcome], None] = lambda _o: None,
+    group: int | None = None,
 ) -> list[Outcome]:
-    """Run ``fn(item, *args)`` for each item as one task; a failed task is an outcome with
-    its error, never the end of the job. ``on_change(done, failed, running)``."""
+    """Run ``fn(item, *args)`` for each item, ``group`` items per task (default:
+    :func:`per_task`); a failed item is an outcome with its error, never the end of the
+    job (a task that fails whole, its worker lost, fails each of its items).
+    ``on_change(done, failed, running)``."""
     distributed = _dask()
     slots = max(sum(c.nthreads().values()), 1)
-    futures = {c.submit(fn, item, *args, key=f"aiprof-import-{i}", pure=False): i for i, item in enumerate(items)}
+    k = group or per_task(len(items), slots)
+    chunks = [list(range(i, min(i + k, len(items)))) for i in range(0, len(items), k)]
+    futures = {
+        c.submit(run_items, fn, [items[i] for i in idx], *args, key=f"aiprof-import-{j}", pure=False): idx
+        for j, idx in enumerate(chunks)
+    }
     out: list[Outcome | None] = [None] * len(items)
     done = failed = 0
     for fut in distributed.as_completed(futures):
-        i = futures[fut]
+        idx = futures[fut]
         try:
-            res = Outcome(items[i], value=fut.result())
-            done += 1
-        except Exception as e:  # a task's own failure: reported, the others go on
-            res = Outcome(items[i], error=f"{type(e).__name__}: {e}".splitlines()[0])
-            failed += 1
+            results: list[tuple[bool, Any]] = fut.result()
+        except Exception as e:  # the task itself failed (a lost worker): each item did
+            results = [(False, _error_line(e))] * len(idx)
         fut.release()
-        out[i] = res
-        on_result(res)
+        for i, (ok, value) in zip(idx, results, strict=True):
+            res = Outcome(items[i], value=value) if ok else Outcome(items[i], error=value)
+            if ok:
+                done += 1
+            else:
+                failed += 1
+            out[i] = res
+            on_result(res)
         on_change(done, failed, min(slots, len(items) - done - failed))
     return [o for o in out if o is not None]

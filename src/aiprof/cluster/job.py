@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,21 @@ def read_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
 
 
 def distributed_info(path: Path) -> dict[str, Any] | None:
-    """The trace's ``distributedInfo`` object, when it is in the file's head."""
-    head = read_head(path)
+    """The trace's ``distributedInfo`` object, when it is in the file's first
+    ``HEAD_BYTES`` (decompressed). The head is read a step at a time until the object is
+    whole: Kineto writes it before the events, so most files are read for 64 KiB, not
+    decompressed to 4 MiB (the client reads every rank's file before the import)."""
+    head = b""
+    for head in _growing_head(path):
+        found = _find_info(head)
+        if found is not None:
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def _find_info(head: bytes) -> object | None:
+    """The value after the first ``"distributedInfo"`` of ``head`` when it parses whole
+    there (a dict, or False when it is no object), None when more of the file may tell."""
     i = head.find(b'"distributedInfo"')
     if i < 0:
         return None
@@ -88,7 +102,40 @@ def distributed_info(path: Path) -> dict[str, Any] | None:
         obj, _ = json.JSONDecoder().raw_decode(head[j:].decode("utf-8", "replace"))
     except ValueError:
         return None
-    return obj if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else False
+
+
+def _growing_head(path: Path, limit: int = HEAD_BYTES, step: int = 1 << 16) -> Iterator[bytes]:
+    """Longer and longer heads of ``path`` (decompressed), the last ``read_head``'s."""
+    with path.open("rb") as f:
+        magic = f.read(2)
+        if magic != b"\x1f\x8b":
+            data = magic
+            while True:
+                more = f.read(min(step, limit - len(data)))
+                data += more
+                yield data
+                if not more or len(data) >= limit:
+                    return
+        f.seek(0)
+        d = zlib.decompressobj(wbits=31)
+        data = b""
+        taken = 0  # read_head reads at most ``limit`` compressed bytes
+        try:
+            while len(data) < limit:
+                raw = f.read(min(step, limit - taken))
+                taken += len(raw)
+                if not raw:
+                    break
+                data += d.decompress(raw, limit - len(data))
+                yield data
+                while d.unconsumed_tail and len(data) < limit:
+                    data += d.decompress(d.unconsumed_tail, limit - len(data))
+                    yield data
+                if d.eof:
+                    break
+        except zlib.error:
+            yield read_head(path, limit)
 
 
 def job_facts(dist: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,7 +1,10 @@
-"""Import the rank files of one job in parallel: one Dask task per rank, then the index.
+"""Import the rank files of one job in parallel: one rank task per file (up to 4 of them
+in one Dask task, :func:`.engine.per_task`), then the index.
 
-Each task imports its file into ``OUT/rank<N>.aiprof`` in the worker process, opens it
-and returns the rank's summaries (:mod:`.summary`, a few KiB); the client gathers them
+Each rank task imports its file into ``OUT/rank<N>.aiprof`` in the worker process and
+returns the rank's summaries (a few KiB), computed from the events it has just written,
+still in memory (:mod:`.summary_mem`; :mod:`.summary`'s SQL over the profile read back
+where that path declines); the client gathers them
 into the cluster index (:mod:`.index`). A failed rank is reported and skipped. The
 client never holds a rank's events: its memory is bounded by the index. OUT may be an
 fsspec URL (:mod:`.storage`): a task then imports into its worker's scratch folder and
@@ -73,17 +76,24 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     from ..store import open_profile
     from .job import job_facts
     from .summary import summarize
+    from .summary_mem import summarize_events
 
-    path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank)
+    path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank, keep_events=True)
     meta_file = path / "profile.json"
     meta = json.loads(meta_file.read_text())
     meta["rank_from"] = rf.how
     if warning:
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
-    with open_profile(path) as prof:
-        prof.con.execute("SET threads TO 1")
-        tables = summarize(prof)
+    # The events just written, still in memory, answer the summaries without reading the
+    # profile back; where they cannot answer exactly (summary_mem.py), the SQL does.
+    events, ctx.writer.kept_events = ctx.writer.kept_events, None
+    tables = summarize_events(events, path, meta) if events is not None else None
+    del events
+    if tables is None:
+        with open_profile(path) as prof:
+            prof.con.execute("SET threads TO 1")
+            tables = summarize(prof)
     return {
         "rank": rf.rank,
         "tables": tables,

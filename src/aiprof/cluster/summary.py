@@ -28,6 +28,8 @@ plus ``ts``), so ranks recorded on different clock origins line up.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -108,22 +110,26 @@ def canonical_op(name: str) -> str:
 
 
 def summarize(profile: Profile) -> dict[str, pa.Table]:
-    """The ``steps``, ``collectives`` and ``ranks`` tables of ``profile`` (module doc)."""
+    """The ``steps``, ``collectives`` and ``ranks`` tables of ``profile`` (module doc).
+
+    The reference computation, by SQL over the profile's views; :func:`summarize_events`
+    answers the same from one rank's events in memory."""
     origin = profile.time_origin_ns
     w = step_windows(profile)
-    return {
-        "steps": _steps(profile, w, origin),
-        "collectives": _collectives(profile, w, origin),
-        "ranks": _ranks(profile),
-    }
-
-
-def _steps(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
     d = fetch(
         profile,
         f"SELECT rank, kind = 'collective' AS comm, kind = 'kernel' AS kern, ts, ts + dur AS te FROM events "
         f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL} AND dur > 0",
     )
+    return {
+        "steps": _steps(d, w, origin),
+        "collectives": _collectives(_collective_rows(profile), lambda: _host_bytes(collectives(profile)), w, origin),
+        "ranks": _ranks(profile.paths, profile.metas),
+    }
+
+
+def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int) -> pa.Table:
+    """``d``: the device busy intervals (rank, comm, kern, ts, te) of the profile."""
     cols: dict[str, list[Any]] = {n: [] for n in STEPS_SCHEMA.names}
     for r in np.unique(w["rank"]):
         wsel = np.flatnonzero(w["rank"] == r)
@@ -148,10 +154,11 @@ def _steps(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
     return pa.table(cols, schema=STEPS_SCHEMA)
 
 
-def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.Table:
-    # What the collective kernel itself says (newer PyTorch copies the call's
-    # parameters into it), with the launching call's as the fallback.
-    k = profile.sql(
+def _collective_rows(profile: Profile) -> list[dict[str, Any]]:
+    """Each device collective with what its kernel's args say (newer PyTorch copies the
+    call's parameters into it), the launching call's ``record_param_comms`` as the
+    fallback, ordered by rank and start."""
+    rows: list[dict[str, Any]] = profile.sql(
         """
         WITH l AS (SELECT rank, correlation, arg_min(external_id, ts) AS ext FROM events
                    WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
@@ -181,11 +188,24 @@ def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.
         ORDER BY d.rank, d.ts
         """
     ).to_pylist()
-    # Sizes from the enclosing host call (analysis.communication), by rank and start.
-    host = collectives(profile)
-    host_bytes = {
-        (int(r), int(t)): int(b) for r, t, b in zip(host["rank"], host["ts"], host["bytes"], strict=True) if b >= 0
-    }
+    return rows
+
+
+def _host_bytes(host: dict[str, np.ndarray]) -> dict[tuple[int, int], int]:
+    """(rank, start) -> bytes of the collectives whose enclosing host call says them."""
+    return {(int(r), int(t)): int(b) for r, t, b in zip(host["rank"], host["ts"], host["bytes"], strict=True) if b >= 0}
+
+
+def _collectives(
+    k: list[dict[str, Any]],
+    sizes: Callable[[], dict[tuple[int, int], int]],
+    w: dict[str, np.ndarray],
+    origin: int,
+) -> pa.Table:
+    """The collectives table from :func:`_collective_rows`' rows; ``sizes`` (asked only
+    when a row needs it) gives the sizes from the enclosing host call
+    (analysis.communication), by rank and start."""
+    host_bytes: dict[tuple[int, int], int] | None = None
     cols: dict[str, list[Any]] = {n: [] for n in COLLECTIVES_SCHEMA.names}
     ordinal: dict[tuple[int, str, str], int] = {}
     steps_by_rank: dict[int, np.ndarray] = {}
@@ -208,6 +228,8 @@ def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.
         if size and n:
             nbytes = n * size
         else:
+            if host_bytes is None:
+                host_bytes = sizes()
             nbytes = host_bytes.get((r, int(x["ts"])))
         cols["rank"].append(r)
         cols["step"].append(step if step >= 0 else None)
@@ -223,9 +245,9 @@ def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.
     return pa.table(cols, schema=COLLECTIVES_SCHEMA)
 
 
-def _ranks(profile: Profile) -> pa.Table:
+def _ranks(paths: Sequence[Path], metas: Sequence[dict[str, Any]]) -> pa.Table:
     rows: list[dict[str, Any]] = []
-    for path, meta in zip(profile.paths, profile.metas):
+    for path, meta in zip(paths, metas):
         dist = meta.get("distributed") or {}
         src = (meta.get("sources") or [{}])[0].get("path")
         for r in meta.get("ranks") or [0]:

@@ -128,20 +128,23 @@ def import_paths(
     rank: int | None = None,
     progress: Callable[[int], None] = lambda _n: None,
     sample_interval_ns: int | None = None,
+    keep_events: bool = False,
 ) -> tuple[Path, ImportContext]:
     """Import ``paths`` into one profile at ``out`` (written atomically).
 
-    ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs)."""
+    ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs).
+    ``keep_events``: leave the events table as written in ``ctx.writer.kept_events``
+    (store/writer.py), for a caller that summarises it without reading it back."""
     from .kineto.columnar import ColumnarUnavailable
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
-        return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns)
+        return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns, keep=keep_events)
     except ColumnarUnavailable as e:
         # DuckDB stopped part-way through a trace (a damaged event deep in the file):
         # the half-written profile is gone; the event path reads what can be read.
         log.info("columnar import stopped (%s); importing again event by event", e)
-        return _import(chosen, out, rank, progress, columnar=False, interval=sample_interval_ns)
+        return _import(chosen, out, rank, progress, columnar=False, interval=sample_interval_ns, keep=keep_events)
 
 
 def _derive_at_import(folder: Path, meta: dict[str, Any]) -> bool:
@@ -169,11 +172,12 @@ def _import(
     *,
     columnar: bool,
     interval: int | None = None,
+    keep: bool = False,
 ) -> tuple[Path, ImportContext]:
     from ..store.writer import ProfileWriter
     from .kineto.columnar import ColumnarUnavailable
 
-    with ProfileWriter(out, derive=_derive_at_import) as writer:
+    with ProfileWriter(out, derive=_derive_at_import, keep_events=keep) as writer:
         ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)
         for p, imp in chosen:
             try:

@@ -65,6 +65,7 @@ class ProfileWriter:
         *,
         overwrite: bool = True,
         derive: Callable[[Path, dict[str, Any]], bool] | None = None,
+        keep_events: bool = False,
     ) -> None:
         self.path: Path = profile_path(path)
         """Final location of the profile folder."""
@@ -105,6 +106,11 @@ class ProfileWriter:
         metadata, to add derived tables (store/derived.py) before the folder is moved;
         returns whether it added any (profile.json is then written again)."""
         self._committed = False
+        self._keep_events = keep_events
+        self.kept_events: pa.Table | None = None
+        """With ``keep_events``: after commit, the events table exactly as written to
+        events.parquet (steps assigned), when it stayed in memory (not spilled past
+        ``SPOOL_BYTES``); else None. What a caller summarises without reading it back."""
 
     # -- tables -------------------------------------------------------------------
 
@@ -205,12 +211,15 @@ class ProfileWriter:
                 self._write("events", self._steps.apply(b))
             del pf
             spill.unlink()
-        elif self._spool:
+        else:
             # One write of the batches (one row group, each column compressed once), not
             # one per batch: a small trace's few batches cost a row group each.
             batches = [self._steps.apply(b) for b in self._spool]
             self._spool.clear()
-            self._write("events", pa.Table.from_batches(batches, schema=SCHEMAS["events"]))
+            if batches:
+                self._write("events", pa.Table.from_batches(batches, schema=SCHEMAS["events"]))
+            if self._keep_events:
+                self.kept_events = pa.Table.from_batches(batches, schema=SCHEMAS["events"])
         self.rows["events"] = total
         if total and "events" not in self._writers:
             raise AssertionError("events spooled but none written")

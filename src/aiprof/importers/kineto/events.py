@@ -560,7 +560,17 @@ def _args_text(r: msgspec.Raw | bytes | str) -> str | None:
     return bytes(r).decode("utf-8", "replace") if r else None
 
 
+#: Grid and block texts by their dimensions (kernels repeat a few shapes).
+_DIMS: dict[tuple[int, ...], str] = {}
+
+
 def _dims(v: list[int] | None) -> str | None:
     if not v:
         return None
-    return "[" + ",".join(str(x) for x in v) + "]"
+    key = tuple(v)
+    text = _DIMS.get(key)
+    if text is None:
+        text = "[" + ",".join(str(x) for x in v) + "]"
+        if len(_DIMS) < 4096:
+            _DIMS[key] = text
+    return text

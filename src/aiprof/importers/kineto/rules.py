@@ -232,10 +232,14 @@ def vendor_of_devices(names: Sequence[str]) -> str | None:
 def vendor_of_spans(cats: Sequence[str | None], names: Sequence[Any]) -> str | None:
     """The vendor that spans show, None if they show none: an MTIA category, else (as
     HTA does) the first runtime call named ``hip*`` (ROCm) or ``cuda*``."""
-    if any(c and c.lower().startswith("mtia") for c in cats):
+    distinct = set(cats)  # a few categories: each looked at once, not once per span
+    if any(c and c.lower().startswith("mtia") for c in distinct):
         return "mtia"
+    runtime = {c for c in distinct if c and "runtime" in c.lower()}
+    if not runtime:
+        return None
     for c, n in zip(cats, names):
-        if c and "runtime" in c.lower() and isinstance(n, str):
+        if c in runtime and isinstance(n, str):
             if n.startswith("hip"):
                 return "rocm"
             if n.startswith("cuda"):
