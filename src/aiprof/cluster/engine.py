@@ -41,6 +41,9 @@ LOCAL_CONFIG: dict[str, Any] = {
 }
 
 
+_PRE_SPAWN = "distributed.nanny.pre-spawn-environ."
+
+
 def local_config() -> dict[str, Any]:
     """LOCAL_CONFIG, and workers forked from a server process that has imported Dask and
     its packages once (``forkserver``, which Dask supports) instead of each spawned
@@ -111,14 +114,27 @@ def client(where: Where) -> Iterator[Any]:
     import dask
 
     cfg = local_config()
-    with dask.config.set(cfg):
-        cluster = distributed.LocalCluster(
-            n_workers=where.workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-        )
+    # Dask's nanny writes its pre-spawn variables into this process's environment and
+    # leaves them there: after any other LocalCluster in this process, the variables our
+    # config unsets would reach our workers anyway. Unset them while ours start (only
+    # when they hold Dask's own value: one a user exported is theirs).
+    dask_env = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    left = {
+        k: os.environ.pop(k)
+        for k in (key.rsplit(".", 1)[1] for key, v in cfg.items() if key.startswith(_PRE_SPAWN) and v is None)
+        if k in os.environ and k in dask_env and os.environ[k] == str(dask_env[k])
+    }
+    try:
+        with dask.config.set(cfg):
+            cluster = distributed.LocalCluster(
+                n_workers=where.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )
+    finally:
+        os.environ.update(left)
     c = distributed.Client(cluster)
     try:
         yield c
