@@ -69,8 +69,11 @@ def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None)
 
 
 def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | None) -> dict[str, Any]:
+    from ..analysis.derived import derived_tables
     from ..importers import import_paths
     from ..store import open_profile
+    from ..store.derived import has_derived, write_derived
+    from ..store.writer import write_meta
     from .job import job_facts
     from .summary import summarize
 
@@ -84,6 +87,15 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     with open_profile(path) as prof:
         prof.con.execute("SET threads TO 1")
         tables = summarize(prof)
+        # Every rank of a job keeps its derived tables (store/derived.py), whatever its
+        # size: the job's overview and steps views then read 1,000 ranks' totals, not
+        # their events (a small profile alone skips them: its views are fast anyway).
+        derived = None if has_derived(path, meta) else derived_tables(prof, meta)
+        if derived is not None:
+            write_derived(path, meta, derived)
+            write_meta(path, meta)
+        elif not has_derived(path, meta):
+            write_meta(path, meta)  # the warning that says why not
     return {
         "rank": rf.rank,
         "tables": tables,

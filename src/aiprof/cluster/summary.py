@@ -23,11 +23,15 @@ plus ``ts``), so ranks recorded on different clock origins line up.
     unknown), start_ns, end_ns.
 
 ``ranks`` (one row per rank)
-    rank, world_size, backend, events, warnings, source (the imported file).
+    rank, world_size, backend, events, warnings, source (the imported file), first_ns
+    and last_ns (the first and last wall-clock ns the rank's timeline covers, by the web
+    timeline's rule: a job's span without reading its events), devices_used (JSON: the
+    rank's :func:`..analysis.device_use.devices_used` records).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -79,6 +83,9 @@ RANKS_SCHEMA = pa.schema(
         ("events", pa.int64()),
         ("warnings", pa.int64()),
         ("source", pa.string()),
+        ("first_ns", pa.int64()),
+        ("last_ns", pa.int64()),
+        ("devices_used", pa.string()),
     ]
 )
 
@@ -114,7 +121,7 @@ def summarize(profile: Profile) -> dict[str, pa.Table]:
     return {
         "steps": _steps(profile, w, origin),
         "collectives": _collectives(profile, w, origin),
-        "ranks": _ranks(profile),
+        "ranks": _ranks(profile, origin),
     }
 
 
@@ -223,7 +230,14 @@ def _collectives(profile: Profile, w: dict[str, np.ndarray], origin: int) -> pa.
     return pa.table(cols, schema=COLLECTIVES_SCHEMA)
 
 
-def _ranks(profile: Profile) -> pa.Table:
+def _ranks(profile: Profile, origin: int) -> pa.Table:
+    from ..analysis.device_use import devices_used
+    from ..web.timeline import spans_by_rank
+
+    spans = spans_by_rank(profile)
+    used: dict[int, list[dict[str, Any]]] = {}
+    for d in devices_used(profile):
+        used.setdefault(int(d["rank"]), []).append(d)
     rows: list[dict[str, Any]] = []
     for path, meta in zip(profile.paths, profile.metas):
         dist = meta.get("distributed") or {}
@@ -237,6 +251,9 @@ def _ranks(profile: Profile) -> pa.Table:
                     "events": int((meta.get("tables") or {}).get("events", 0)),
                     "warnings": len(meta.get("warnings") or []),
                     "source": str(src or path),
+                    "first_ns": spans[int(r)][0] + origin if int(r) in spans else None,
+                    "last_ns": spans[int(r)][1] + origin if int(r) in spans else None,
+                    "devices_used": json.dumps(used.get(int(r), [])),
                 }
             )
     return pa.Table.from_pylist(rows, schema=RANKS_SCHEMA)
