@@ -167,6 +167,11 @@ def browser_page(job: Path) -> float | None:
 PAGES = ("overview", "advice", "steps", "kernels", "distributed", "sql")
 
 
+#: Every table on the page has its rows (table.ts sets the count once they came).
+_TABLES_LOADED = """() => [...document.querySelectorAll('.table .pageinfo')].every((e) => e.dataset.total !== undefined
+  || (e.parentElement.parentElement.querySelector('.error') || {}).textContent)"""
+
+
 @contextlib.contextmanager
 def served_from(src: Path | None) -> Iterator[None]:
     """Servers started meanwhile run ``src``'s aiprof (the peer checkout), else this one's."""
@@ -208,6 +213,8 @@ def each_page(job: Path, src: Path | None, label: str, pages: tuple[str, ...] = 
                 t0 = time.perf_counter()
                 pg.goto(f"{base}#/{job.name}/{page}")
                 pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=900_000)
+                # A table page is ready before its rows come: wait for every table's rows too.
+                pg.wait_for_function(_TABLES_LOADED, timeout=900_000)
                 out[page] = wall = time.perf_counter() - t0
                 reqs = pg.evaluate(_REQUESTS)
                 slow = max(reqs, key=lambda x: x[2]) if reqs else ["-", 0, 0, 0]

@@ -237,6 +237,18 @@ def test_job_metadata_comes_from_the_index_with_the_events_values(job: tuple[Pat
     assert cli("import", old).stdout.startswith("up to date: ")
 
 
+def test_job_advice_is_bounded_by_the_job_step_time_from_the_index(job: tuple[Path, Any, Any]) -> None:
+    """`aiprof advise OUT --format json` on a job: total_us is the job's step time from the
+    index (what the gains are shares of), with nothing attributed from the events."""
+    out, _, _ = job
+    r = cli("advise", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    job_us = sum(float(x["step_us"] or 0) * int(x["steps"] or 0) for x in report(out, "stragglers"))
+    assert doc["total_us"] == round(job_us, 3) and doc["total_us"] > 0
+    assert doc["causes"] == {} and doc["warnings"] == [] and doc["advice"]
+
+
 def test_each_rank_keeps_derived_tables_and_the_job_reads_them(job: tuple[Path, Any, Any]) -> None:
     """A parallel import derives every rank's tables (whatever its size), and the job's
     overview totals read from them equal those computed from every rank's events."""
