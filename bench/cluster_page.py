@@ -33,11 +33,13 @@ HTA runs from bench/.venv-hta (bench/hta_compare.py) or $HTA_PYTHON, bounded by 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +162,93 @@ def browser_page(job: Path) -> float | None:
     return cold
 
 
+#: The pages of a job timed cold one by one (main.ts's hash routes), each on a fresh server
+#: and browser: what a user waits for when opening that page first.
+PAGES = ("overview", "advice", "steps", "kernels", "distributed", "sql")
+
+
+#: Every table on the page has its rows (table.ts sets the count once they came).
+_TABLES_LOADED = """() => [...document.querySelectorAll('.table .pageinfo')].every((e) => e.dataset.total !== undefined
+  || (e.parentElement.parentElement.querySelector('.error') || {}).textContent)"""
+
+
+@contextlib.contextmanager
+def served_from(src: Path | None) -> Iterator[None]:
+    """Servers started meanwhile run ``src``'s aiprof (the peer checkout), else this one's."""
+    old = os.environ.get("PYTHONPATH")
+    if src is not None:
+        os.environ["PYTHONPATH"] = str(src)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def each_page(job: Path, src: Path | None, label: str, pages: tuple[str, ...] = PAGES) -> dict[str, float]:
+    """Each of :data:`PAGES` cold in Chromium (a fresh ``aiprof serve`` from ``src``'s
+    aiprof, or this checkout's, and a fresh browser): seconds to ready, the slowest API
+    request; returns {page: seconds}."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("pages in Chromium: skipped (Playwright for Python is not installed)")
+        return {}
+    if not CHROMIUM.exists():
+        print(f"pages in Chromium: skipped (no {CHROMIUM})")
+        return {}
+    from test_serve_support import running_server
+    from ui_support import ARGS
+
+    out: dict[str, float] = {}
+    with served_from(src):
+        for page in pages:
+            with running_server(job) as (base, _token), sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+                pg = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+                errors: list[str] = []
+                pg.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                t0 = time.perf_counter()
+                pg.goto(f"{base}#/{job.name}/{page}")
+                pg.wait_for_function("window.__aiprof && window.__aiprof.ready === true", timeout=900_000)
+                # A table page is ready before its rows come: wait for every table's rows too.
+                pg.wait_for_function(_TABLES_LOADED, timeout=900_000)
+                out[page] = wall = time.perf_counter() - t0
+                reqs = pg.evaluate(_REQUESTS)
+                slow = max(reqs, key=lambda x: x[2]) if reqs else ["-", 0, 0, 0]
+                shown = pg.evaluate("document.querySelector('#main').innerText.slice(0, 60).replace(/\\s+/g, ' ')")
+                print(
+                    f"  {label:6s} {page:12s} {wall:7.2f} s to ready, {len(reqs)} requests, slowest "
+                    f"{slow[0].split('?')[0][:40]} {slow[2] / 1e3:.2f} s ({load()}) | {shown}"
+                )
+                if errors:
+                    print(f"         console errors: {errors[:2]}")
+                browser.close()
+    return out
+
+
+def meta_request(job: Path, src: Path | None, label: str) -> float:
+    """``GET /profiles/{pid}`` (the metadata every page but Distributed reads first) on a
+    fresh server without its warm-up (``--no-warm``: nothing else competes for the
+    cores), served from ``src``'s aiprof or this checkout's; seconds."""
+    import httpx
+
+    from test_serve_support import running_server
+
+    with served_from(src), running_server(job, extra=("--no-warm",)) as (base, _token):
+        t0 = time.perf_counter()
+        r = httpx.get(f"{base}api/v1/profiles/{job.name}", timeout=3600)
+        dt = time.perf_counter() - t0
+    d = r.json()
+    print(
+        f"  {label:6s} GET /profiles/{job.name}: {dt:7.2f} s, {len(r.content) / 1024:.0f} KiB, span {d['span_ns']}, "
+        f"{len(d['steps'])} step rows, {len(d['devices_used'])} devices, from_index {d.get('from_index')} ({load()})"
+    )
+    return dt
+
+
 def server_views(job: Path) -> list[dict[str, Any]]:
     """Each view the page requests, on a freshly opened job; the comm_overlap rows."""
     total = 0.0
@@ -238,6 +327,11 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--hta-timeout", type=float, default=600.0)
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--pages", action="store_true", help="time each page of the job cold (PAGES)")
+    ap.add_argument("--before", type=Path, help="with --pages: also serve from this checkout's src/ (the peer)")
+    ap.add_argument("--only-pages", action="store_true", help="with --pages or --meta: nothing else")
+    ap.add_argument("--page", action="append", choices=PAGES, help="with --pages: this page only (repeatable)")
+    ap.add_argument("--meta", action="store_true", help="time GET /profiles/{pid} cold (with --before: both)")
     ap.add_argument("--peer-sample", type=int, default=0, help="compute the peer on K ranks only (0: all)")
     a = ap.parse_args()
     job = build(a.build, a.ranks, a.workers) if a.build else a.job
@@ -248,6 +342,24 @@ def main() -> None:
     traces = a.traces or (a.build / "traces" if a.build else None)
 
     print(f"job {job}")
+    if a.meta:
+        print("the profile metadata, cold (fresh server, no warm-up)")
+        after = meta_request(job, None, "after")
+        if a.before:
+            before = meta_request(job, a.before, "before")
+            print(f"  ratio before / after: {before / after:.0f}x")
+        if a.only_pages:
+            return
+    if a.pages:
+        print(f"each page cold in Chromium at 1440x900 (fresh server and browser per page; {load()})")
+        pages = tuple(a.page or PAGES)
+        before = each_page(job, a.before, "before", pages) if a.before else {}
+        after = each_page(job, None, "after", pages)
+        for page, s in after.items():
+            if page in before:
+                print(f"  {page:12s} before {before[page]:7.2f} s, after {s:6.2f} s: {before[page] / s:.1f}x")
+        if a.only_pages:
+            return
     page_s = None if a.no_browser else browser_page(job)
     ours = server_views(job)
     if a.no_hta:

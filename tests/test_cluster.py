@@ -192,6 +192,86 @@ def test_serve_reads_the_cluster_index(job: tuple[Path, Any, Any]) -> None:
     assert bad.status_code == 422
 
 
+def test_job_metadata_comes_from_the_index_with_the_events_values(job: tuple[Path, Any, Any], tmp_path: Path) -> None:
+    """The API's profile metadata of a job folder (span, steps, devices used) is read from
+    the cluster index, and equals what the timeline, the steps view and devices_used
+    compute from every rank's events; an index written before it kept them falls back to
+    the events, and `aiprof import JOB` upgrades it to the same table."""
+    import shutil
+
+    import httpx
+
+    from aiprof.analysis.device_use import devices_used
+    from aiprof.cluster.index import job_meta
+    from aiprof.web.timeline import Timeline
+    from test_serve_support import running_server
+
+    out, _, _ = job
+    with open_job(out) as prof:
+        meta = job_meta(prof)
+        assert meta is not None
+        tl = Timeline(prof)
+        tl.build()
+        assert meta["span_ns"] == list(tl.span) and tl.span[1] > tl.span[0]
+        keys = ("rank", "step", "start_us", "duration_us")
+        steps = [{k: r[k] for k in keys} for r in run(prof, "steps", Query()).rows]
+        assert meta["steps"] == steps and len(steps) >= 16
+        assert meta["devices_used"] == devices_used(prof) and {d["rank"] for d in meta["devices_used"]} == set(
+            range(16)
+        )
+    with running_server(out, extra=("--no-warm",)) as (base, _token):
+        doc = httpx.get(base + "api/v1/profiles/job", timeout=120).json()
+    assert doc["from_index"] is True and doc["span_ns"] == meta["span_ns"] and doc["steps"] == meta["steps"]
+    assert doc["devices_used"] == meta["devices_used"] and doc["ranks"] == list(range(16))
+    # An index without the columns (an older aiprof's): the metadata is computed from the
+    # events, and `aiprof import JOB` gives the index the same ranks table.
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    ranks = pq.read_table(out / "cluster" / "ranks.parquet")
+    pq.write_table(ranks.drop_columns(["first_ns", "last_ns", "devices_used"]), old / "cluster" / "ranks.parquet")
+    with open_job(old) as prof:
+        assert job_meta(prof) is None
+    r = cli("import", old)
+    assert r.returncode == 0 and r.stdout.startswith("upgraded: "), r.stderr
+    assert pq.read_table(old / "cluster" / "ranks.parquet").equals(ranks)
+    assert cli("import", old).stdout.startswith("up to date: ")
+
+
+def test_job_advice_is_bounded_by_the_job_step_time_from_the_index(job: tuple[Path, Any, Any]) -> None:
+    """`aiprof advise OUT --format json` on a job: total_us is the job's step time from the
+    index (what the gains are shares of), with nothing attributed from the events."""
+    out, _, _ = job
+    r = cli("advise", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    job_us = sum(float(x["step_us"] or 0) * int(x["steps"] or 0) for x in report(out, "stragglers"))
+    assert doc["total_us"] == round(job_us, 3) and doc["total_us"] > 0
+    assert doc["causes"] == {} and doc["warnings"] == [] and doc["advice"]
+
+
+def test_each_rank_keeps_derived_tables_and_the_job_reads_them(job: tuple[Path, Any, Any]) -> None:
+    """A parallel import derives every rank's tables (whatever its size), and the job's
+    overview totals read from them equal those computed from every rank's events."""
+    import numpy as np
+
+    from aiprof.analysis.derived import load_totals
+    from aiprof.analysis.overview import compute_totals
+    from aiprof.store.derived import has_derived
+
+    out, _, _ = job
+    for f in out.glob("rank*.aiprof"):
+        meta = json.loads((f / "profile.json").read_text())
+        assert meta["tables"]["events"] < 50_000 and has_derived(f, meta), f.name
+    with open_job(out) as prof:
+        kept, computed = load_totals(prof), compute_totals(prof)
+    assert kept is not None
+    for a, b in zip(kept, computed, strict=True):
+        assert sorted(a) == sorted(b)
+        for k in a:
+            assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+    assert len(kept[0]["rank"]) >= 16
+
+
 def _rows(prof: Any, view: str) -> list[dict[str, Any]]:
     from aiprof.analysis import Query
 

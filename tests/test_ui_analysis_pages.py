@@ -238,6 +238,43 @@ def test_compare_of_a_profile_with_itself_says_no_difference(page: Any, base: st
     assert set(page.locator("#cmp-verdicts td.verdict").all_inner_texts()) == {"no significant change"}
 
 
+#: Where the steps table's key cells and its last header are, after scrolling it to its right end.
+_SCROLLED = """() => { const w = document.querySelector('.table[data-view=steps] .tablewrap');
+  w.scrollLeft = w.scrollWidth; const box = w.getBoundingClientRect();
+  const th = (c) => document.querySelector(`.table[data-view=steps] th[data-col=${c}]`).getBoundingClientRect();
+  const ths = [...document.querySelectorAll('.table[data-view=steps] thead th')];
+  const last = ths[ths.length - 1].getBoundingClientRect();
+  return { wide: w.scrollWidth > w.clientWidth, left: box.left, right: box.right, rank: th('rank').left,
+           step: th('step').left, stepRight: th('step').right, lastRight: last.right, order: ths.map((t) => t.dataset.col || '') }; }"""
+
+
+@pytest.mark.parametrize("size", [(1440, 900), (1000, 700)])
+def test_wide_steps_table_keeps_rank_and_step_in_view(
+    browser: Any, base: str, size: tuple[int, int], tmp_path: Path
+) -> None:
+    """The steps table of a job scrolls sideways inside its box with its rank and step
+    columns (and the row's button) pinned at the left, each header with its unit; the
+    overview counts steps per rank."""
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    pg = ctx.new_page()
+    _open(pg, base, "fleet", "steps")
+    pg.wait_for_selector(".table[data-view=steps] th[data-col=rank]")
+    pg.screenshot(path=str(tmp_path / f"steps-{size[0]}.png"))
+    at = pg.evaluate(_SCROLLED)
+    # At 1440 px every column with a value fits; at 1000 px the table scrolls in its box.
+    assert at["wide"] == (size[0] < 1440), at
+    assert at["order"][:3] == ["", "rank", "step"], at["order"]  # the row's button, then the keys
+    assert abs(at["rank"] - at["left"]) < 80 and at["step"] < at["left"] + 160, at  # still at the left
+    assert at["lastRight"] <= at["right"] + 1 and at["lastRight"] > at["stepRight"], at  # scrolled to the end
+    assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    units = pg.locator(".table[data-view=steps] th[data-col=duration_us] .unit").inner_text()
+    assert units == "µs"
+    _open(pg, base, "fleet", "overview")
+    cards = pg.locator(".cards").inner_text()
+    assert f"2 × {FLEET_RANKS} ranks" in cards, cards
+    ctx.close()
+
+
 def test_pages_fit_a_1000px_window(browser: Any, base: str) -> None:
     ctx = browser.new_context(viewport={"width": 1000, "height": 700})
     pg = ctx.new_page()

@@ -152,14 +152,25 @@ def advise(
 def advise_json(profile: Profile, include_info: bool = False, min_severity: str = "low") -> dict[str, Any]:
     """The advice as JSON, the one shape every face shows: {advice, total_us, causes,
     warnings}. ``causes`` is the attribution (cause -> µs) the gains are bounded by."""
+    from ..cluster.index import from_index
+
     ctx = Context(profile)
     items = advise(profile, min_severity=min_severity, include_info=include_info, ctx=ctx)
+    if from_index(profile):
+        # A job opened through its index: the gains are shares of the job's step time
+        # (evaluate), and nothing is attributed from the events (reading every rank's
+        # events for them took minutes on 1,000 ranks); each rank's own: advise OUT/rank<N>.aiprof.
+        from .cluster_job import job_us
+
+        total, causes, notes = job_us(ctx), {}, []
+    else:
+        total, causes, notes = ctx.total_us(), ctx.attributed(), warnings(ctx)
     return {
         "advice": [a.to_json() for a in items],
-        "total_us": round(ctx.total_us(), 3),
-        "causes": {k: round(v, 3) for k, v in sorted(ctx.attributed().items(), key=lambda kv: -kv[1])},
+        "total_us": round(total, 3),
+        "causes": {k: round(v, 3) for k, v in sorted(causes.items(), key=lambda kv: -kv[1])},
         "gain_sum_pct": round(sum(100.0 * a.gain for a in items), 3),
-        "warnings": warnings(ctx),
+        "warnings": notes,
     }
 
 

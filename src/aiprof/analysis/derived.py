@@ -19,7 +19,7 @@ from ..store import Profile
 from ..store.derived import DERIVE_MIN_EVENTS, read_derived, write_derived
 from .overview import CATEGORIES, Totals, compute_totals
 
-__all__ = ["DERIVE_MIN_EVENTS", "derive", "load_rows", "load_totals", "upgrade", "windows"]
+__all__ = ["DERIVE_MIN_EVENTS", "derive", "derived_tables", "load_rows", "load_totals", "upgrade", "windows"]
 
 
 def derive(folder: Path, meta: dict[str, Any]) -> None:
@@ -28,17 +28,28 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
     defeat the overview's rule, the profile is kept without them, with a warning: its
     views then compute from the events, and say why where they fail."""
     from ..store import open_profile
+
+    with open_profile(folder) as p:
+        tables = derived_tables(p, meta)
+    if tables is not None:
+        write_derived(folder, meta, tables)
+
+
+def derived_tables(p: Profile, meta: dict[str, Any]) -> dict[str, pa.Table] | None:
+    """The derived tables of the opened profile ``p`` (one profile, alone); None, with a
+    warning in ``meta``, where the events defeat a view's rule. A rank of a parallel
+    import is derived here on the profile its summaries were just read from (its memo
+    shares the step windows)."""
     from .idle import idle_from_events
     from .kernels import kernels_from_events
 
     try:
-        with open_profile(folder) as p:
-            w, b, dev, per = compute_totals(p)
-            rows = {"stream_idle": idle_from_events(p), "kernel_stats": kernels_from_events(p)}
+        w, b, dev, per = compute_totals(p)
+        rows = {"stream_idle": idle_from_events(p), "kernel_stats": kernels_from_events(p)}
     except Exception as e:  # the import's tables are whole: never lose them to a view's failure
         first = str(e).splitlines()[0][:200] if str(e) else ""
         meta.setdefault("warnings", []).append(f"the derived tables were not written ({type(e).__name__}: {first})")
-        return
+        return None
     step_totals = {
         "rank": w["rank"],
         "step": w["step"],
@@ -47,7 +58,7 @@ def derive(folder: Path, meta: dict[str, Any]) -> None:
         "end": w["ts"] + w["dur"],
     }
     step_totals |= {c: b[c] for c in (*CATEGORIES, "device_busy")} | {"busy": per["busy"], "compute": per["compute"]}
-    write_derived(folder, meta, {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows)
+    return {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows
 
 
 def load_rows(profile: Profile, name: str) -> pa.Table | None:

@@ -60,7 +60,8 @@ def command(
     parallel on Dask into OUT/rank<N>.aiprof, with the cluster index in OUT/cluster.
     A raw folder that a killed aiprof record left becomes its profile (as aiprof
     recover does). A profile an older aiprof wrote gets, in place, the tables this
-    one derives at import (the overview's totals: docs/store.md).
+    one derives at import (the overview's totals: docs/store.md); a job folder (OUT of a
+    parallel import) an older aiprof wrote, the columns its cluster index now keeps.
     """
     from ..cluster.cli import as_job
     from .recover import is_raw, recover
@@ -80,6 +81,16 @@ def command(
             click.echo(f"{'upgraded' if upgrade(p) else 'up to date'}: {p}")
         return
 
+    from ..cluster.opened import is_job as job_folder
+
+    if len(files) == 1 and job_folder(files[0]):
+        from ..cluster.index import upgrade_job
+
+        done = upgrade_job(files[0])
+        click.echo(f"upgraded: {files[0]}: {len(done)} parts" if done else f"up to date: {files[0]}")
+        for part in done:
+            click.echo(f"  {part}")
+        return
     paths, is_job = as_job(list(files), forced, rank)
     if is_job:
         from ..cluster.cli import import_job

@@ -23,6 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import AiprofError
 from ..store import Profile
 from .storage import Location, locate
 from .summary import SCHEMAS, summarize
@@ -140,3 +141,71 @@ def ensure(profile: Profile) -> None:
         profile.con.register(f"_{view}_arrow", tables[name])
         profile.con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_arrow")
     profile._memo[_MEMO] = True
+
+
+def job_meta(profile: Profile) -> dict[str, Any] | None:
+    """What the API's profile metadata reads of a job opened from its index (never its
+    events): span_ns (the timeline's span on the job's axis, from each rank's first_ns and
+    last_ns), steps (one row per rank and step window: rank, step, start_us, duration_us,
+    as the steps view gives them) and devices_used (each rank's records). None for a
+    profile without an index, or one written before the index kept spans."""
+    out = profile._memo.get(_MEMO)
+    if not isinstance(out, str):
+        return None
+    cols = {str(r[0]) for r in profile.con.execute(f"DESCRIBE SELECT * FROM {VIEWS['ranks']}").fetchall()}
+    if not {"first_ns", "last_ns", "devices_used"} <= cols:
+        return None
+    origin = profile.time_origin_ns
+    lo, hi = profile.con.execute(f"SELECT min(first_ns), max(last_ns) FROM {VIEWS['ranks']}").fetchall()[0]
+    steps = profile.sql(
+        f"SELECT rank::BIGINT AS rank, step::BIGINT AS step, (start_ns - {origin}) / 1000.0 AS start_us, "
+        f"dur_ns / 1000.0 AS duration_us FROM {VIEWS['steps']} ORDER BY rank, step NULLS FIRST"
+    ).to_pylist()
+    used = [
+        d
+        for (text,) in profile.con.execute(f"SELECT devices_used FROM {VIEWS['ranks']} ORDER BY rank").fetchall()
+        for d in json.loads(text or "[]")
+    ]
+    span = [0, 0] if lo is None else [int(lo) - origin, int(hi) - origin]
+    return {"span_ns": span, "steps": steps, "devices_used": used}
+
+
+def upgrade_job(out: str | os.PathLike[str]) -> list[str]:
+    """Bring a job folder an older aiprof wrote up to this one, in place (``aiprof import
+    JOB``): each rank without this version's derived tables gets them (whatever its
+    size, as a parallel import now gives them), and an index whose ranks table lacks
+    first_ns, last_ns and devices_used gets them, from each rank's profile. Returns what
+    was upgraded (empty: up to date)."""
+    from ..analysis.derived import upgrade
+    from .opened import RANK_GLOB, _rank_key
+
+    loc = locate(out)
+    if loc.local is None:
+        raise AiprofError(f"{out}: a job folder is upgraded in place on a local disk")
+    folders = [
+        f for f in sorted(loc.local.glob(RANK_GLOB), key=lambda p: _rank_key(p.name)) if (f / "profile.json").is_file()
+    ]
+    done = [f"{f.name} (derived tables)" for f in folders if upgrade(f)]
+    if not upgrade_ranks(loc.local, folders):
+        return done
+    return [*done, f"{INDEX_DIR}/ranks.parquet (span and devices per rank)"]
+
+
+def upgrade_ranks(out: Path, folders: list[Path]) -> bool:
+    """The index's ranks table with first_ns, last_ns and devices_used, recomputed from
+    the rank profiles ``folders`` of the job ``out`` when it lacks them; False when not."""
+    from ..store import open_profile
+    from .summary import ranks_table
+
+    d = out / INDEX_DIR
+    if {"first_ns", "last_ns", "devices_used"} <= set(pq.read_schema(d / "ranks.parquet").names):
+        return False
+    parts = []
+    for folder in folders:
+        with open_profile(folder) as prof:
+            parts.append(ranks_table(prof))
+    table = pa.concat_tables(parts).cast(SCHEMAS["ranks"]) if parts else SCHEMAS["ranks"].empty_table()
+    tmp = d / ".ranks.parquet.tmp"
+    pq.write_table(table.sort_by([("rank", "ascending")]), tmp, compression="zstd")
+    tmp.replace(d / "ranks.parquet")
+    return True

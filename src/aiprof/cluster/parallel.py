@@ -72,10 +72,13 @@ def import_rank(rf: RankFile, out: str, forced: str | None, warning: str | None)
 
 
 def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | None) -> dict[str, Any]:
+    from ..analysis.derived import derived_tables
     from ..importers import import_paths
     from ..store import open_profile
+    from ..store.derived import has_derived, write_derived
+    from ..store.writer import write_meta
     from .job import job_facts
-    from .summary import summarize
+    from .summary import ranks_table, summarize
     from .summary_mem import summarize_events
 
     path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank, keep_events=True)
@@ -85,15 +88,23 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     if warning:
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
-    # The events just written, still in memory, answer the summaries without reading the
-    # profile back; where they cannot answer exactly (summary_mem.py), the SQL does.
+    # The events just written, still in memory, answer the steps and collectives without
+    # reading the profile back; where they cannot answer exactly (summary_mem.py), the SQL does.
     events, ctx.writer.kept_events = ctx.writer.kept_events, None
-    tables = summarize_events(events, path, meta) if events is not None else None
+    fast = summarize_events(events, path, meta) if events is not None else None
     del events
-    if tables is None:
-        with open_profile(path) as prof:
-            prof.con.execute("SET threads TO 1")
-            tables = summarize(prof)
+    with open_profile(path) as prof:
+        prof.con.execute("SET threads TO 1")
+        tables = summarize(prof) if fast is None else {**fast, "ranks": ranks_table(prof)}
+        # Every rank of a job keeps its derived tables (store/derived.py), whatever its
+        # size: the job's overview and steps views then read 1,000 ranks' totals, not
+        # their events (a small profile alone skips them: its views are fast anyway).
+        derived = None if has_derived(path, meta) else derived_tables(prof, meta)
+        if derived is not None:
+            write_derived(path, meta, derived)
+            write_meta(path, meta)
+        elif not has_derived(path, meta):
+            write_meta(path, meta)  # the warning that says why not
     return {
         "rank": rf.rank,
         "tables": tables,

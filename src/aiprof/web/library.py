@@ -75,6 +75,8 @@ class Entry:
     """Readable and unique: the path below the served folder (store.library)."""
     sql: ReadOnlySql | None = None
     """The SQL page's read-only connection (made on its first query)."""
+    sql_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards the making of ``sql`` (not ``lock``: the timeline's build holds that)."""
     answers: dict[str, Any] = field(default_factory=dict)
     """Answers that depend on nothing but the profile (its advice), see :meth:`once`."""
     idle: list[Profile] = field(default_factory=list)
@@ -325,14 +327,18 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
 def warm_up(lib: Library) -> None:
     """Build each profile's timeline tables, then compute its common views on a
     connection of its own (so requests are not held up), so that the first pages a
-    user opens are fast. Runs in a daemon thread; failures only log."""
+    user opens are fast (a job folder: its views first, then its timeline). Runs in a daemon thread; failures only log."""
     for e in lib.scan():
         if e.error is not None:
             continue
         try:
             entry = lib.get(e.id)
             assert entry.timeline is not None and entry.profile is not None
-            entry.timeline.build()
+            # A many-rank job's timeline is built from every rank's events (minutes on
+            # 1,000 ranks, while its views read summaries): its views first.
+            job = is_job(entry.path)
+            if not job:
+                entry.timeline.build()
             # A profile of its own (its own connection and memo): a cursor of the served
             # one does not see the objects registered on it (the empty tables of a
             # profile without counters), and a shared memo then kept intermediates
@@ -344,6 +350,8 @@ def warm_up(lib: Library) -> None:
                         query_view(entry, view, Query(limit=0), {}, profile=own)
             finally:
                 own.close()
+            if job:
+                entry.timeline.build()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
 

@@ -80,6 +80,11 @@ class ProfileMeta(Model):
     warnings: list[Any]
     steps: list[dict[str, Any]]
     steps_error: str | None = None
+    from_index: bool = Field(
+        default=False,
+        description="span_ns, steps and devices_used come from a job folder's cluster index (its steps "
+        "then hold rank, step, start_us, duration_us), not from the events",
+    )
 
 
 class TrackInfo(Model):

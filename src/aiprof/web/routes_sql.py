@@ -27,10 +27,12 @@ TIMEOUT: dict[int | str, dict[str, Any]] = {
 
 
 def _sql_of(e: Entry) -> ReadOnlySql:
-    with e.lock:
+    # Not under the entry's lock, which the timeline's build holds (minutes on a
+    # 1,000-rank job, at the warm-up): the SQL page waited 90 s for it. A free connection.
+    with e.sql_lock:
         if e.sql is None:
-            assert e.profile is not None
-            e.sql = ReadOnlySql(e.profile)
+            with e.reading() as prof:
+                e.sql = ReadOnlySql(prof)
         return e.sql
 
 

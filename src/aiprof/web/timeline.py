@@ -59,6 +59,24 @@ SEARCH_LIMIT = 5000
 
 _FLOW_SQL = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
 _DEVICE_KINDS_SQL = ", ".join(f"'{k}'" for k in sorted(DEVICE_KINDS))
+#: Per rank, the first and last ns the timeline covers: its drawable events (flows left
+#: out; an event's end, its dur floored at 0), samples, counters and allocator records.
+SPAN_BY_RANK_SQL = f"""
+SELECT rank, min(lo) AS lo, max(hi) AS hi FROM (
+  SELECT rank, min(ts) AS lo, max(ts + greatest(dur, 0)) AS hi FROM events
+  WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY rank
+  UNION ALL SELECT rank, min(ts), max(ts) FROM samples GROUP BY rank
+  UNION ALL SELECT rank, min(ts), max(ts) FROM counters GROUP BY rank
+  UNION ALL SELECT rank, min(ts), max(ts) FROM memory GROUP BY rank
+) WHERE lo IS NOT NULL GROUP BY rank ORDER BY rank
+"""
+
+
+def spans_by_rank(profile: Profile) -> dict[int, tuple[int, int]]:
+    """{rank: (first, last) ns on the profile's axis} by the timeline's rule (its span is
+    their min and max): what the cluster index keeps per rank."""
+    rows = profile.con.execute(SPAN_BY_RANK_SQL).fetchall()
+    return {int(r): (int(lo), int(hi)) for r, lo, hi in rows}
 
 
 @dataclass(frozen=True)

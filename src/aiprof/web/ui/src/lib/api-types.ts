@@ -816,6 +816,12 @@ export interface components {
             devices_used?: {
                 [key: string]: unknown;
             }[];
+            /**
+             * From Index
+             * @description span_ns, steps and devices_used come from a job folder's cluster index (its steps then hold rank, step, start_us, duration_us), not from the events
+             * @default false
+             */
+            from_index: boolean;
             /** Hosts */
             hosts: unknown[];
             /** Id */

@@ -27,7 +27,7 @@ export async function kernelsPage(main: HTMLElement, action?: TableOptions["acti
     tc.append(h("p", { class: "error" }, (e as Error).message));
   }
   main.append(h("p", { class: "muted" }, "tensor_core: the kernel's name is a Tensor Core (or AMD matrix core) kernel's: tb-profiler's name patterns (h884, s1688, hmma, xmma_gemm…) plus cutlass tensorop, Hopper gmma and MFMA tiles (MI16x16x1), the rule the precision advice uses. grid, block, registers, shared memory and occupancy come from the trace where it records them."),
-    makeTable("kernels", { bindUrl: true, action }));
+    makeTable("kernels", { bindUrl: true, action, keys: ["name"] }));
   const ncu = h("section", { id: "ncu-box" });
   main.append(ncu);
   if (!EMBED) try {

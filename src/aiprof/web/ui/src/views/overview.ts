@@ -47,6 +47,12 @@ function deviceList(meta: ProfileMeta): HTMLElement {
 }
 
 export async function overviewPage(main: HTMLElement): Promise<void> {
+  // Asked for together: the server answers them on connections of their own, so the
+  // advice (the slowest on a many-rank job) does not wait for the metadata and charts.
+  const advice = api<AdviceResponse>(profilePath(pid(), "/advice"));
+  advice.catch(() => undefined); // read (and its error shown) by topAdvice
+  const overview = api<ViewResult>(profilePath(pid(), "/views/overview"), { limit: 10000 });
+  overview.catch(() => undefined);
   const meta = await api<ProfileMeta>(profilePath(pid()));
   const card = (k: string, v: string) => h("div", { class: "card" }, h("div", { class: "k" }, k), h("div", { class: "v", title: v }, v));
   const span = meta.span_ns;
@@ -55,30 +61,35 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
     h("div", { class: "cards" },
       card("profile", meta.name), (meta.ranks || []).length === 1 ? card("rank", String(meta.ranks![0])) : card("ranks", meta.ranks && meta.ranks.length ? `${meta.ranks.length} (${rankSpan(meta.ranks)})` : "–"),
       card("devices", deviceLabel((meta.devices_used || []) as Device[], (meta.devices || []) as Device[])),
-      card("steps", String((meta.steps || []).length)), card("span", fmtNs((span[1] ?? 0) - (span[0] ?? 0))),
+      card("steps", stepCount(meta.steps || [])), card("span", fmtNs((span[1] ?? 0) - (span[0] ?? 0))),
       card("events", fmtNum((meta.tables || {}).events || 0))),
     deviceList(meta),
   );
   // The top advice sits under the cards, where the eye lands first; it loads beside the charts.
   const adviceBox = h("div", { id: "top-advice" });
   main.append(adviceBox);
-  const advice = topAdvice(adviceBox);
+  const adviceShown = topAdvice(adviceBox, advice);
   const left = h("div"), right = h("div");
   main.append(h("div", { class: "grid2" }, left, right));
   left.append(h("h3", {}, "Step time"));
   try {
-    const steps = await api<ViewResult>(profilePath(pid(), "/views/steps"), { limit: 1000 });
+    // Many ranks: the first MAX_RANKS ranks' steps (the Steps and Distributed pages have them all).
+    const ranks = [...(meta.ranks || [])].sort((a, b) => a - b);
+    const q: Record<string, string | number> = { limit: 1000 };
+    if (ranks.length > MAX_RANKS) q.filter = `rank<=${ranks[MAX_RANKS - 1]}`;
+    const steps = await api<ViewResult>(profilePath(pid(), "/views/steps"), q);
     stepChart(left, steps.rows, meta.steps_error);
+    if (ranks.length > MAX_RANKS)
+      left.append(h("p", { class: "muted", id: "steps-chart-ranks" }, `Ranks ${ranks[0]}–${ranks[MAX_RANKS - 1]} of ${ranks.length}: every rank is on the Steps and Distributed pages.`));
   } catch (e) {
     left.append(h("p", { class: "error" }, "steps: " + (e as Error).message));
   }
   try {
-    const ov = await api<ViewResult>(profilePath(pid(), "/views/overview"), { limit: 10000 });
-    breakdown(right, ov.rows);
+    breakdown(right, (await overview).rows);
   } catch (e) {
     right.append(h("p", { class: "error" }, "overview: " + (e as Error).message));
   }
-  await advice;
+  await adviceShown;
 }
 
 function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
@@ -131,11 +142,11 @@ function barRow(r: Row, color: string): { label: string; pct: number; text: stri
   return { label: String(r.category), pct, color, text: `${fmtValue(r.time_us, "µs")} · ${fmtValue(r.percent, "%")}`, title: `${String(r.time_us)} µs` };
 }
 
-async function topAdvice(box: HTMLElement): Promise<void> {
+async function topAdvice(box: HTMLElement, answer: Promise<AdviceResponse>): Promise<void> {
   box.append(h("h3", {}, "Top advice"));
   const link = (label: string) => h("a", { href: formatHash({ pid: pid(), page: "advice" }), class: "advice-link" }, label);
   try {
-    const a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
+    const a = await answer;
     if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
     else if (!a.advice.length) box.append(h("p", { class: "muted" }, "No advice: nothing stands out in this profile."));
     for (const raw of a.advice.slice(0, TOP_ADVICE)) {
@@ -150,6 +161,13 @@ async function topAdvice(box: HTMLElement): Promise<void> {
   } catch (e) {
     box.append(h("p", { class: "muted" }, (EMBED ? "No advice in this report: " : "Advice unavailable: ") + (e as Error).message));
   }
+}
+
+/** The steps card: the steps' count, or for several ranks the step numbers times the ranks ("2 × 1024 ranks"). */
+export function stepCount(steps: { rank?: unknown; step?: unknown }[]): string {
+  const ranks = new Set(steps.map((s) => s.rank)).size;
+  if (ranks <= 1) return String(steps.length);
+  return `${new Set(steps.map((s) => s.step)).size} × ${ranks} ranks`;
 }
 
 /** "0-127" for consecutive ranks, else the first few ("0, 2, 5, …"). */

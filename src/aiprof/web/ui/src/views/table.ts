@@ -20,6 +20,9 @@ export interface TableOptions {
   rowUnit?: string[];
   /** Shown instead of an empty table when the view has no rows at all (no filter set). */
   empty?: () => HTMLElement;
+  /** Columns that say which row it is (steps: rank, step): they stay at the left, with the
+   * row's button, while a wide table scrolls sideways inside its box. */
+  keys?: string[];
 }
 
 /** Most rows an export asks for (the API's MAX_LIMIT). */
@@ -85,15 +88,19 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     if (!st.sort && qsort && qsort.length) st.sort = (qsort[0]!.desc ? "-" : "") + qsort[0]!.column;
     const t = h("table", { class: "data" });
     const trh = h("tr");
-    if (opts.action) trh.append(h("th", { class: "act" }, ""));
+    if (opts.action) trh.append(h("th", { class: "act" + (opts.keys?.length ? " key" : "") }, ""));
     const hidden = opts.hideEmpty && res.rows.length ? res.columns.filter((c) => res.rows.every((row) => isEmpty(row[c.name]))).map((c) => c.name) : [];
-    const cols = res.columns.filter((c) => !hidden.includes(c.name));
+    // The key columns first (in their order), then the rest as the view gives them.
+    const keys = (opts.keys || []).filter((k) => res.columns.some((c) => c.name === k) && !hidden.includes(k));
+    const shownCols = res.columns.filter((c) => !hidden.includes(c.name));
+    const cols = [...keys.map((k) => shownCols.find((c) => c.name === k)!), ...shownCols.filter((c) => !keys.includes(c.name))];
+    const keyCls = (name: string) => (keys.includes(name) ? " key" : "");
     for (const c of cols) {
       const unit = columnUnit(c.name, c.unit);
       const cls = st.sort === c.name ? "sorted-asc" : st.sort === "-" + c.name ? "sorted-desc" : "";
       trh.append(
         h("th", {
-          class: cls, "data-col": c.name, title: `${c.name}${unit ? " (raw values in " + unit + " in each cell's tooltip)" : ""}: click to sort`,
+          class: cls + keyCls(c.name), "data-col": c.name, title: `${c.name}${unit ? " (raw values in " + unit + " in each cell's tooltip)" : ""}: click to sort`,
           onclick: () => { st.sort = st.sort === "-" + c.name ? c.name : "-" + c.name; st.offset = 0; load(); },
         }, headerLabel(c.name, unit)),
       );
@@ -104,14 +111,14 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
       const tr = h("tr");
       if (opts.action) {
         const a = opts.action;
-        tr.append(h("td", { class: "act" }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
+        tr.append(h("td", { class: "act" + (keys.length ? " key" : "") }, h("button", { class: "show-tl", title: a.title, onclick: () => a.run(row) }, a.label)));
       }
       for (const c of cols) {
         const v = row[c.name];
         const num = typeof v === "number";
         const unit = opts.rowUnit?.includes(c.name) && row.unit ? String(row.unit) : columnUnit(c.name, c.unit);
         const shown = num ? fmtValue(v, unit) : v === null || v === undefined ? "" : String(v);
-        tr.append(h("td", { class: num ? "num" : "", title: v === null || v === undefined ? "" : String(v) }, shown));
+        tr.append(h("td", { class: (num ? "num" : "") + keyCls(c.name), title: v === null || v === undefined ? "" : String(v) }, shown));
       }
       tb.append(tr);
     }
@@ -120,6 +127,7 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     // No rows and nothing filtered out: the empty state alone, not a header of columns.
     if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
     else tw.append(t);
+    if (keys.length) pinKeys(t);
     if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, "Zero on every row shown, so left out: " + hidden.join(", ") + "."));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
@@ -130,6 +138,22 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   }
   void load();
   return wrap;
+}
+
+/** Each key cell's left offset: the widths of the key cells before it in its row. */
+function pinKeys(t: HTMLElement): void {
+  const head = [...t.querySelectorAll<HTMLElement>("thead th.key")];
+  const lefts: number[] = [];
+  let x = 0;
+  for (const th of head) {
+    lefts.push(x);
+    x += th.getBoundingClientRect().width;
+  }
+  for (const tr of t.querySelectorAll("tr"))
+    tr.querySelectorAll<HTMLElement>(".key").forEach((c, i) => {
+      c.style.left = `${lefts[i] ?? 0}px`;
+      if (i === lefts.length - 1) c.classList.add("key-last");
+    });
 }
 
 function cmp(a: unknown, b: unknown): number {
