@@ -72,6 +72,45 @@ def test_the_kept_timeline_gives_what_the_events_give(kept: Path) -> None:
         assert _answers(read) == _answers(built)
 
 
+def test_the_first_wide_windows_read_the_coarsest_levels_only(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first paint of a big profile waits on its coarsest level alone: the track list
+    # and a window of the whole span are answered before the events are read, with the
+    # answers that the events give. (Fewer arrows per window than the default, so that
+    # this trace's whole span holds too many to draw, as a big profile's does.)
+    from aiprof.web import timeline
+
+    monkeypatch.setattr(timeline, "MAX_FLOWS", 500)
+    with open_profile(kept) as p, open_profile(kept) as q:
+        lazy = Timeline(p)
+        lazy.build()
+        q.metas[0].pop("timeline")
+        built = Timeline(q, lod_min_events=0)
+        built.build()
+        a, b = built.span
+        assert lazy.span == built.span and lazy.tracks() == built.tracks()
+        wide = [Window(a, b, 1500), Window(a, b, 200), Window(a - (b - a), b + (b - a), 900)]
+        for w in wide:
+            got = lazy.window(w)
+            assert got["flows_truncated"] and got == built.window(w)
+        assert not lazy.events_indexed  # nothing above needed the events
+        narrow = Window(int(a + (b - a) * 0.4), int(a + (b - a) * 0.401), 2000)
+        assert lazy.window(narrow) == built.window(narrow)
+        assert lazy.events_indexed
+        assert lazy.summary(narrow) == built.summary(narrow) and _answers(lazy) == _answers(built)
+
+
+def test_a_kept_level_unreadable_when_first_read_falls_back_to_the_events(kept: Path, tmp_path: Path) -> None:
+    other = tmp_path / "u.aiprof"
+    shutil.copytree(kept, other)
+    with open_profile(other) as p, open_profile(kept) as q:
+        tl = Timeline(p)
+        tl.build()  # the levels are listed, not read
+        for f in (other / timeline_store.FOLDER).glob("lod-*.arrow"):
+            f.write_bytes(b"not arrow")
+        w = Window(*tl.span, 300)
+        assert tl.window(w) == Timeline(q).window(w)
+
+
 def test_it_is_not_read_for_profiles_opened_together_or_of_another_version(kept: Path, tmp_path: Path) -> None:
     other = tmp_path / "w.aiprof"
     shutil.copytree(kept, other)

@@ -10,7 +10,10 @@ and checked again when the profile is opened.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +44,12 @@ CACHE_ROWS = 200_000
 POOL = 4
 #: Views computed in the background when the server starts, after the timeline.
 WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
+#: The niceness the warm-up's process of views runs at (the lowest priority), and how
+#: long the server must have had no API request in flight before the warm-up starts
+#: its next step (at most ``QUIET_MOST_S`` of waiting each).
+WARM_NICE = 19
+QUIET_S = 1.0
+QUIET_MOST_S = 30.0
 
 
 class ApiError(Exception):
@@ -177,11 +186,51 @@ def _outside_reason(path: Path, root: Path) -> str | None:
     return None
 
 
+class Activity:
+    """How many API requests are in flight and when the last one ended: the warm-up
+    waits for a quiet moment before each of its steps (see :func:`warm_up`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.in_flight = 0
+        #: The server's start counts as a request's end: a browser opened at once finds
+        #: the warm-up still waiting.
+        self.last_end = time.monotonic()
+
+    @contextmanager
+    def request(self) -> Iterator[None]:
+        with self._cond:
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.in_flight -= 1
+                self.last_end = time.monotonic()
+                self._cond.notify_all()
+
+    def wait_quiet(self, quiet_s: float = QUIET_S, most_s: float = QUIET_MOST_S) -> bool:
+        """Wait until no request has been in flight for ``quiet_s`` (at most ``most_s``
+        in all); True when it was quiet, False when the wait ran out."""
+        end = time.monotonic() + most_s
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                idle = now - self.last_end
+                if not self.in_flight and idle >= quiet_s:
+                    return True
+                if now >= end:
+                    return False
+                # A request's end wakes this up; else the quiet time left.
+                self._cond.wait(end - now if self.in_flight else min(end - now, quiet_s - idle))
+
+
 class Library:
     """The profiles of the served folders, by id; opened on first use."""
 
     def __init__(self, roots: list[Path]) -> None:
         self.roots = [Path(r) for r in roots]
+        self.activity = Activity()
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self.scan()
@@ -287,7 +336,7 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
     (connection) to use; by default one from :meth:`Entry.reading`, taken only when
     the table is not kept yet (a kept one is paged without any connection).
     """
-    key = view + "\x00" + dumps(params).decode()
+    key = _cache_key(view, params)
     with e.cache_lock:
         full = e.cache.get(key)
         if full is not None:
@@ -298,20 +347,38 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
         else:
             with e.reading() as prof:
                 full = run(prof, view, Query(), params)
-        if full.table.num_rows <= CACHE_ROWS:
-            with e.cache_lock:
-                e.cache[key] = full
-                while len(e.cache) > CACHE_VIEWS:
-                    e.cache.popitem(last=False)
+        _keep(e, key, full)
     eff = q if q.sort else Query(q.filters, list(full.query.sort), q.limit, q.offset)
     page, total = eff.apply(full.table)
     return Result(view, page, total, eff, full.units)
 
 
-def warm_up(lib: Library) -> None:
-    """Build each profile's timeline tables, then compute its common views on a
-    connection of its own (so requests are not held up), so that the first pages a
-    user opens are fast. Runs in a daemon thread; failures only log."""
+def _cache_key(view: str, params: dict[str, Any]) -> str:
+    return view + "\x00" + dumps(params).decode()
+
+
+def _keep(e: Entry, key: str, full: Result) -> None:
+    """Keep a view's full table (unless it is too big to)."""
+    if full.table.num_rows <= CACHE_ROWS:
+        with e.cache_lock:
+            e.cache[key] = full
+            e.cache.move_to_end(key)
+            while len(e.cache) > CACHE_VIEWS:
+                e.cache.popitem(last=False)
+
+
+def warm_up(lib: Library, quiet_s: float = QUIET_S) -> None:
+    """Prepare each profile so that the first pages a user opens are fast, without
+    slowing the requests that come meanwhile. Runs in a daemon thread; failures only log.
+
+    First the timeline's tables (in this process: windows are answered from them), each
+    step once no API request has been in flight for ``quiet_s``; then the common views
+    (:data:`WARM_VIEWS`), in a process of their own at the lowest priority: computing
+    the operators view takes seconds of Python on millions of events, and in a thread
+    here it held the interpreter lock and a core while the timeline's windows waited.
+    Its results come back as the tables :func:`query_view` keeps; a view a request asks
+    for before they come is computed for that request as without a warm-up.
+    """
     for e in lib.scan():
         if e.error is not None:
             continue
@@ -319,19 +386,70 @@ def warm_up(lib: Library) -> None:
             entry = lib.get(e.id)
             assert entry.timeline is not None and entry.profile is not None
             entry.timeline.build()
-            # A profile of its own (its own connection and memo): a cursor of the served
-            # one does not see the objects registered on it (the empty tables of a
-            # profile without counters), and a shared memo then kept intermediates
-            # computed without them, so later advice lost rules ("no device streams").
-            own = _open(entry.path)
-            try:
-                for view in WARM_VIEWS:
-                    if view in views():
-                        query_view(entry, view, Query(limit=0), {}, profile=own)
-            finally:
-                own.close()
+            views_done = _warm_views(entry, [v for v in WARM_VIEWS if v in views()])
+            lib.activity.wait_quiet(quiet_s)
+            entry.timeline.build_events()
+            views_done()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
+
+
+def _warm_views(entry: Entry, names: list[str]) -> Callable[[], None]:
+    """Start computing ``names`` on ``entry``'s profile in a child process (spawned:
+    this one runs threads) at niceness :data:`WARM_NICE`; the function returned keeps
+    each table as it comes, until the last."""
+    todo = [v for v in names if _cache_key(v, {}) not in entry.cache]
+    if not todo:
+        return lambda: None
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    # Daemonic: ended when the server exits, whatever it is computing.
+    proc = ctx.Process(target=_views_child, args=(str(entry.path), todo, send), name="aiprof-warm-views", daemon=True)
+    proc.start()
+    send.close()
+
+    def collect() -> None:
+        try:
+            while True:
+                try:
+                    view, full = recv.recv()
+                except EOFError:
+                    break
+                if isinstance(full, Result):
+                    _keep(entry, _cache_key(view, {}), full)
+                else:
+                    log.debug("warm-up of view %s of %s failed: %s", view, entry.id, full)
+        finally:
+            recv.close()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+
+    return collect
+
+
+def _views_child(path: str, names: list[str], send: Any) -> None:
+    """The warm-up's process: each view's full table, sent as it is computed, on a
+    profile of its own (its own connection and memo: a cursor of the served one does
+    not see the objects registered on it, and a shared memo then kept intermediates
+    computed without them, so later advice lost rules)."""
+    try:
+        os.nice(WARM_NICE)
+    except OSError:
+        pass
+    prof = _open(Path(path))
+    try:
+        for view in names:
+            try:
+                full: Result | str = run(prof, view, Query(), {})
+            except Exception as ex:
+                full = f"{type(ex).__name__}: {str(ex).splitlines()[0] if str(ex) else ''}"
+            send.send((view, full))
+    except (BrokenPipeError, EOFError):
+        pass  # the server is gone
+    finally:
+        prof.close()
+        send.close()
 
 
 def _open(path: Path) -> Profile:

@@ -225,10 +225,11 @@ class Launches:
     def __init__(self, s: Spans, correlation: np.ndarray, has: np.ndarray, device_kinds: set[str]) -> None:
         # Only those rows are kept (not the whole table): device rows in ts order,
         # host launches in correlation order.
-        dev_codes = [i for i, k in enumerate(s.kinds) if k in device_kinds]
-        host_codes = [i for i, k in enumerate(s.kinds) if k in ("runtime", "driver")]
-        dev = np.flatnonzero(has & np.isin(s.kind, dev_codes))
-        host = np.flatnonzero(has & np.isin(s.kind, host_codes))
+        # Kind code -> is a device / host launch kind: one lookup per row.
+        is_dev = np.array([k in device_kinds for k in s.kinds] + [False], dtype=bool)
+        is_host = np.array([k in ("runtime", "driver") for k in s.kinds] + [False], dtype=bool)
+        dev = np.flatnonzero(has & is_dev[s.kind])
+        host = np.flatnonzero(has & is_host[s.kind])
         host = host[np.argsort(correlation[host], kind="stable")]
         self.dev = s.take(dev)
         self.host = s.take(host)
@@ -275,9 +276,13 @@ class MaxSeries:
     """Series (one per key: rank, device type, device) of values sampled at ts, merged
     per bucket into (first ts, max of each value), as the memory track draws them."""
 
-    def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> None:
+    def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...], presorted: bool = False) -> None:
+        """``presorted``: ``t`` comes sorted by ``key`` then ts already (nulls last),
+        the order this sorts it in otherwise (the order of rows of equal key and ts
+        changes no answer: they fall in one bucket)."""
         self.key, self.values = key, values
-        t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
+        if not presorted:
+            t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
         ts = np.asarray(t.column("ts").to_numpy(zero_copy_only=False), dtype=np.int64)
         # Float columns, NaN for a null, so that a bucket's max skips nulls as SQL's does
         # (exact for values under 2**53: byte counts to 8 PiB).
