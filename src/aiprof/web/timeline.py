@@ -551,39 +551,31 @@ class Timeline:
             cond, arg = "name = ?", q
         else:
             cond, arg = "contains(lower(name), lower(?))", q
-        where = ["true"]
-        params: list[Any] = []
-        if kind:
-            where.append("l.kind = ?")
-            params.append(kind)
-        if t0 is not None:
-            where.append(f"l.ts + l.dur >= {int(t0)}")
-        if t1 is not None:
-            where.append(f"l.ts <= {int(t1)}")
-        # Total orders (ties broken the same way on every connection).
-        ties = "l.track, l.depth, h.name, l.kind"
-        sort = f"l.dur DESC, l.ts, {ties}" if order == "-dur" else f"l.ts, {ties}, l.dur DESC"
         with self._sql() as sql:
             try:
-                hit = sql(f"SELECT name_id, name FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
+                hit = sql(f"SELECT name_id FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
             except duckdb.Error as e:
                 raise QueryError(f"bad search pattern: {str(e).splitlines()[0]}") from None
-        hits = pa.Table.from_pylist(hit, schema=pa.schema([("name_id", pa.int32()), ("name", pa.string())]))
-        cond_sql = " AND ".join(where)
-        with self._sql(tl_hit=hits) as sql:
-            total = sql(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
-            n_names = [{"n": hits.num_rows}]
-            rows = sql(
-                f"""SELECT l.track, l.depth, l.ts, l.dur, h.name, l.kind FROM tl l JOIN tl_hit h USING (name_id)
-                    WHERE {cond_sql} ORDER BY {sort} LIMIT {int(limit)} OFFSET {int(offset)}""",
-                params,
+        # The events of those names, from the numpy columns (tiles.find): a few passes
+        # over the name ids, then a sort of the first page's candidates only.
+        level = self._level0().spans
+        names = np.zeros(len(self._names_by_id) + 1, dtype=bool)
+        names[[int(h["name_id"]) for h in hit]] = True
+        kind_code = None if not kind else (level.kinds.index(kind) if kind in level.kinds else -1)
+        n, idx = tiles.find(level, names, kind_code, t0, t1, order == "-dur", int(limit), int(offset))
+        kinds = level.kinds
+        rows = [
+            {"track": tr, "depth": d, "ts": t, "dur": du, "name": self._names_by_id[nm], "kind": kinds[k]}
+            for tr, d, t, du, nm, k in zip(
+                *(getattr(level, c)[idx].tolist() for c in ("track", "depth", "ts", "dur", "name", "kind")),
+                strict=True,
             )
-        n = int(total[0]["n"]) if total else 0
+        ]
         return {
             "q": q,
             "regex": regex,
             "total": n,
-            "names": int(n_names[0]["n"]) if n_names else 0,
+            "names": len(hit),
             "matches": rows,
             "truncated": offset + len(rows) < n,
         }
