@@ -9,9 +9,11 @@ and checked again when the profile is opened.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import OrderedDict
@@ -44,10 +46,11 @@ CACHE_ROWS = 200_000
 POOL = 4
 #: Views computed in the background when the server starts, after the timeline.
 WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
-#: The niceness the warm-up's process of views runs at (the lowest priority), and how
-#: long the server must have had no API request in flight before the warm-up starts
-#: its next step (at most ``QUIET_MOST_S`` of waiting each).
-WARM_NICE = 19
+#: The niceness the warm-up's process of views runs at (a lower priority than the
+#: server's), and how long the server must have had no API request in flight before the
+#: warm-up goes on (its process is stopped meanwhile; its in-process steps wait, at most
+#: ``QUIET_MOST_S`` each).
+WARM_NICE = 5
 QUIET_S = 1.0
 QUIET_MOST_S = 30.0
 
@@ -89,6 +92,9 @@ class Entry:
     """Extra connections not in use (see :meth:`reading`)."""
     opened: int = 0
     pool_lock: threading.Lock = field(default_factory=threading.Lock)
+    warming: dict[str, threading.Event] = field(default_factory=dict)
+    """The views the warm-up's process is computing (by cache key), set when each comes."""
+    activity: Activity | None = None
     _once_locks: dict[str, threading.Lock] = field(default_factory=dict)
 
     def once(self, key: str, compute: Callable[[Profile], T]) -> T:
@@ -193,6 +199,8 @@ class Activity:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.in_flight = 0
+        #: Requests in flight that wait on the warm-up's result (see warm_up_may_run).
+        self.waiters = 0
         #: The server's start counts as a request's end: a browser opened at once finds
         #: the warm-up still waiting.
         self.last_end = time.monotonic()
@@ -208,6 +216,25 @@ class Activity:
                 self.in_flight -= 1
                 self.last_end = time.monotonic()
                 self._cond.notify_all()
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Marks a request in flight as waiting on the warm-up (which then goes on)."""
+        with self._cond:
+            self.waiters += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.waiters -= 1
+
+    def warm_up_may_run(self, quiet_s: float = QUIET_S) -> bool:
+        """True when every request in flight waits on the warm-up (and one does), or
+        when none has been in flight for ``quiet_s``."""
+        with self._cond:
+            if self.in_flight:
+                return self.waiters >= self.in_flight
+            return time.monotonic() - self.last_end >= quiet_s
 
     def wait_quiet(self, quiet_s: float = QUIET_S, most_s: float = QUIET_MOST_S) -> bool:
         """Wait until no request has been in flight for ``quiet_s`` (at most ``most_s``
@@ -262,7 +289,7 @@ class Library:
                 pid, n = base, 2
                 while pid in entries or pid in self._entries:
                     pid, n = f"{base}-{n}", n + 1
-                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name)
+                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name, activity=self.activity)
             self._entries = entries
             return list(entries.values())
 
@@ -341,6 +368,18 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
         full = e.cache.get(key)
         if full is not None:
             e.cache.move_to_end(key)
+    if full is None and profile is None:
+        # The warm-up's process computes it: wait for that (it goes on while every
+        # request in flight waits on it) rather than compute it twice.
+        pending = e.warming.get(key)
+        if pending is not None and not pending.is_set():
+            if e.activity is not None:
+                with e.activity.waiting():
+                    pending.wait()
+            else:
+                pending.wait()
+            with e.cache_lock:
+                full = e.cache.get(key)
     if full is None:
         if profile is not None:
             full = run(profile, view, Query(), params)
@@ -386,46 +425,97 @@ def warm_up(lib: Library, quiet_s: float = QUIET_S) -> None:
             entry = lib.get(e.id)
             assert entry.timeline is not None and entry.profile is not None
             entry.timeline.build()
-            views_done = _warm_views(entry, [v for v in WARM_VIEWS if v in views()])
+            views_done = _warm_views(entry, [v for v in WARM_VIEWS if v in views()], quiet_s)
             lib.activity.wait_quiet(quiet_s)
             entry.timeline.build_events()
-            views_done()
+            views_done.join()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
 
 
-def _warm_views(entry: Entry, names: list[str]) -> Callable[[], None]:
-    """Start computing ``names`` on ``entry``'s profile in a child process (spawned:
-    this one runs threads) at niceness :data:`WARM_NICE`; the function returned keeps
-    each table as it comes, until the last."""
+def _warm_views(entry: Entry, names: list[str], quiet_s: float = QUIET_S) -> threading.Thread:
+    """Compute ``names`` on ``entry``'s profile in a child process (spawned: this one
+    runs threads) at niceness :data:`WARM_NICE`, keeping each table as it comes. The
+    child is stopped (SIGSTOP) while any API request is in flight that does not wait
+    for one of these views, and goes on (SIGCONT) once the server has been quiet for
+    ``quiet_s``. Returns the thread that does this; it ends with the child."""
     todo = [v for v in names if _cache_key(v, {}) not in entry.cache]
+    thread = threading.Thread(target=lambda: None)
     if not todo:
-        return lambda: None
+        thread.start()
+        return thread
+    for v in todo:
+        entry.warming.setdefault(_cache_key(v, {}), threading.Event())
     ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
     # Daemonic: ended when the server exits, whatever it is computing.
     proc = ctx.Process(target=_views_child, args=(str(entry.path), todo, send), name="aiprof-warm-views", daemon=True)
     proc.start()
     send.close()
+    if not _CHILDREN:
+        # Registered after multiprocessing's own exit handler (which Process.start
+        # registers), so that it runs first: exit handlers run last-registered first.
+        atexit.unregister(_end_children)
+        atexit.register(_end_children)
+    _CHILDREN.add(proc)
+    activity = entry.activity or Activity()
 
-    def collect() -> None:
+    def govern() -> None:
+        stopped = False
         try:
             while True:
-                try:
-                    view, full = recv.recv()
-                except EOFError:
+                if recv.poll(0.05):
+                    try:
+                        view, full = recv.recv()
+                    except EOFError:
+                        break
+                    key = _cache_key(view, {})
+                    if isinstance(full, Result):
+                        _keep(entry, key, full)
+                    else:
+                        log.debug("warm-up of view %s of %s failed: %s", view, entry.id, full)
+                    entry.warming.pop(key, threading.Event()).set()
+                    continue
+                if not proc.is_alive():
                     break
-                if isinstance(full, Result):
-                    _keep(entry, _cache_key(view, {}), full)
-                else:
-                    log.debug("warm-up of view %s of %s failed: %s", view, entry.id, full)
+                if activity.warm_up_may_run(quiet_s) == stopped:
+                    stopped = not stopped
+                    _signal(proc, signal.SIGSTOP if stopped else signal.SIGCONT)
+        except OSError:
+            log.debug("warm-up of %s: its process failed", entry.id, exc_info=True)
         finally:
+            if stopped:
+                _signal(proc, signal.SIGCONT)
+            for v in todo:  # no request waits for a view that will not come
+                entry.warming.pop(_cache_key(v, {}), threading.Event()).set()
             recv.close()
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
+            _CHILDREN.discard(proc)
 
-    return collect
+    thread = threading.Thread(target=govern, name="aiprof-warm-views", daemon=True)
+    thread.start()
+    return thread
+
+
+#: The warm-up's processes alive: continued and ended when the server exits (a stopped
+#: process would not end on the SIGTERM that multiprocessing sends its daemonic children).
+_CHILDREN: set[Any] = set()
+
+
+def _signal(proc: Any, sig: int) -> None:
+    try:
+        if proc.pid is not None and proc.is_alive():
+            os.kill(proc.pid, sig)
+    except (OSError, ValueError):
+        pass
+
+
+def _end_children() -> None:
+    for proc in list(_CHILDREN):
+        _signal(proc, signal.SIGCONT)
+        _signal(proc, signal.SIGTERM)
 
 
 def _views_child(path: str, names: list[str], send: Any) -> None:
