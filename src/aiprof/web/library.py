@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,11 +46,12 @@ CACHE_ROWS = 200_000
 POOL = 4
 #: Views computed in the background when the server starts, after the timeline.
 WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
-#: The niceness the warm-up's process of views runs at (a lower priority than the
-#: server's), and how long the server must have had no API request in flight before the
+#: The niceness the warm-up's process of views runs at (0: it is stopped while
+#: requests are in flight instead; niced, it came minutes late on a busy machine, and a
+#: request that waits for one of its views waited on a starved process), and how long the server must have had no API request in flight before the
 #: warm-up goes on (its process is stopped meanwhile; its in-process steps wait, at most
 #: ``QUIET_MOST_S`` each).
-WARM_NICE = 5
+WARM_NICE = 0
 QUIET_S = 1.0
 QUIET_MOST_S = 30.0
 
@@ -206,27 +207,27 @@ class Activity:
         self.last_end = time.monotonic()
 
     @contextmanager
-    def request(self) -> Iterator[None]:
+    def _counted(self, waiter: bool) -> Iterator[None]:
         with self._cond:
-            self.in_flight += 1
+            self.waiters += waiter
+            self.in_flight += not waiter
         try:
             yield
         finally:
             with self._cond:
-                self.in_flight -= 1
-                self.last_end = time.monotonic()
+                self.waiters -= waiter
+                self.in_flight -= not waiter
+                if not waiter:
+                    self.last_end = time.monotonic()
                 self._cond.notify_all()
 
-    @contextmanager
-    def waiting(self) -> Iterator[None]:
+    def request(self) -> AbstractContextManager[None]:
+        """Counts an API request in flight while the context lasts."""
+        return self._counted(False)
+
+    def waiting(self) -> AbstractContextManager[None]:
         """Marks a request in flight as waiting on the warm-up (which then goes on)."""
-        with self._cond:
-            self.waiters += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.waiters -= 1
+        return self._counted(True)
 
     def warm_up_may_run(self, quiet_s: float = QUIET_S) -> bool:
         """True when every request in flight waits on the warm-up (and one does), or
