@@ -121,6 +121,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the built trace and profile here")
     ap.add_argument("--reuse", action="store_true", help="reuse the profile kept in --keep from an earlier run")
     ns = ap.parse_args()
+    print(f"load average at the start: {Path('/proc/loadavg').read_text().strip()}")
     from playwright.sync_api import sync_playwright
 
     from aiprof.importers import import_paths
@@ -266,6 +267,7 @@ def main() -> None:
             )
         print("(first = the first request for that view; the background warm-up may have computed it already)")
 
+    print(f"load average after the browser part: {Path('/proc/loadavg').read_text().strip()}")
     # What a request costs when nothing is cached: the analyser itself (in process).
     from aiprof.analysis import Query, run
 

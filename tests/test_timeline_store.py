@@ -72,6 +72,45 @@ def test_the_kept_timeline_gives_what_the_events_give(kept: Path) -> None:
         assert _answers(read) == _answers(built)
 
 
+def test_the_first_wide_windows_read_the_coarsest_levels_only(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first paint of a big profile waits on its coarsest level alone: the track list
+    # and a window of the whole span are answered before the events are read, with the
+    # answers that the events give. (Fewer arrows per window than the default, so that
+    # this trace's whole span holds too many to draw, as a big profile's does.)
+    from aiprof.web import timeline
+
+    monkeypatch.setattr(timeline, "MAX_FLOWS", 500)
+    with open_profile(kept) as p, open_profile(kept) as q:
+        lazy = Timeline(p)
+        lazy.build()
+        q.metas[0].pop("timeline")
+        built = Timeline(q, lod_min_events=0)
+        built.build()
+        a, b = built.span
+        assert lazy.span == built.span and lazy.tracks() == built.tracks()
+        wide = [Window(a, b, 1500), Window(a, b, 200), Window(a - (b - a), b + (b - a), 900)]
+        for w in wide:
+            got = lazy.window(w)
+            assert got["flows_truncated"] and got == built.window(w)
+        assert not lazy.events_indexed  # nothing above needed the events
+        narrow = Window(int(a + (b - a) * 0.4), int(a + (b - a) * 0.401), 2000)
+        assert lazy.window(narrow) == built.window(narrow)
+        assert lazy.events_indexed
+        assert lazy.summary(narrow) == built.summary(narrow) and _answers(lazy) == _answers(built)
+
+
+def test_a_kept_level_unreadable_when_first_read_falls_back_to_the_events(kept: Path, tmp_path: Path) -> None:
+    other = tmp_path / "u.aiprof"
+    shutil.copytree(kept, other)
+    with open_profile(other) as p, open_profile(kept) as q:
+        tl = Timeline(p)
+        tl.build()  # the levels are listed, not read
+        for f in (other / timeline_store.FOLDER).glob("lod-*.arrow"):
+            f.write_bytes(b"not arrow")
+        w = Window(*tl.span, 300)
+        assert tl.window(w) == Timeline(q).window(w)
+
+
 def test_it_is_not_read_for_profiles_opened_together_or_of_another_version(kept: Path, tmp_path: Path) -> None:
     other = tmp_path / "w.aiprof"
     shutil.copytree(kept, other)
@@ -90,3 +129,58 @@ def test_it_is_not_read_for_profiles_opened_together_or_of_another_version(kept:
         assert timeline_store.load(p) is None  # a file missing
         tl = Timeline(p)
         assert tl.tracks() and tl.window(Window(*tl.span, 500))["items"]["ts"]
+
+
+def _search_sql(
+    tl: Timeline,
+    ids: list[int],
+    kind: str | None,
+    t0: int | None,
+    t1: int | None,
+    longest: bool,
+    limit: int,
+    offset: int,
+) -> list[Any]:
+    """The matches as SQL over tl gives them (what the search ran before it read the
+    numpy columns): the reference."""
+    where = [f"l.name_id IN ({', '.join(map(str, ids))})" if ids else "false"]
+    if kind:
+        where.append(f"l.kind = '{kind}'")
+    if t0 is not None:
+        where.append(f"l.ts + l.dur >= {t0}")
+    if t1 is not None:
+        where.append(f"l.ts <= {t1}")
+    ties = "l.track, l.depth, n.name, l.kind"
+    sort = f"l.dur DESC, l.ts, {ties}" if longest else f"l.ts, {ties}, l.dur DESC"
+    return tl.query(
+        f"""SELECT l.track, l.depth, l.ts, l.dur, n.name, l.kind FROM tl l JOIN tl_names n USING (name_id)
+            WHERE {" AND ".join(where)} ORDER BY {sort} LIMIT {limit} OFFSET {offset}"""
+    )
+
+
+@pytest.mark.parametrize("q", ["a", "gemm", "memcpy", "cuda", "zz-nothing"])
+def test_search_pages_are_the_rows_sql_orders(kept: Path, q: str) -> None:
+    with open_profile(kept) as p:
+        tl = Timeline(p)
+        tl.build()
+        a, b = tl.span
+        ids = [int(r["name_id"]) for r in tl.query("SELECT name_id FROM tl_names WHERE contains(lower(name), ?)", [q])]
+        cases = [
+            (None, None, None, False, 500, 0),
+            (None, None, None, True, 500, 0),
+            (None, None, None, False, 7, 3),
+            (None, None, None, True, 13, 40),
+            ("kernel", None, None, True, 50, 0),
+            ("runtime", a + (b - a) // 3, a + (b - a) // 2, False, 20, 5),
+            (None, a + (b - a) // 2, None, True, 5000, 0),
+            ("no-such-kind", None, None, False, 10, 0),
+            (None, None, None, False, 10, 10**6),
+        ]
+        for kind, t0, t1, longest, limit, offset in cases:
+            got = tl.search(q, kind=kind, t0=t0, t1=t1, order="-dur" if longest else "ts", limit=limit, offset=offset)
+            want = _search_sql(tl, ids, kind, t0, t1, longest, limit, offset)
+            assert got["matches"] == want, (kind, t0, t1, longest, limit, offset)
+            assert got["names"] == len(ids)
+            assert got["truncated"] == (offset + len(want) < got["total"])
+        full = tl.search(q, limit=10**7)
+        assert full["total"] == len(full["matches"]) == len(_search_sql(tl, ids, None, None, None, False, 10**7, 0))

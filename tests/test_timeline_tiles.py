@@ -147,6 +147,17 @@ def test_max_series_per_bucket_skips_nulls_and_keeps_devices_apart() -> None:
     assert [r["device"] for r in ms.window(0, 10_000, 100, {"rank": None, "device": None})] == [-1, 0, 1]
     empty = MaxSeries(pa.Table.from_pylist(rows).slice(0, 0), ("rank", "device", "device_type"), ("allocated",))
     assert empty.window(0, 10_000, 100, {"rank": None, "device": None}) == []  # a profile without allocator events
+    # Sorted by DuckDB as the server asks for the rows (ORDER BY key, ts, nulls last): the same series.
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("mem", pa.Table.from_pylist(rows))
+    by_db = con.sql(
+        "SELECT * FROM mem ORDER BY rank NULLS LAST, device NULLS LAST, device_type NULLS LAST, ts NULLS LAST"
+    ).to_arrow_table()
+    pre = MaxSeries(by_db, ("rank", "device", "device_type"), ("allocated", "reserved"), presorted=True)
+    for where in ({"rank": 0, "device": 1}, {"rank": None, "device": None}):
+        assert pre.window(t0, t1, bucket, where) == ms.window(t0, t1, bucket, where)
 
 
 @pytest.mark.parametrize("max_items", [300, 2000])

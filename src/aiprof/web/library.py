@@ -9,12 +9,16 @@ and checked again when the profile is opened.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +46,14 @@ CACHE_ROWS = 200_000
 POOL = 4
 #: Views computed in the background when the server starts, after the timeline.
 WARM_VIEWS = ("overview", "steps", "kernels", "operators", "memory")
+#: The niceness the warm-up's process of views runs at (0: it is stopped while
+#: requests are in flight instead; niced, it came minutes late on a busy machine, and a
+#: request that waits for one of its views waited on a starved process), and how long the server must have had no API request in flight before the
+#: warm-up goes on (its process is stopped meanwhile; its in-process steps wait, at most
+#: ``QUIET_MOST_S`` each).
+WARM_NICE = 0
+QUIET_S = 1.0
+QUIET_MOST_S = 30.0
 
 
 class ApiError(Exception):
@@ -83,6 +95,9 @@ class Entry:
     """Extra connections not in use (see :meth:`reading`)."""
     opened: int = 0
     pool_lock: threading.Lock = field(default_factory=threading.Lock)
+    warming: dict[str, threading.Event] = field(default_factory=dict)
+    """The views the warm-up's process is computing (by cache key), set when each comes."""
+    activity: Activity | None = None
     _once_locks: dict[str, threading.Lock] = field(default_factory=dict)
 
     def once(self, key: str, compute: Callable[[Profile], T]) -> T:
@@ -180,11 +195,72 @@ def _outside_reason(path: Path, root: Path) -> str | None:
     return None
 
 
+class Activity:
+    """How many API requests are in flight and when the last one ended: the warm-up
+    waits for a quiet moment before each of its steps (see :func:`warm_up`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.in_flight = 0
+        #: Requests in flight that wait on the warm-up's result (see warm_up_may_run).
+        self.waiters = 0
+        #: The server's start counts as a request's end: a browser opened at once finds
+        #: the warm-up still waiting.
+        self.last_end = time.monotonic()
+
+    @contextmanager
+    def _counted(self, waiter: bool) -> Iterator[None]:
+        with self._cond:
+            self.waiters += waiter
+            self.in_flight += not waiter
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.waiters -= waiter
+                self.in_flight -= not waiter
+                if not waiter:
+                    self.last_end = time.monotonic()
+                self._cond.notify_all()
+
+    def request(self) -> AbstractContextManager[None]:
+        """Counts an API request in flight while the context lasts."""
+        return self._counted(False)
+
+    def waiting(self) -> AbstractContextManager[None]:
+        """Marks a request in flight as waiting on the warm-up (which then goes on)."""
+        return self._counted(True)
+
+    def warm_up_may_run(self, quiet_s: float = QUIET_S) -> bool:
+        """True when every request in flight waits on the warm-up (and one does), or
+        when none has been in flight for ``quiet_s``."""
+        with self._cond:
+            if self.in_flight:
+                return self.waiters >= self.in_flight
+            return time.monotonic() - self.last_end >= quiet_s
+
+    def wait_quiet(self, quiet_s: float = QUIET_S, most_s: float = QUIET_MOST_S) -> bool:
+        """Wait until no request has been in flight for ``quiet_s`` (at most ``most_s``
+        in all); True when it was quiet, False when the wait ran out."""
+        end = time.monotonic() + most_s
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                idle = now - self.last_end
+                if not self.in_flight and idle >= quiet_s:
+                    return True
+                if now >= end:
+                    return False
+                # A request's end wakes this up; else the quiet time left.
+                self._cond.wait(end - now if self.in_flight else min(end - now, quiet_s - idle))
+
+
 class Library:
     """The profiles of the served folders, by id; opened on first use."""
 
     def __init__(self, roots: list[Path]) -> None:
         self.roots = [Path(r) for r in roots]
+        self.activity = Activity()
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = {}
         #: How long the last :meth:`scan` took (s).
@@ -225,7 +301,7 @@ class Library:
                 pid, n = base, 2
                 while pid in entries or pid in self._entries:
                     pid, n = f"{base}-{n}", n + 1
-                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name)
+                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name, activity=self.activity)
             self._entries = entries
             return list(entries.values())
 
@@ -303,31 +379,61 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
     (connection) to use; by default one from :meth:`Entry.reading`, taken only when
     the table is not kept yet (a kept one is paged without any connection).
     """
-    key = view + "\x00" + dumps(params).decode()
+    key = _cache_key(view, params)
     with e.cache_lock:
         full = e.cache.get(key)
         if full is not None:
             e.cache.move_to_end(key)
+    if full is None and profile is None:
+        # The warm-up's process computes it: wait for that (it goes on while every
+        # request in flight waits on it) rather than compute it twice.
+        pending = e.warming.get(key)
+        if pending is not None and not pending.is_set():
+            if e.activity is not None:
+                with e.activity.waiting():
+                    pending.wait()
+            else:
+                pending.wait()
+            with e.cache_lock:
+                full = e.cache.get(key)
     if full is None:
         if profile is not None:
             full = run(profile, view, Query(), params)
         else:
             with e.reading() as prof:
                 full = run(prof, view, Query(), params)
-        if full.table.num_rows <= CACHE_ROWS:
-            with e.cache_lock:
-                e.cache[key] = full
-                while len(e.cache) > CACHE_VIEWS:
-                    e.cache.popitem(last=False)
+        _keep(e, key, full)
     eff = q if q.sort else Query(q.filters, list(full.query.sort), q.limit, q.offset)
     page, total = eff.apply(full.table)
     return Result(view, page, total, eff, full.units)
 
 
-def warm_up(lib: Library) -> None:
-    """Build each profile's timeline tables, then compute its common views on a
-    connection of its own (so requests are not held up), so that the first pages a
-    user opens are fast (a job folder: its views first, then its timeline). Runs in a daemon thread; failures only log."""
+def _cache_key(view: str, params: dict[str, Any]) -> str:
+    return view + "\x00" + dumps(params).decode()
+
+
+def _keep(e: Entry, key: str, full: Result) -> None:
+    """Keep a view's full table (unless it is too big to)."""
+    if full.table.num_rows <= CACHE_ROWS:
+        with e.cache_lock:
+            e.cache[key] = full
+            e.cache.move_to_end(key)
+            while len(e.cache) > CACHE_VIEWS:
+                e.cache.popitem(last=False)
+
+
+def warm_up(lib: Library, quiet_s: float = QUIET_S) -> None:
+    """Prepare each profile so that the first pages a user opens are fast, without
+    slowing the requests that come meanwhile. Runs in a daemon thread; failures only log.
+
+    First the timeline's tables (in this process: windows are answered from them), each
+    step once no API request has been in flight for ``quiet_s``; then the common views
+    (:data:`WARM_VIEWS`), in a process of their own at the lowest priority: computing
+    the operators view takes seconds of Python on millions of events, and in a thread
+    here it held the interpreter lock and a core while the timeline's windows waited.
+    Its results come back as the tables :func:`query_view` keeps; a view a request asks
+    for before they come is computed for that request as without a warm-up.
+    """
     for e in lib.scan():
         if e.error is not None:
             continue
@@ -339,21 +445,124 @@ def warm_up(lib: Library) -> None:
             job = is_job(entry.path)
             if not job:
                 entry.timeline.build()
-            # A profile of its own (its own connection and memo): a cursor of the served
-            # one does not see the objects registered on it (the empty tables of a
-            # profile without counters), and a shared memo then kept intermediates
-            # computed without them, so later advice lost rules ("no device streams").
-            own = _open(entry.path)
-            try:
-                for view in WARM_VIEWS:
-                    if view in views():
-                        query_view(entry, view, Query(limit=0), {}, profile=own)
-            finally:
-                own.close()
+            views_done = _warm_views(entry, [v for v in WARM_VIEWS if v in views()], quiet_s)
             if job:
+                views_done.join()
                 entry.timeline.build()
+            lib.activity.wait_quiet(quiet_s)
+            entry.timeline.build_events()
+            views_done.join()
         except Exception:
             log.debug("warm-up of %s failed", e.id, exc_info=True)
+
+
+def _warm_views(entry: Entry, names: list[str], quiet_s: float = QUIET_S) -> threading.Thread:
+    """Compute ``names`` on ``entry``'s profile in a child process (spawned: this one
+    runs threads) at niceness :data:`WARM_NICE`, keeping each table as it comes. The
+    child is stopped (SIGSTOP) while any API request is in flight that does not wait
+    for one of these views, and goes on (SIGCONT) once the server has been quiet for
+    ``quiet_s``. Returns the thread that does this; it ends with the child."""
+    todo = [v for v in names if _cache_key(v, {}) not in entry.cache]
+    thread = threading.Thread(target=lambda: None)
+    if not todo:
+        thread.start()
+        return thread
+    for v in todo:
+        entry.warming.setdefault(_cache_key(v, {}), threading.Event())
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    # Daemonic: ended when the server exits, whatever it is computing.
+    proc = ctx.Process(target=_views_child, args=(str(entry.path), todo, send), name="aiprof-warm-views", daemon=True)
+    proc.start()
+    send.close()
+    if not _CHILDREN:
+        # Registered after multiprocessing's own exit handler (which Process.start
+        # registers), so that it runs first: exit handlers run last-registered first.
+        atexit.unregister(_end_children)
+        atexit.register(_end_children)
+    _CHILDREN.add(proc)
+    activity = entry.activity or Activity()
+
+    def govern() -> None:
+        stopped = False
+        try:
+            while True:
+                if recv.poll(0.05):
+                    try:
+                        view, full = recv.recv()
+                    except EOFError:
+                        break
+                    key = _cache_key(view, {})
+                    if isinstance(full, Result):
+                        _keep(entry, key, full)
+                    else:
+                        log.debug("warm-up of view %s of %s failed: %s", view, entry.id, full)
+                    entry.warming.pop(key, threading.Event()).set()
+                    continue
+                if not proc.is_alive():
+                    break
+                if activity.warm_up_may_run(quiet_s) == stopped:
+                    stopped = not stopped
+                    _signal(proc, signal.SIGSTOP if stopped else signal.SIGCONT)
+        except OSError:
+            log.debug("warm-up of %s: its process failed", entry.id, exc_info=True)
+        finally:
+            if stopped:
+                _signal(proc, signal.SIGCONT)
+            for v in todo:  # no request waits for a view that will not come
+                entry.warming.pop(_cache_key(v, {}), threading.Event()).set()
+            recv.close()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+            _CHILDREN.discard(proc)
+
+    thread = threading.Thread(target=govern, name="aiprof-warm-views", daemon=True)
+    thread.start()
+    return thread
+
+
+#: The warm-up's processes alive: continued and ended when the server exits (a stopped
+#: process would not end on the SIGTERM that multiprocessing sends its daemonic children).
+_CHILDREN: set[Any] = set()
+
+
+def _signal(proc: Any, sig: int) -> None:
+    try:
+        if proc.pid is not None and proc.is_alive():
+            os.kill(proc.pid, sig)
+    except (OSError, ValueError):
+        pass
+
+
+def _end_children() -> None:
+    for proc in list(_CHILDREN):
+        _signal(proc, signal.SIGCONT)
+        _signal(proc, signal.SIGTERM)
+
+
+def _views_child(path: str, names: list[str], send: Any) -> None:
+    """The warm-up's process: each view's full table, sent as it is computed, on a
+    profile of its own (its own connection and memo: a cursor of the served one does
+    not see the objects registered on it, and a shared memo then kept intermediates
+    computed without them, so later advice lost rules)."""
+    try:
+        os.nice(WARM_NICE)
+    except OSError:
+        pass
+    prof = _open(Path(path))
+    try:
+        for view in names:
+            try:
+                full: Result | str = run(prof, view, Query(), {})
+            except Exception as ex:
+                full = f"{type(ex).__name__}: {str(ex).splitlines()[0] if str(ex) else ''}"
+            send.send((view, full))
+    except (BrokenPipeError, EOFError):
+        pass  # the server is gone
+    finally:
+        prof.close()
+        send.close()
 
 
 def _open(path: Path) -> Profile:

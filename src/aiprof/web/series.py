@@ -113,9 +113,15 @@ class SeriesQuery:
         arrays: tiles.MaxSeries = self._kept(
             "memory_arrays",
             lambda prof: tiles.MaxSeries(
-                arrow_table(prof, "SELECT rank, device_type, device, ts, allocated, reserved FROM memory"),
+                # Sorted by DuckDB (in parallel, and far quicker than an Arrow sort).
+                arrow_table(
+                    prof,
+                    "SELECT rank, device_type, device, ts, allocated, reserved FROM memory "
+                    "ORDER BY rank NULLS LAST, device NULLS LAST, device_type NULLS LAST, ts NULLS LAST",
+                ),
                 ("rank", "device", "device_type"),
                 ("allocated", "reserved"),
+                presorted=True,
             ),
         )
         rows = arrays.window(w.t0, w.t1, bucket, {"rank": rank, "device": device})

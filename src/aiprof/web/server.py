@@ -35,7 +35,7 @@ from .answers import MAX_BYTES as KEEP_BYTES
 from .answers import AnswerCache
 from .assets import TYPES, load_assets
 from .jsonio import dumps, error_response
-from .library import ApiError, Library, warm_up
+from .library import Activity, ApiError, Library, warm_up
 from .routes import advice_for, build_router, describe
 
 log = logging.getLogger("aiprof.serve")
@@ -146,7 +146,7 @@ def create_app(
     # a kept answer is sent.
     if keep_bytes > 0:
         app.add_middleware(AnswerCache, library=lib, max_bytes=keep_bytes)
-    app.add_middleware(Guard, token=token, loopback=host in LOOPBACK)
+    app.add_middleware(Guard, token=token, loopback=host in LOOPBACK, activity=lib.activity)
     return app
 
 
@@ -177,10 +177,12 @@ def _same(given: str, token: str) -> bool:
 class Guard:
     """Host, token and body-size checks before any route runs (plain ASGI)."""
 
-    def __init__(self, app: ASGIApp, token: str | None, loopback: bool) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, loopback: bool, activity: Activity | None = None) -> None:
         self.app = app
         self.token = token
         self.loopback = loopback
+        #: API requests in flight, which the warm-up waits out (library.warm_up).
+        self.activity = activity or Activity()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -202,7 +204,11 @@ class Guard:
                     raise _TooLarge()
             return msg
 
-        await self.app(scope, counted, send)
+        if not req.url.path.startswith("/api/"):
+            await self.app(scope, counted, send)
+            return
+        with self.activity.request():
+            await self.app(scope, counted, send)
 
     def refuse(self, req: Request) -> Response | None:
         if self.loopback and self.token is None:

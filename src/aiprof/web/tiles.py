@@ -176,6 +176,54 @@ def pyramid(s: Spans, origin: int, bucket: int, factor: int, min_rows: int, most
     return out
 
 
+def find(
+    s: Spans,
+    names: np.ndarray,
+    kind: int | None,
+    t0: int | None,
+    t1: int | None,
+    longest: bool,
+    limit: int,
+    offset: int,
+) -> tuple[int, np.ndarray]:
+    """Rows of ``s`` (single events sorted by ts, name ids in name order) whose name id
+    ``names`` marks (a bool per id), of kind code ``kind`` (None: any) and overlapping
+    [t0, t1] (None: open): how many, and the indices of rows ``offset`` to
+    ``offset + limit`` in time order (ts, track, depth, name, kind, longer first) or,
+    with ``longest``, longest first (dur descending, ts, track, depth, name, kind).
+    Only the rows that can be on that page are sorted: those up to the page's last
+    start (or down to its shortest duration)."""
+    mask = names[s.name]
+    if kind is not None:
+        mask &= s.kind == kind
+    if t0 is not None:
+        mask &= s.ts + s.dur >= t0
+    if t1 is not None:
+        mask &= s.ts <= t1
+    idx = np.flatnonzero(mask)
+    total, k = len(idx), offset + limit
+    if total == 0 or offset >= total:
+        return total, idx[:0]
+    if k < total:
+        if longest:
+            bound = -np.partition(-s.dur[idx], k - 1)[k - 1]
+            idx = idx[s.dur[idx] >= bound]
+        else:  # idx is in ts order already
+            idx = idx[: int(np.searchsorted(s.ts[idx], s.ts[idx[k - 1]], side="right"))]
+    # Kinds compared by their text, as SQL would.
+    krank = np.argsort(np.argsort(np.asarray(s.kinds, dtype=object))) if s.kinds else np.zeros(1, np.int64)
+    ts, track, depth, name, kr, dur = (
+        s.ts[idx],
+        s.track[idx],
+        s.depth[idx],
+        s.name[idx],
+        krank[s.kind[idx]],
+        s.dur[idx],
+    )
+    keys = (kr, name, depth, track, ts, -dur) if longest else (-dur, kr, name, depth, track, ts)
+    return total, idx[np.lexsort(keys)[offset:k]]
+
+
 def totals(s: Spans, t0: int, t1: int, names: list[str], limit: int) -> tuple[list[Any], list[Any]]:
     """What the rows ``s`` spend inside [t0, t1] (ns, clipped at the edges) and how many
     they are: per kind, longest first, and per (kind, name), the ``limit`` longest;
@@ -225,10 +273,11 @@ class Launches:
     def __init__(self, s: Spans, correlation: np.ndarray, has: np.ndarray, device_kinds: set[str]) -> None:
         # Only those rows are kept (not the whole table): device rows in ts order,
         # host launches in correlation order.
-        dev_codes = [i for i, k in enumerate(s.kinds) if k in device_kinds]
-        host_codes = [i for i, k in enumerate(s.kinds) if k in ("runtime", "driver")]
-        dev = np.flatnonzero(has & np.isin(s.kind, dev_codes))
-        host = np.flatnonzero(has & np.isin(s.kind, host_codes))
+        # Kind code -> is a device / host launch kind: one lookup per row.
+        is_dev = np.array([k in device_kinds for k in s.kinds] + [False], dtype=bool)
+        is_host = np.array([k in ("runtime", "driver") for k in s.kinds] + [False], dtype=bool)
+        dev = np.flatnonzero(has & is_dev[s.kind])
+        host = np.flatnonzero(has & is_host[s.kind])
         host = host[np.argsort(correlation[host], kind="stable")]
         self.dev = s.take(dev)
         self.host = s.take(host)
@@ -275,9 +324,13 @@ class MaxSeries:
     """Series (one per key: rank, device type, device) of values sampled at ts, merged
     per bucket into (first ts, max of each value), as the memory track draws them."""
 
-    def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...]) -> None:
+    def __init__(self, t: pa.Table, key: tuple[str, ...], values: tuple[str, ...], presorted: bool = False) -> None:
+        """``presorted``: ``t`` comes sorted by ``key`` then ts already (nulls last),
+        the order this sorts it in otherwise (the order of rows of equal key and ts
+        changes no answer: they fall in one bucket)."""
         self.key, self.values = key, values
-        t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
+        if not presorted:
+            t = t.sort_by([(k, "ascending") for k in key] + [("ts", "ascending")])
         ts = np.asarray(t.column("ts").to_numpy(zero_copy_only=False), dtype=np.int64)
         # Float columns, NaN for a null, so that a bucket's max skips nulls as SQL's does
         # (exact for values under 2**53: byte counts to 8 PiB).

@@ -139,20 +139,32 @@ class Timeline:
         self._tables: dict[str, pa.Table] = {}
         self._track_rows: list[dict[str, Any]] | None = None
         self._built = False
-        self._long_ns = 0
+        #: True once the events are indexed (tl, level 0, launches): see build_events.
+        self._events = False
+        self._events_lock = threading.Lock()
         self._levels: list[tiles.Level] = []
-        #: (bucket ns, level) from the finest to the coarsest, on the grid from span[0].
-        self._lods: list[tuple[int, tiles.Level]] = []
+        #: (bucket ns, level) from the finest to the coarsest, on the grid from span[0];
+        #: a kept level is read from its file when a window first needs it.
+        self._lods: list[tuple[int, tiles.Level | None]] = []
+        self._lod_lock = threading.Lock()
+        self._kept: Any = None  # timeline_store.Kept when read back from the profile
         self.lod_min_events = lod_min_events
         self._launches: tiles.Launches | None = None
+        #: Without the events indexed: the start of each device row a launch arrow may
+        #: point at (Launches.dev.ts), enough to tell a window that has too many.
+        self._flow_ts: np.ndarray | None = None
         self._names_by_id: list[str] = []
         self.span: tuple[int, int] = (0, 0)
 
     # -- building -------------------------------------------------------------------
 
     def build(self) -> None:
-        """Create tl_tracks, tl_names and tl (once): read back from the profile when it
-        keeps them (:mod:`.timeline_store`, written at import), else from its events."""
+        """Make what the track list and wide windows need (once): tl_tracks, tl_names,
+        the span and the levels of detail. Read back from the profile when it keeps
+        them (:mod:`.timeline_store`, written at import): then the events themselves
+        (tl, for narrow windows, summaries, search and flows) are read only when first
+        needed (:meth:`build_events`), so the first paint waits on the coarsest level
+        only. Else everything is built from the profile's events at once."""
         if self._built:
             return
         with self.lock:
@@ -168,8 +180,36 @@ class Timeline:
             if kept is None:
                 self._index(*self._from_events(), lods=None)
             else:
-                self._index(kept.tracks, kept.names, kept.tl, kept.span, lods=kept.lods)
+                self._kept = kept
+                self.span = kept.span
+                self._names_by_id = [str(x) for x in kept.names.column("name").to_pylist()]
+                self._tables = {"tl_tracks": kept.tracks, "tl_names": kept.names}
+                self._lods = [(b, None) for b in kept.lods]
+                self._flow_ts = kept.flow_ts
             self._built = True
+
+    @property
+    def events_indexed(self) -> bool:
+        """Whether the events themselves are indexed yet (see :meth:`build`)."""
+        return self._events
+
+    def build_events(self) -> None:
+        """Index the events (tl, level 0, launch arrows) once; see :meth:`build`."""
+        self.build()
+        if self._events:
+            return
+        with self._events_lock:
+            if self._events:
+                return
+            from .timeline_store import read_events
+
+            tl = read_events(self._kept)
+            if tl is None:  # a kept file unreadable since it was listed: from the events
+                self._fallback()
+            else:
+                self._index_events(tl)
+                self._tables = {"tl": tl, **self._tables}
+                self._events = True
 
     def _from_events(self) -> tuple[pa.Table, pa.Table, pa.Table, tuple[int, int]]:
         """tl_tracks, tl_names, tl and the span, computed from the profile's tables."""
@@ -264,6 +304,29 @@ class Timeline:
         """The numpy columns windows and summaries read (web/tiles.py), from the tables;
         ``lods``: the levels of detail when kept, else None (made here)."""
         self.span = span
+        spans = self._index_events(tl)
+        # Levels of detail for wide windows: the events pre-merged per (track, depth,
+        # bucket) on a grid from the span's start, each level LOD_FACTOR times
+        # coarser than the one before, so that a zoomed-out window merges a few
+        # rows per pixel instead of every event (tiles.pyramid).
+        if lods is None:
+            lods = self.pyramid(spans)
+        self._lods = [(b, tiles.Level(rows, tiles.long_threshold(rows.dur))) for b, rows in lods]
+        self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
+        self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
+        self._kept = None
+        self._events = True
+
+    def _fallback(self) -> None:
+        """Everything from the events, when a kept file listed at :meth:`build` cannot
+        be read: with levels of detail on the same grid when the profile kept some."""
+        with self.lock:  # the tables are made on the served connection
+            if self._kept is not None and self._kept.lods:
+                self.lod_min_events = 0
+            self._index(*self._from_events(), lods=None)
+
+    def _index_events(self, tl: pa.Table) -> tiles.Spans:
+        """Level 0 (every event) and the launch arrows, from ``tl``."""
         spans = tiles.Spans.from_arrow(tl)
         corr = tl.column("correlation")
         self._launches = tiles.Launches(
@@ -274,17 +337,29 @@ class Timeline:
         )
         # "Long" events are few and always scanned; the others are found by a ts
         # range (a binary search).
-        self._long_ns = tiles.long_threshold(spans.dur)
-        self._levels = [tiles.Level(spans, self._long_ns)]
-        # Levels of detail for wide windows: the events pre-merged per (track, depth,
-        # bucket) on a grid from the span's start, each level LOD_FACTOR times
-        # coarser than the one before, so that a zoomed-out window merges a few
-        # rows per pixel instead of every event (tiles.pyramid).
-        if lods is None:
-            lods = self.pyramid(spans)
-        self._lods = [(b, tiles.Level(rows, tiles.long_threshold(rows.dur))) for b, rows in lods]
-        self._names_by_id = [str(x) for x in names.column("name").to_pylist()]
-        self._tables = {"tl": tl, "tl_tracks": tracks, "tl_names": names}
+        self._levels = [tiles.Level(spans, tiles.long_threshold(spans.dur))]
+        return spans
+
+    def _lod(self, i: int) -> tiles.Level:
+        """Level of detail ``i`` (0: the finest), read from its file on first use."""
+        b, level = self._lods[i]
+        if level is not None:
+            return level
+        with self._lod_lock:
+            b, level = self._lods[i]
+            if level is None:
+                from .timeline_store import read_level
+
+                rows = read_level(self._kept, b)
+                if rows is None:  # unreadable since it was listed: everything from the events
+                    with self._events_lock:  # (never taken before _lod_lock: no deadlock)
+                        self._fallback()
+                    made = self._lods[min(i, len(self._lods) - 1)][1] if self._lods else self._levels[0]
+                    assert made is not None
+                    return made
+                level = tiles.Level(rows, tiles.long_threshold(rows.dur))
+                self._lods[i] = (b, level)
+            return level
 
     def pyramid(self, spans: tiles.Spans) -> list[tuple[int, tiles.Spans]]:
         """The levels of detail of ``spans`` (the events), none for a small profile."""
@@ -295,13 +370,25 @@ class Timeline:
 
     def table(self, name: str) -> pa.Table:
         """One of the built tables: tl, tl_tracks or tl_names."""
+        if name == "tl":
+            self.build_events()
         self.build()
         return self._tables[name]
 
     def levels(self) -> list[tuple[int, tiles.Spans]]:
         """The levels of detail: (bucket ns, rows sorted by ts), finest first."""
         self.build()
-        return [(b, tiles.by_ts(level.rows(self.span[0], self.span[1], None))) for b, level in self._lods]
+        out = []
+        for i, (b, _) in enumerate(self._lods):
+            out.append((b, tiles.by_ts(self._lod(i).rows(self.span[0], self.span[1], None))))
+        return out
+
+    def flow_starts(self) -> np.ndarray:
+        """The start of each device row a launch arrow may point at, sorted (what
+        timeline_store keeps for windows answered before the events are indexed)."""
+        self.build_events()
+        assert self._launches is not None
+        return self._launches.dev.ts
 
     @contextmanager
     def _served(self) -> Iterator[Profile]:
@@ -312,6 +399,7 @@ class Timeline:
     def _sql(self, **extra: pa.Table) -> Iterator[Callable[..., list[dict[str, Any]]]]:
         """Rows of SQL over the timeline's tables (and ``extra`` ones), on a connection
         this thread alone uses while the context lasts."""
+        self.build_events()
         with self._reading() as prof:
             for name, table in {**self._tables, **extra}.items():
                 prof.con.register(name, table)
@@ -339,14 +427,14 @@ class Timeline:
         process_name, thread_name, events, max_depth."""
         self.build()
         if self._track_rows is None:  # the same for every request: computed once
-            with self._sql() as sql:
-                self._track_rows = sql(
-                    """
-                    SELECT t.*, coalesce(d.max_depth, 0) AS max_depth FROM tl_tracks t
-                    LEFT JOIN (SELECT track, max(depth) AS max_depth FROM tl GROUP BY track) d USING (track)
-                    ORDER BY track
-                    """
-                )
+            # The deepest row of each track, from the coarsest level: merging keeps each
+            # row's (track, depth), so every level holds every (track, depth) of the events.
+            deep = self._lod(len(self._lods) - 1).spans if self._lods else self._level0().spans
+            tracks = self._tables["tl_tracks"].to_pylist()
+            size = max([int(t["track"]) + 1 for t in tracks] + [int(deep.track.max()) + 1 if len(deep.track) else 0])
+            deepest = np.zeros(size, np.int64)
+            np.maximum.at(deepest, deep.track, deep.depth)
+            self._track_rows = [{**t, "max_depth": int(deepest[int(t["track"])])} for t in tracks]
         rows = [dict(r) for r in self._track_rows]
         many = len({r["rank"] for r in rows}) > 1
         for r in rows:
@@ -364,10 +452,11 @@ class Timeline:
         # its bucket rounded up to a whole multiple of the level's: the very items that
         # merging the events so would give (tiles.merge). Otherwise the events, on the
         # grid from t0.
-        level, origin, grid = self._levels[0], w.t0, 1
-        for b, lod in self._lods:
+        at, origin, grid = -1, w.t0, 1
+        for i, (b, _) in enumerate(self._lods):
             if b * LOD_PER_PIXEL <= bucket:
-                level, origin, grid = lod, self.span[0], b
+                at, origin, grid = i, self.span[0], b
+        level = self._lod(at) if at >= 0 else self._level0()
         bucket = -(-bucket // grid) * grid
         rows = level.rows(w.t0, w.t1, w.tracks)
         for _ in range(8):
@@ -377,8 +466,7 @@ class Timeline:
             bucket = bucket * max(2, math.ceil(len(merged.ts) / w.max_items))
             rows = merged  # a whole multiple of the bucket: merging the merged is the same
         cols = tiles.items(merged)
-        assert self._launches is not None
-        flows, truncated = self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, 4 * MAX_FLOWS)
+        flows, truncated = self._flows(w)
         ids = sorted(set(cols["name"]) | {f[6] for f in flows} | {f[7] for f in flows})
         names = [self._names_by_id[i] for i in ids]
         remap = {nid: i for i, nid in enumerate(ids)}
@@ -405,7 +493,7 @@ class Timeline:
         they spend inside [t0, t1] (ns, clipped at the edges)."""
         self.build()
         # From the numpy columns: the rows of the window, then two groupings (tiles.totals).
-        rows = self._levels[0].rows(w.t0, w.t1, w.tracks)
+        rows = self._level0().rows(w.t0, w.t1, w.tracks)
         kinds, names = tiles.totals(rows, w.t0, w.t1, self._names_by_id, int(limit))
         return {
             "t0": w.t0,
@@ -414,6 +502,23 @@ class Timeline:
             "by_kind": kinds,
             "top": names,
         }
+
+    def _level0(self) -> tiles.Level:
+        self.build_events()
+        return self._levels[0]
+
+    def _flows(self, w: Window) -> tuple[list[tuple[int, ...]], bool]:
+        """The launch arrows of the window (tiles.Launches.between). A window with too
+        many device rows has none: told from their starts alone when the events are not
+        indexed yet (the first, widest windows of a kept timeline)."""
+        most = 4 * MAX_FLOWS
+        if self._launches is None and self._flow_ts is not None:
+            ts = self._flow_ts
+            if int(np.searchsorted(ts, w.t1, side="right")) - int(np.searchsorted(ts, w.t0, side="left")) >= most:
+                return [], True
+        self.build_events()
+        assert self._launches is not None
+        return self._launches.between(w.t0, w.t1, w.tracks, MAX_FLOWS, most)
 
     def events_at(self, track: int, ts: int) -> list[dict[str, Any]]:
         """The full rows of the events on ``track`` starting at ``ts`` (longest first),
@@ -464,39 +569,31 @@ class Timeline:
             cond, arg = "name = ?", q
         else:
             cond, arg = "contains(lower(name), lower(?))", q
-        where = ["true"]
-        params: list[Any] = []
-        if kind:
-            where.append("l.kind = ?")
-            params.append(kind)
-        if t0 is not None:
-            where.append(f"l.ts + l.dur >= {int(t0)}")
-        if t1 is not None:
-            where.append(f"l.ts <= {int(t1)}")
-        # Total orders (ties broken the same way on every connection).
-        ties = "l.track, l.depth, h.name, l.kind"
-        sort = f"l.dur DESC, l.ts, {ties}" if order == "-dur" else f"l.ts, {ties}, l.dur DESC"
         with self._sql() as sql:
             try:
-                hit = sql(f"SELECT name_id, name FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
+                hit = sql(f"SELECT name_id FROM tl_names WHERE {cond} ORDER BY name_id", [arg])
             except duckdb.Error as e:
                 raise QueryError(f"bad search pattern: {str(e).splitlines()[0]}") from None
-        hits = pa.Table.from_pylist(hit, schema=pa.schema([("name_id", pa.int32()), ("name", pa.string())]))
-        cond_sql = " AND ".join(where)
-        with self._sql(tl_hit=hits) as sql:
-            total = sql(f"SELECT count(*) AS n FROM tl l JOIN tl_hit USING (name_id) WHERE {cond_sql}", params)
-            n_names = [{"n": hits.num_rows}]
-            rows = sql(
-                f"""SELECT l.track, l.depth, l.ts, l.dur, h.name, l.kind FROM tl l JOIN tl_hit h USING (name_id)
-                    WHERE {cond_sql} ORDER BY {sort} LIMIT {int(limit)} OFFSET {int(offset)}""",
-                params,
+        # The events of those names, from the numpy columns (tiles.find): a few passes
+        # over the name ids, then a sort of the first page's candidates only.
+        level = self._level0().spans
+        names = np.zeros(len(self._names_by_id) + 1, dtype=bool)
+        names[[int(h["name_id"]) for h in hit]] = True
+        kind_code = None if not kind else (level.kinds.index(kind) if kind in level.kinds else -1)
+        n, idx = tiles.find(level, names, kind_code, t0, t1, order == "-dur", int(limit), int(offset))
+        kinds = level.kinds
+        rows = [
+            {"track": tr, "depth": d, "ts": t, "dur": du, "name": self._names_by_id[nm], "kind": kinds[k]}
+            for tr, d, t, du, nm, k in zip(
+                *(getattr(level, c)[idx].tolist() for c in ("track", "depth", "ts", "dur", "name", "kind")),
+                strict=True,
             )
-        n = int(total[0]["n"]) if total else 0
+        ]
         return {
             "q": q,
             "regex": regex,
             "total": n,
-            "names": int(n_names[0]["n"]) if n_names else 0,
+            "names": len(hit),
             "matches": rows,
             "truncated": offset + len(rows) < n,
         }

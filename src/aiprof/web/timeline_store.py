@@ -10,10 +10,16 @@ what the build makes, in ``timeline/`` beside its tables (Arrow IPC files, LZ4):
 ``names.arrow``     tl_names
 ``lod-B.arrow``     the level of detail of bucket B ns (track, depth, ts, dur, name_id,
                     kind, n, wdur), one file per level
+``flows.arrow``     ts: the start of each device row a launch arrow may point at, sorted
+                    (enough for a wide window to know it has too many to draw)
 
 profile.json's ``timeline`` names them: ``{"version": N, "span": [t0, t1], "lods": [B, ...]}``.
 They are read back only for one profile opened alone (on its own time axis) with this
 version; otherwise the timeline is built from the events as before, with the same rows.
+When served, the small ones are read at once and the others when first needed: a level
+when a window first reads it, ``tl.arrow`` (the events) for the first narrow window,
+summary, search or event (or by the server's warm-up), so the first paint of a big
+profile reads its coarsest level only.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from . import tiles
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the kept tables, or the rules they were built by, change.
-TIMELINE_VERSION = 1
+TIMELINE_VERSION = 2
 #: Profiles with fewer events build their timeline at once when served (well under a
 #: second), so an import does not spend time keeping it.
 KEEP_MIN_EVENTS = 200_000
@@ -44,11 +50,15 @@ FOLDER = "timeline"
 
 @dataclass
 class Kept:
+    """What :func:`load` reads at once, and where the rest is (:func:`read_events`,
+    :func:`read_level`)."""
+
+    folder: Path
     tracks: pa.Table
     names: pa.Table
-    tl: pa.Table
     span: tuple[int, int]
-    lods: list[tuple[int, tiles.Spans]]
+    lods: list[int]
+    flow_ts: np.ndarray
 
 
 def _read(path: Path) -> pa.Table:
@@ -64,7 +74,8 @@ def _write(path: Path, table: pa.Table) -> None:
 
 def load(profile: Profile) -> Kept | None:
     """The tables ``profile`` keeps, or None (several profiles opened together, none
-    kept, another version, or a file missing or unreadable)."""
+    kept, another version, or a file missing or unreadable). The events and the levels
+    of detail are only listed here: read them with :func:`read_events` and :func:`read_level`."""
     if len(profile.paths) != 1:
         return None
     folder, meta = profile.paths[0] / FOLDER, profile.metas[0]
@@ -73,12 +84,32 @@ def load(profile: Profile) -> Kept | None:
         return None
     try:
         span = (int(info["span"][0]), int(info["span"][1]))
-        lods = [(int(b), tiles.Spans.from_arrow(_read(folder / f"lod-{int(b)}.arrow"))) for b in info["lods"]]
-        return Kept(
-            _read(folder / "tracks.arrow"), _read(folder / "names.arrow"), _read(folder / "tl.arrow"), span, lods
-        )
+        lods = [int(b) for b in info["lods"]]
+        for f in ["tl.arrow", *(f"lod-{b}.arrow" for b in lods)]:
+            if not (folder / f).is_file():
+                raise OSError(f"no {f}")
+        flow_ts = np.asarray(_read(folder / "flows.arrow").column("ts").to_numpy(), dtype=np.int64)
+        return Kept(folder, _read(folder / "tracks.arrow"), _read(folder / "names.arrow"), span, lods, flow_ts)
     except (OSError, pa.ArrowException, KeyError, TypeError, ValueError, IndexError):
         log.debug("the kept timeline of %s is unreadable: built from the events", profile.paths[0], exc_info=True)
+        return None
+
+
+def read_events(kept: Kept) -> pa.Table | None:
+    """The kept tl (the drawable events), or None when it cannot be read."""
+    try:
+        return _read(kept.folder / "tl.arrow")
+    except (OSError, pa.ArrowException):
+        log.debug("the kept events of %s are unreadable: built from the events", kept.folder, exc_info=True)
+        return None
+
+
+def read_level(kept: Kept, bucket: int) -> tiles.Spans | None:
+    """The kept level of detail of ``bucket`` ns, or None when it cannot be read."""
+    try:
+        return tiles.Spans.from_arrow(_read(kept.folder / f"lod-{int(bucket)}.arrow"))
+    except (OSError, pa.ArrowException, KeyError):
+        log.debug("a kept level of %s is unreadable: built from the events", kept.folder, exc_info=True)
         return None
 
 
@@ -115,6 +146,7 @@ def keep(
             tmp.mkdir()
             for name, table in (("tl", "tl"), ("tracks", "tl_tracks"), ("names", "tl_names")):
                 _write(tmp / f"{name}.arrow", tl.table(table))
+            _write(tmp / "flows.arrow", pa.table({"ts": pa.array(tl.flow_starts(), pa.int64())}))
             buckets = []
             for b, level in tl.levels():
                 _write(tmp / f"lod-{b}.arrow", to_arrow(level))
