@@ -36,6 +36,7 @@ from ..environment import read_line
 from ..job.collectors.base import REAL_CLOCK, Clock, PollingThread
 from ..rawfile import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
 from ..rawstream import RawStream
+from .pystate import MemReader, StackReader, line_of
 
 log = logging.getLogger("aiprof.record")
 
@@ -80,8 +81,6 @@ class StackPoller:
 
     def attach(self, layout: dict[str, int]) -> str:
         """Open the process's memory with ``layout``: "ok", or why it cannot be read."""
-        from .pystate import MemReader, StackReader
-
         try:
             reader = StackReader(MemReader(self.pid), layout)
         except OSError as e:
@@ -160,8 +159,6 @@ class StackPoller:
         return bool(stat) and stat[0] != b"Z"
 
     def _intern(self, walk: list[int]) -> int:
-        from .pystate import line_of
-
         reader = self.reader
         parent = -1
         for i in range(len(walk) - 2, -1, -2):
@@ -254,6 +251,9 @@ class StackServer:
         self._sock.listen(64)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="aiprof-stacks-server", daemon=True)
+        self.answered: dict[int, threading.Event] = {}
+        """pid -> set once that process's offer is answered (see :meth:`wait_answered`)."""
+        self._answered_lock = threading.Lock()
         self.pollers: dict[int, StackPoller] = {}
         self.refused: dict[int, str] = {}
         """pid -> why its stacks are not read from here (it samples itself)."""
@@ -369,11 +369,23 @@ class StackServer:
 
             tele = self.telemetry[pid] = ChildPoller(pid, self.options)
         conn.sendall(json.dumps({"stacks": stacks, "telemetry": telemetry}).encode() + b"\n")
+        self._event(pid).set()
         # Started after the answer: the process waits for it, not for them.
         if poller is not None and pid in self.pollers:
             poller.start()
         if tele is not None:
             tele.start()
+
+    def _event(self, pid: int) -> threading.Event:
+        with self._answered_lock:
+            return self.answered.setdefault(pid, threading.Event())
+
+    def wait_answered(self, pid: int, timeout: float) -> bool:
+        """Wait until the offer of process ``pid`` is answered (``timeout`` seconds at
+        most); whether it was. ``aiprof record`` starts polling its job's telemetry only
+        then: the job waits for that answer, and the first readings (loading the device
+        libraries) would hold this process's GIL while it is given."""
+        return self._event(pid).wait(timeout)
 
     def _forget(self, pid: int) -> None:
         poller, tele = self.pollers.pop(pid, None), self.telemetry.pop(pid, None)
