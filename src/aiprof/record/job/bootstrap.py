@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import signal
 import sys
 from typing import Any
@@ -164,6 +163,10 @@ def script_traceback(tb: Any) -> Any:
 
 
 def _run_target(args: list[str]) -> None:
+    # Here, not at the top: the ranks recorded by the sitecustomize import this module
+    # too, and runpy brings importlib.util, pkgutil and contextlib into every one.
+    import runpy
+
     if args[0] == "-m":
         if len(args) < 2:
             sys.exit("aiprof: -m needs a module name")
