@@ -9,12 +9,14 @@ bootstrap and hooks in it) and aiprof record's (the stack sampler reading the jo
 memory, the telemetry poller, the spill of samples, and the profile written after
 the job). Variants switch one part off at a time (``--no-python``, checkpoints off)
 so each part's share is the difference with the default, in the same run,
-interleaved.
+interleaved. Before the workloads: the job's start and stop phase by phase (CPU in a
+fresh interpreter each time, ``--only start``) and what it pays per call while it runs
+(a checkpoint, a step mark, an anchor; ``--only calls``).
 
 aiprof record runs in this process (aiprof.record.launcher.launch.run), so its CPU is
 this process's and the job's is this process's children's.
 
-    .venv/bin/python bench/record_phases.py [--repeat 5] [--steps 300] [--reps 6] [--only NAME] [--tree DIR]
+    .venv/bin/python bench/record_phases.py [--repeat 5] [--steps 300] [--reps 6] [--only start|calls|NAME] [--tree DIR]
 """
 
 from __future__ import annotations
@@ -171,6 +173,35 @@ def start_phases(repeat: int, out: Path) -> None:
         print(f"   {name:52} {statistics.median(vals):7.1f} {min(vals):7.1f}")
 
 
+def per_call(out: Path, n: int = 20_000) -> None:
+    """What the job pays while it runs, per call, in this process: a checkpoint (with
+    300 steps marked), a step mark at the optimizer's hook, its schedstat read, an
+    anchor."""
+    from aiprof.record.job import anchors
+    from aiprof.record.job.api import Profiler
+
+    prof = Profiler(out / "calls.aiprof", host=["system"], device=False, defer=True, telemetry_outside=True)
+    prof.start()
+    ctl = prof._controller
+    assert ctl is not None and ctl._checkpointer is not None
+    ctl._checkpointer.stop()
+    for _ in range(300):
+        ctl.step()
+    cases: list[tuple[str, Any, int]] = [
+        ("checkpoint (300 steps marked)", lambda: ctl.dump(partial=True, reason="bench", checkpoint=True), 200),
+        ("step mark at the optimizer's hook", prof._optimizer_step, n),
+        ("  of it: the schedstat read", ctl._thread_clock.read, n),
+        ("anchor (backward, DataLoader.__next__)", lambda: anchors.record("backward", 1, 2), n),
+    ]
+    print("\n== per call, CPU us in the job (this process)")
+    for name, fn, k in cases:
+        t = time.thread_time()
+        for _ in range(k):
+            fn()
+        print(f"   {name:52} {(time.thread_time() - t) / k * 1e6:9.1f}")
+    prof.stop()
+
+
 OPTIONS: dict[str, Any] = {
     "host": ["python", "system"],
     "device": True,
@@ -216,8 +247,10 @@ def main() -> None:
     print(f"aiprof from {tree}; load {Path('/proc/loadavg').read_text().strip()}")
     if not args.only or args.only == "start":
         start_phases(args.start_repeat, tmp / "probe")
+    if not args.only or args.only == "calls":
+        per_call(tmp / "calls")
     for wname, target in workloads.items():
-        if args.only == "start":
+        if args.only in ("start", "calls"):
             break
         if args.only and args.only not in wname:
             continue
