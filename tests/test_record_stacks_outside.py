@@ -102,6 +102,102 @@ def test_reader_walks_a_parked_thread_like_its_frames(layout: dict[str, int]) ->
         t.join()
 
 
+def test_a_walk_reads_each_code_object_once(layout: dict[str, int]) -> None:
+    """A recursion 30 deep is 30 frames of one code object: the walk reads that code
+    object once (to check it is still the one remembered), not once per frame, and
+    still gives every frame."""
+    ready, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=park_in, args=(30, ready, release), name="parked")
+    t.start()
+    try:
+        assert ready.wait(10)
+        mem = pystate.MemReader(os.getpid())
+        reader = pystate.StackReader(mem, layout)
+        frame = {ident: frame for ident, _n, frame, _ts in reader.threads()}[t.ident]
+        assert reader.walk(frame) is not None  # every code object read and remembered
+        reads: list[int] = []
+        plain_read = mem.read
+
+        def counting(addr: int, size: int) -> bytes | None:
+            reads.append(addr)
+            return plain_read(addr, size)
+
+        mem.read = counting  # type: ignore[method-assign]
+        walk = reader.walk(frame)
+        assert walk is not None
+        codes = walk[0::2]
+        assert len(codes) == len(frames_of(sys._current_frames()[t.ident]))
+        assert codes.count(id(park_in.__code__)) == 31
+        assert reads.count(id(park_in.__code__)) == 1
+        assert sorted(a for a in reads if a in set(codes)) == sorted(set(codes)), "each code read once"
+        mem.read = plain_read  # type: ignore[method-assign]
+        mem.close()
+    finally:
+        release.set()
+        t.join()
+
+
+def test_the_server_tells_when_an_offer_is_answered(serving: tuple[StackServer, FakeClock]) -> None:
+    # aiprof record starts its job's telemetry once the job's offer is answered.
+    server, _clock = serving
+    assert not server.wait_answered(os.getpid(), 0.01)
+    assert connect(100.0)[0] is not None
+    assert server.wait_answered(os.getpid(), 0.01)
+    assert not server.wait_answered(os.getpid() + 1, 0.01), "another process's offer is not this one's"
+
+
+BLOCKED_JOB = """
+import json, sys
+from aiprof.record.launcher.pystate import calibrate
+print(json.dumps(calibrate()), flush=True)
+def blocked():
+    for line in sys.stdin:
+        print("got", flush=True)
+blocked()
+"""
+
+
+def test_a_process_that_used_no_cpu_is_sampled_without_reading_it() -> None:
+    """A process blocked (or waiting for a CPU) cannot have changed its stacks: its
+    sample repeats the last one read, without a read of its memory, at most
+    REPEAT_AT_MOST times in a row; once it has run, its stacks are read again."""
+    from aiprof.record.launcher.outside_stacks import REPEAT_AT_MOST, StackPoller
+
+    job = subprocess.Popen([PY, "-c", BLOCKED_JOB], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert job.stdin is not None and job.stdout is not None
+    try:
+        poller = StackPoller(job.pid, 100.0)
+        assert poller.attach(json.loads(job.stdout.readline())) == "ok"
+        reads: list[int] = []
+        plain_read = poller.reader.mem.read
+
+        def counting(addr: int, size: int) -> bytes | None:
+            reads.append(addr)
+            return plain_read(addr, size)
+
+        poller.reader.mem.read = counting
+        assert poller.sample()
+        first_reads, stack = len(reads), poller.stacks[-1]
+        assert first_reads > 0 and poller.repeated == 0
+        for _ in range(REPEAT_AT_MOST):
+            assert poller.sample()
+        assert poller.repeated == REPEAT_AT_MOST and len(reads) == first_reads, "no read while it did not run"
+        assert poller.stacks == [stack] * (REPEAT_AT_MOST + 1) and len(set(poller.ts)) == REPEAT_AT_MOST + 1
+        assert poller.sample() and len(reads) > first_reads, "read again after REPEAT_AT_MOST repeats"
+        assert poller.stacks[-1] == stack
+        job.stdin.write("wake\n")
+        job.stdin.flush()
+        assert job.stdout.readline() == "got\n"  # it ran
+        before = len(reads)
+        assert poller.sample() and len(reads) > before and poller.repeated == REPEAT_AT_MOST
+        names = [f[2] for f in poller.frames]
+        assert "blocked" in names
+        poller.stop()
+    finally:
+        job.kill()
+        job.wait()
+
+
 def all_codes(code: types.CodeType) -> Iterator[types.CodeType]:
     yield code
     for c in code.co_consts:

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
-import signal
 import sys
 from typing import Any
 
@@ -87,17 +85,21 @@ def _safe_stop(prof: Profiler, reason: str | None) -> None:
 
 
 def _install_sigterm(prof: Profiler) -> None:
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    # _signal, not signal: signal.py turns every constant into an enum at import, a
+    # cost every recorded job would pay for these three calls.
+    import _signal
+
+    if _signal.getsignal(_signal.SIGTERM) != _signal.SIG_DFL:
         return  # the script (or a launcher) handles it; its handler decides
 
     def on_term(signum: int, frame: Any) -> None:
         # Write what ran, then die of the same signal, as the job would have.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
         _safe_stop(prof, "terminated by SIGTERM")
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), _signal.SIGTERM)
 
     try:
-        signal.signal(signal.SIGTERM, on_term)
+        _signal.signal(_signal.SIGTERM, on_term)
     except ValueError:
         pass  # not the main thread
 
@@ -164,6 +166,10 @@ def script_traceback(tb: Any) -> Any:
 
 
 def _run_target(args: list[str]) -> None:
+    # Here, not at the top: the ranks recorded by the sitecustomize import this module
+    # too, and runpy brings importlib.util, pkgutil and contextlib into every one.
+    import runpy
+
     if args[0] == "-m":
         if len(args) < 2:
             sys.exit("aiprof: -m needs a module name")

@@ -25,7 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, ENV_STACKS, SITE_DIR
+from ..environment import (
+    ANSWER_TIMEOUT_S,
+    ENV_CLAIMED,
+    ENV_DEFER,
+    ENV_OPTIONS,
+    ENV_OUT,
+    ENV_POLLER,
+    ENV_STACKS,
+    SITE_DIR,
+)
 from ..finalizer import RecordSummary, finalize, find_raw
 from ..rawfile import DISK_FULL, MAIN_RAW_SUFFIX
 
@@ -80,6 +89,19 @@ def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | Non
     return env
 
 
+def _offers_stacks(options: dict[str, Any]) -> bool:
+    host = options.get("host")
+    return host is None or "python" in host
+
+
+def _await_offer(stacks: Any, child: subprocess.Popen[bytes]) -> None:
+    """Until the job's offer is answered, it exits, or it had the time to offer."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while not stacks.wait_answered(child.pid, 0.05):
+        if child.poll() is not None or time.monotonic() > deadline:
+            return
+
+
 def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome.
 
@@ -112,6 +134,9 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             env[ENV_STACKS] = stacks.name
             stacks.start()
             stacks.spill_into(output)
+    # Imported before the job starts, not while it waits for its offer's answer.
+    from .outside import ChildPoller
+
     t0 = time.perf_counter()
     try:
         child = subprocess.Popen(argv, env=env)
@@ -130,10 +155,14 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
     signal.signal(signal.SIGTERM, forward)
     # Ctrl-C reaches the whole foreground group: the job gets it from the terminal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .outside import ChildPoller
-
     poller = ChildPoller(child.pid, options)
     try:
+        if stacks is not None and argv is not cmd and _offers_stacks(options):  # a Python job, wrapped
+            # The job offers its layout first thing and waits for the answer: the
+            # telemetry's first readings (finding the device backends) would take this
+            # process's GIL from the answer. Readings before the job's recording
+            # started are dropped at the merge anyway.
+            _await_offer(stacks, child)
         poller.start()
         rc = child.wait()
     finally:

@@ -36,6 +36,7 @@ from ..environment import read_line
 from ..job.collectors.base import REAL_CLOCK, Clock, PollingThread
 from ..rawfile import MANIFEST, RAW_SUFFIX, encode_raw, load_raw, load_raw_cut, write_atomic
 from ..rawstream import RawStream
+from .pystate import MemReader, StackReader, line_of
 
 log = logging.getLogger("aiprof.record")
 
@@ -49,6 +50,17 @@ OFFER_TIMEOUT_S = 10.0
 #: process they are of, so that ``aiprof recover`` has them when aiprof record was killed.
 SPILL = "python.outside" + ".marshal"
 SPILL_S = 1.0
+#: A sample whose process used no CPU since the last one repeats it without reading
+#: memory; at least every this many samples the stacks are read anyway (a process that
+#: exited keeps its CPU time: the read finds it gone).
+REPEAT_AT_MOST = 10
+
+
+def cpu_clock(pid: int) -> int:
+    """The clock id of process ``pid``'s CPU time (Linux: ``clock_getcpuclockid``, which
+    Python does not expose). The kernel brings a running thread's time up to date when
+    it is read, so an unchanged value means that no thread of the process ran."""
+    return ((~pid) << 3) | 2  # CPUCLOCK_SCHED of a process (include/linux/posix-timers.h)
 
 
 class StackPoller:
@@ -77,11 +89,18 @@ class StackPoller:
         self._reused = 0
         self._frame_ids: dict[tuple[int, str, str, int], int] = {}
         self.frames: list[tuple[int, int, str, str, int]] = []
+        self.repeated = 0
+        """Samples taken as the previous one again: the process had used no CPU since
+        it (every thread blocked, or waiting for a CPU on a loaded machine), so none
+        of its stacks could have changed."""
+        self._clock_id = cpu_clock(pid)
+        self._cpu = -1
+        self._last: list[tuple[int, int, int]] = []
+        """(ident, native id, stack) of each thread in the last sample that was read."""
+        self._since_read = 0
 
     def attach(self, layout: dict[str, int]) -> str:
         """Open the process's memory with ``layout``: "ok", or why it cannot be read."""
-        from .pystate import MemReader, StackReader
-
         try:
             reader = StackReader(MemReader(self.pid), layout)
         except OSError as e:
@@ -116,6 +135,20 @@ class StackPoller:
         """Take one sample of every thread; False once the process cannot be read."""
         reader = self.reader
         now = time.monotonic_ns()
+        cpu = self._cpu_time()
+        if cpu >= 0 and cpu == self._cpu and self._last and self._since_read < REPEAT_AT_MOST:
+            self._since_read += 1
+            self.repeated += 1
+            for ident, native, stack in self._last:
+                self.ts.append(now)
+                self.idents.append(ident)
+                self.tids.append(native)
+                self.stacks.append(stack)
+            return True
+        # Read before the walk: a process that runs during it has used CPU by the next.
+        self._cpu, self._since_read = cpu, 0
+        taken: list[tuple[int, int, int]] = []
+        self._last = taken
         threads = reader.threads()
         if not threads:
             return self._alive()
@@ -153,15 +186,21 @@ class StackPoller:
             self.idents.append(ident)
             self.tids.append(native)
             self.stacks.append(leaf)
+            taken.append((ident, native, leaf))
         return True
+
+    def _cpu_time(self) -> int:
+        """The process's CPU time in ns, -1 where it cannot be read."""
+        try:
+            return time.clock_gettime_ns(self._clock_id)
+        except (OSError, AttributeError, OverflowError):
+            return -1
 
     def _alive(self) -> bool:
         stat = _stat(self.pid)
         return bool(stat) and stat[0] != b"Z"
 
     def _intern(self, walk: list[int]) -> int:
-        from .pystate import line_of
-
         reader = self.reader
         parent = -1
         for i in range(len(walk) - 2, -1, -2):
@@ -254,6 +293,9 @@ class StackServer:
         self._sock.listen(64)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="aiprof-stacks-server", daemon=True)
+        self.answered: dict[int, threading.Event] = {}
+        """pid -> set once that process's offer is answered (see :meth:`wait_answered`)."""
+        self._answered_lock = threading.Lock()
         self.pollers: dict[int, StackPoller] = {}
         self.refused: dict[int, str] = {}
         """pid -> why its stacks are not read from here (it samples itself)."""
@@ -369,11 +411,23 @@ class StackServer:
 
             tele = self.telemetry[pid] = ChildPoller(pid, self.options)
         conn.sendall(json.dumps({"stacks": stacks, "telemetry": telemetry}).encode() + b"\n")
+        self._event(pid).set()
         # Started after the answer: the process waits for it, not for them.
         if poller is not None and pid in self.pollers:
             poller.start()
         if tele is not None:
             tele.start()
+
+    def _event(self, pid: int) -> threading.Event:
+        with self._answered_lock:
+            return self.answered.setdefault(pid, threading.Event())
+
+    def wait_answered(self, pid: int, timeout: float) -> bool:
+        """Wait until the offer of process ``pid`` is answered (``timeout`` seconds at
+        most); whether it was. ``aiprof record`` starts polling its job's telemetry only
+        then: the job waits for that answer, and the first readings (loading the device
+        libraries) would hold this process's GIL while it is given."""
+        return self._event(pid).wait(timeout)
 
     def _forget(self, pid: int) -> None:
         poller, tele = self.pollers.pop(pid, None), self.telemetry.pop(pid, None)

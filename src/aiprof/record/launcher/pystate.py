@@ -148,32 +148,44 @@ class StackReader:
     def walk(self, frame: int) -> list[int] | None:
         """``[code, instruction index, code, index, ...]`` from the leaf frame to the
         root, or None if the stack changed under the walk (a frame that is no longer
-        one, or a chain that ends in a generator: it was read while it yielded)."""
+        one, or a chain that ends in a generator: it was read while it yielded).
+
+        Each distinct code object is checked once per walk (one read of it, against
+        what is remembered of it), not once per frame: a recursion 500 deep is 500
+        frame reads and one code read, not 1,000 reads. Within one walk that is kept
+        (:meth:`settled_walk`: its leaf still runs) the frames below the leaf did not
+        change, and they hold their code objects alive, so a code checked at one frame
+        is the same object at every other frame of the walk."""
         L, read = self.lay, self.mem.read
         size, off_code, off_prev, off_instr = self._fr_size, L["fr_code"], L["fr_previous"], L["fr_instr"]
         adaptive = L["co_code"]
         codes = self._codes
+        unpack = _U64.unpack_from
+        checked: set[int] = set()
         out: list[int] = []
         push = out.append
         depth = 0
-        info: CodeInfo | None = None
+        code = 0
         while frame:
             b = read(frame, size)
             if b is None:
                 return None
-            code = _u64(b, off_code)
-            info = codes.get(code)
-            if info is None or not self._same(code, info):
-                info = self.code(code)
-            if info is None:
-                return None
+            code = unpack(b, off_code)[0]
+            if code not in checked:
+                info = codes.get(code)
+                if info is None or not self._same(code, info):
+                    info = self.code(code)
+                if info is None:
+                    return None
+                checked.add(code)
             push(code)
-            push((_u64(b, off_instr) - code - adaptive) >> 1)  # -1 before the first
-            frame = _u64(b, off_prev)
+            push((unpack(b, off_instr)[0] - code - adaptive) >> 1)  # -1 before the first
+            frame = unpack(b, off_prev)[0]
             depth += 1
             if depth > MAX_DEPTH:
                 return None
-        if info is not None and info.resumable:
+        root = codes.get(code) if code else None
+        if root is not None and root.resumable:
             return None
         return out
 
