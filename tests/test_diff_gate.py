@@ -194,11 +194,25 @@ def test_one_step_compares_totals(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
     assert st["verdict"] == "too few steps" and st["p_value"] is None and abs(st["change_pct"] - 20) < 1e-9
-    assert "totals" in doc["note"] and "totals only" in doc["gate"][0]["detail"]
+    assert "mean step" in doc["note"] and "means only" in doc["gate"][0]["detail"]
+
+
+def test_too_few_steps_compare_the_mean_step_not_the_total(tmp_path: Path) -> None:
+    """5 steps against 2 steps each 50% slower: B's total is smaller (the gate passed it
+    at -40% of the totals); its mean step is 50% more."""
+    a = build_run(tmp_path / "a", [1000.0, 1010.0, 990.0])
+    b = build_run(tmp_path / "b", [1500.0, 1500.0])
+    r = cli("diff", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == 1, r.stdout
+    doc = json.loads(r.stdout)
+    st = next(v for v in doc["verdicts"] if v["figure"] == "step_time_us")
+    assert st["verdict"] == "too few steps" and abs(st["change_pct"] - 50.0) < 1e-9
+    assert st["a_total"] == 3000.0 and st["b_total"] == 3000.0
+    assert doc["gate"][0]["detail"] == "step_time_us: mean step +50.0% (too few steps for a test; means only)"
 
 
 def test_one_step_runs_against_a_baseline_folder_compare_per_run(tmp_path: Path) -> None:
-    """Three one-step baseline runs of 1000 µs against one of 1000 µs read "total -66.7%"
+    """Three one-step baseline runs of 1000 µs against one of 1000 µs read "total -66.7%" once
     (the pooled total against one run's): a regression of up to 3x passed the gate."""
     folder = tmp_path / "baselines"
     for i in range(3):
@@ -211,7 +225,7 @@ def test_one_step_runs_against_a_baseline_folder_compare_per_run(tmp_path: Path)
     slow = build_run(tmp_path / "slow", [2000.0])
     r = cli("diff", folder, slow, "--fail-if-slower", "5%", "--format", "json")
     assert r.returncode == 1, r.stderr
-    assert "total +100.0%" in json.loads(r.stdout)["gate"][0]["detail"]
+    assert "mean step +100.0%" in json.loads(r.stdout)["gate"][0]["detail"]
 
 
 def test_baseline_folder_pools_runs(tmp_path: Path) -> None:

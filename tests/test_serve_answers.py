@@ -144,6 +144,34 @@ def test_a_kept_answer_is_not_sent_for_a_profile_that_left(served: Path, tmp_pat
         assert back.json()["rows"] == first.json()["rows"]
 
 
+def test_a_profile_imported_again_in_its_place_is_served_anew(shared_data: Path, tmp_path: Path) -> None:
+    """`aiprof import OTHER -o SAME` while the server runs: every answer after it is the
+    new profile's, the kept ones, views never asked before and the metadata alike (the
+    server served the old data until it restarted)."""
+    root = tmp_path / "served"
+    import_paths([shared_data / V100], root / "p.aiprof")
+    other = shared_data / "kineto" / "A100-nccl-parser" / "nccl_data.json.gz"
+    p = "/profiles/p.aiprof"
+    with running_server(root) as (base, _), httpx.Client(base_url=base + "api/v1", timeout=120) as c:
+        old = c.get(p + "/views/kernels?limit=3")
+        assert c.get(p + "/views/kernels?limit=3").headers[KEPT] == "kept"
+        old_meta = c.get(p).json()
+        import_paths([other], root / "p.aiprof")  # written anew and moved into place
+        with open_profile(root / "p.aiprof") as prof:
+            want = run(prof, "kernels", Query(limit=3), {}).rows
+            want_steps = run(prof, "steps", Query(limit=100), {}).rows
+        new = c.get(p + "/views/kernels?limit=3")
+        assert new.status_code == 200 and KEPT not in new.headers
+        assert new.json()["rows"] != old.json()["rows"]
+        assert [r["name"] for r in new.json()["rows"]] == [r["name"] for r in want]
+        assert [(r["rank"], r["step"]) for r in c.get(p + "/views/steps?limit=100").json()["rows"]] == [
+            (r["rank"], r["step"]) for r in want_steps
+        ]
+        meta = c.get(p).json()
+        assert meta["sources"] != old_meta["sources"] and "nccl_data" in str(meta["sources"])
+        assert c.get(p + "/views/kernels?limit=3").headers[KEPT] == "kept"  # kept again, for the new one
+
+
 def test_a_kept_answer_still_needs_the_token(served: Path) -> None:
     with running_server(served, host="0.0.0.0") as (base, token):
         assert token

@@ -32,7 +32,7 @@ from .steady import LIMITS, MIN_STEADY_STEPS, STEADY, usable
 #: The note of a diff whose figures had too few steps for a test.
 TOO_FEW_NOTE = (
     "too few steps for a statistical test (fewer than 4 on a side, one per run without step marks): "
-    "totals compared only"
+    "the mean step compared only"
 )
 
 _RULE = re.compile(r"^\s*(?P<figure>[^<>]+?)\s*(?P<op>[<>])\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*%\s*$")
@@ -66,7 +66,7 @@ class Rule:
         past = change > self.threshold_pct if self.op == ">" else change < self.threshold_pct
         if verdict == TOO_FEW:
             shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
-            return past, f"{self.figure}: total {shown} (too few steps for a test; totals only)"
+            return past, f"{self.figure}: mean step {shown} (too few steps for a test; means only)"
         moved = verdict in (_UP if self.op == ">" else _DOWN)
         p = row.get("p_value")
         ptext = f", p={p:.3g}" if p is not None else ""

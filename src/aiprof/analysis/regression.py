@@ -217,7 +217,7 @@ VERDICT_SCHEMA = pa.schema(
 
 def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
     """One row per figure both sides have: figure, unit, a_n / b_n (steps), a_median /
-    b_median, change_pct (of the median; of the total per run with too few steps), ci_low_pct /
+    b_median, change_pct (of the median; of the mean step with too few steps), ci_low_pct /
     ci_high_pct (95% bootstrap interval of the median change), p_value (Mann-Whitney),
     verdict (slower / faster / no significant change / too few steps; higher / lower
     for energy and power), a_total / b_total (sums over the kept steps), test (which
@@ -241,10 +241,11 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
             blocks = steady.same_time_blocks(va, a.start_unix_us, vb, b.start_unix_us)
             if blocks is not None and len(blocks) >= steady.MIN_BLOCKS:
                 c |= steady.compare_blocks(blocks, ALPHA)
-        if c["verdict"] == TOO_FEW and a.runs and b.runs and c["a_total"]:
-            # Totals of a baseline of 3 runs against 1 run differ 3x with nothing changed:
-            # the change is of the total per run.
-            per_a, per_b = c["a_total"] / a.runs, c["b_total"] / b.runs
+        if c["verdict"] == TOO_FEW and c["a_n"] and c["b_n"] and c["a_total"]:
+            # Totals differ with the number of steps (3 baseline runs against 1, 5 steps
+            # against 2: B's total was smaller with every step 50% slower): the change
+            # is of the mean step.
+            per_a, per_b = c["a_total"] / c["a_n"], c["b_total"] / c["b_n"]
             c["change_pct"] = 100.0 * (per_b - per_a) / per_a
         unit = a.units.get(name, "")
         if unit != "µs":

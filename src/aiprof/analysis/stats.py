@@ -22,7 +22,8 @@ run would give?). That is how run-to-run noise becomes part of the test.
 :func:`compare_samples` combines them into one verdict: ``slower`` / ``faster`` when
 the test rejects "same distribution" at :data:`ALPHA` (the sign is that of the median
 change), else ``no significant change``. With fewer than :data:`MIN_STEPS` steps on a
-side no test is possible: the verdict is ``too few steps`` and only totals compare.
+side no test is possible: the verdict is ``too few steps`` and only the totals and the
+mean step compare.
 """
 
 from __future__ import annotations

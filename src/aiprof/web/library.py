@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..analysis import Query, Result, run, views
+from ..cluster.index import INDEX_META
 from ..cluster.opened import is_job, open_job
 from ..errors import AiprofError
 from ..store import PROFILE_SUFFIX, Profile, open_profile
@@ -98,6 +99,9 @@ class Entry:
     warming: dict[str, threading.Event] = field(default_factory=dict)
     """The views the warm-up's process is computing (by cache key), set when each comes."""
     activity: Activity | None = None
+    stamp: tuple[int, ...] | None = None
+    """What :func:`_stamp` read when the entry was made: a profile imported again in its
+    place (or upgraded) reads otherwise, and the entry is then made anew."""
     _once_locks: dict[str, threading.Lock] = field(default_factory=dict)
 
     def once(self, key: str, compute: Callable[[Profile], T]) -> T:
@@ -301,9 +305,13 @@ class Library:
                 pid, n = base, 2
                 while pid in entries or pid in self._entries:
                     pid, n = f"{base}-{n}", n + 1
-                entries[pid] = Entry(pid, path, root, error=self._check(path, root), name=name, activity=self.activity)
+                entries[pid] = self._entry(pid, path, root, name)
             self._entries = entries
             return list(entries.values())
+
+    def _entry(self, pid: str, path: Path, root: Path, name: str) -> Entry:
+        stamp = _stamp(path)
+        return Entry(pid, path, root, error=self._check(path, root), name=name, activity=self.activity, stamp=stamp)
 
     @staticmethod
     def _check(path: Path, root: Path) -> str | None:
@@ -323,12 +331,23 @@ class Library:
         return None
 
     def current(self, pid: str) -> Entry | None:
-        """The entry listed as ``pid`` now (opened or not), or None."""
-        return self._entries.get(pid)
+        """The entry listed as ``pid`` now (opened or not), or None. A profile that was
+        written again in its place since its entry was made (``aiprof import`` to the
+        same output, an upgrade) gets a new entry under the same id: nothing computed
+        from the old files (views, advice, kept answers) is served for the new ones."""
+        e = self._entries.get(pid)
+        if e is None or e.stamp == _stamp(e.path):
+            return e
+        with self._lock:
+            now = self._entries.get(pid)
+            if now is e:
+                now = self._entries[pid] = self._entry(pid, e.path, e.root, e.name)
+                log.info("%s changed on disk: served anew", pid)
+            return now
 
     def get(self, pid: str) -> Entry:
         """The opened entry ``pid``; 404 when unknown, 409 when broken."""
-        e = self._entries.get(pid)
+        e = self.current(pid)
         if e is None:
             raise ApiError(404, f"no profile {pid!r}")
         if e.error is None and e.timeline is not None:
@@ -368,6 +387,19 @@ class Library:
                 if e.sql is not None:
                     e.sql.close()
                     e.sql = None
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """(inode, mtime ns, size) of what a profile is rewritten through: its profile.json,
+    a job folder's index.json, else (a run of rank profiles) the folder itself, whose
+    entries change when a rank is written again; None when it cannot be read."""
+    for f in (path / META_FILE, path / INDEX_META, path):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    return None
 
 
 def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: Profile | None = None) -> Result:

@@ -245,7 +245,7 @@ class Verdict(Model):
     a_median: float | None
     b_median: float | None
     change_pct: float | None = Field(
-        description="of the median (of the mean run median with the run-level test; of the total per run with too few steps)"
+        description="of the median (of the mean run median with the run-level test; of the mean step with too few steps)"
     )
     ci_low_pct: float | None = Field(description="95% bootstrap interval of the median change")
     ci_high_pct: float | None
@@ -294,7 +294,7 @@ class CompareResponse(Model):
     total: int
     query: dict[str, Any]
     verdicts: list[Verdict] = Field(description="per-step figures with their statistical verdict (aiprof diff)")
-    note: str | None = Field(description="why totals only were compared (too few steps), if so")
+    note: str | None = Field(description="why only the mean step was compared (too few steps), if so")
     too_few_steps: bool = Field(description="a side has too few steps for the statistical test (note says so)")
     differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
     gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")

@@ -545,7 +545,7 @@ export interface components {
             gate: components["schemas"]["GateResult"][];
             /**
              * Note
-             * @description why totals only were compared (too few steps), if so
+             * @description why only the mean step was compared (too few steps), if so
              */
             note: string | null;
             /** Query */
@@ -1239,7 +1239,7 @@ export interface components {
             b_total: number | null;
             /**
              * Change Pct
-             * @description of the median (of the mean run median with the run-level test; of the total per run with too few steps)
+             * @description of the median (of the mean run median with the run-level test; of the mean step with too few steps)
              */
             change_pct: number | null;
             /** Ci High Pct */
