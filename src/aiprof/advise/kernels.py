@@ -135,7 +135,8 @@ def host_wait(ctx: Context) -> Outcome:
     s_time = ctx.step_us() or 0.0
     return make(
         f"During the steps the device is idle {s_idle / 1000:.1f} ms, {100 * share(s_idle, s_time):.1f}% of the "
-        f"step time ({100 * d_idle / d_span:.1f}% of its active span), and waiting for the host is the "
+        f"step time (from its first kernel to its last: idle {d_idle / 1000:.1f} ms, {100 * d_idle / d_span:.1f}% "
+        f"of that active span), and waiting for the host is the "
         f"main cause: {100 * hw / idle:.0f}% of the streams' idle time (busiest stream {main['stream']} of "
         f"device {main['device']}: idle {100 * m_idle / m_span if m_span else 0.0:.1f}% of its own span).",
         {
