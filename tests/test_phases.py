@@ -255,7 +255,9 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     # arithmetic: tests/test_loader_estimate.py), recorded with the advice.
     assert load > 0.6 * step
     assert 0 < a.estimate_us <= load + 1e-6
-    assert 0 < a.evidence["proc_cpu_pct"] <= 100.0 and 0 < a.evidence["sys_cpu_pct"] <= 100.0
+    # 100 = one core: the job's threads (its loop and aiprof's collector threads) may
+    # together use a little more than one (CI read 101); the host's share is of all cores.
+    assert 0 < a.evidence["proc_cpu_pct"] <= 100.0 * cores and 0 < a.evidence["sys_cpu_pct"] <= 100.0
     assert f"With {cores} DataLoader workers on {cores} cores" in a.summary
 
 
