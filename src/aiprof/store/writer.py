@@ -216,10 +216,11 @@ class ProfileWriter:
             # one per batch: a small trace's few batches cost a row group each.
             batches = [self._steps.apply(b) for b in self._spool]
             self._spool.clear()
+            table = pa.Table.from_batches(batches, schema=SCHEMAS["events"])
             if batches:
-                self._write("events", pa.Table.from_batches(batches, schema=SCHEMAS["events"]))
+                self._write("events", table)
             if self._keep_events:
-                self.kept_events = pa.Table.from_batches(batches, schema=SCHEMAS["events"])
+                self.kept_events = table
         self.rows["events"] = total
         if total and "events" not in self._writers:
             raise AssertionError("events spooled but none written")
