@@ -342,6 +342,7 @@ class Library:
             now = self._entries.get(pid)
             if now is e:
                 now = self._entries[pid] = self._entry(pid, e.path, e.root, e.name)
+                e.close()  # its idle connections (one in use ends with its request)
                 log.info("%s changed on disk: served anew", pid)
             return now
 
