@@ -75,6 +75,10 @@ def test_report_accepts_a_trace_file_directly(tmp_path: Path) -> None:
     r = cli("report", trace, "--view", "steps", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert [row["step"] for row in json.loads(r.stdout)["rows"]] == [1, 2]
+    # The overview's heading names the file given, not the temporary profile made of it.
+    r = cli("report", trace)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"aiprof report {trace}"
 
 
 @pytest.mark.parametrize(

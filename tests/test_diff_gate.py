@@ -306,3 +306,23 @@ def test_no_kernels_in_either_run_says_so(tmp_path: Path) -> None:
     assert "aten::mm" in r.stdout
     r = cli("diff", a, b, "--view", "operators", "--filter", "name~conv")
     assert r.stdout.splitlines()[-1] == "operators: none match the filter"
+
+
+def test_a_partial_side_is_said_whatever_the_format(tmp_path: Path) -> None:
+    base = build_run(tmp_path / "base", _steps(1, 20, 1000.0))
+    cut = build_run(tmp_path / "cut", _steps(2, 12, 1000.0))
+    meta_path = cut / "profile.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(partial=True, partial_reason="killed by signal SIGKILL")
+    meta_path.write_text(json.dumps(meta))
+
+    r = cli("diff", base, cut, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["a"]["partial"] == [] and doc["b"]["partial"] == ["killed by signal SIGKILL"]
+    assert r.stderr.strip().splitlines() == [
+        "aiprof: warning: B: 1 partial profile(s) (killed by signal SIGKILL): their steps end where the run "
+        "stopped; compare them knowing that"
+    ]
+    r = cli("diff", base, base)
+    assert r.returncode == 0 and "partial" not in r.stderr

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from aiprof.record import active
+from aiprof.record.environment import RUNNER
 from aiprof.record.launcher.launch import wrap_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +49,11 @@ def test_wrap_python_keeps_interpreter_and_options() -> None:
         "-u",
         "-W",
         "ignore",
-        "-m",
-        "aiprof.record.bootstrap",
+        RUNNER,
         "x.py",
         "-v",
     ]
-    assert wrap_python(["/venv/bin/python", "-m", "pkg", "a"])[1:4] == ["-m", "aiprof.record.bootstrap", "-m"]
+    assert wrap_python(["/venv/bin/python", "-m", "pkg", "a"])[1:4] == [RUNNER, "-m", "pkg"]
     assert wrap_python(["torchrun", "--nproc-per-node", "2", "x.py"]) == ["torchrun", "--nproc-per-node", "2", "x.py"]
 
 
@@ -223,8 +223,50 @@ def test_a_failing_scripts_traceback_starts_at_its_own_frame(tmp_path: Path) -> 
     assert rec.returncode == 1
     files = [ln.strip() for ln in rec.stderr.splitlines() if ln.strip().startswith('File "')]
     assert files and files[0].startswith(f'File "{tmp_path / "job.py"}", line 4'), rec.stderr
-    assert not any("bootstrap" in f or "runpy" in f for f in files)
+    assert not any("bootstrap" in f or "runpy" in f or "aiprof_run" in f for f in files)
     assert "ValueError: boom" in rec.stderr
+
+
+#: What a recorded job must not import for aiprof (each costs it 1-5 ms at start):
+#: typing, re, enum's users, pathlib, json, runpy and pkgutil, shutil, socket.py.
+NOT_IN_A_JOB = {"typing", "re", "pathlib", "json", "runpy", "pkgutil", "importlib.util", "shutil", "socket", "urllib"}
+
+
+def test_a_recorded_pure_python_job_imports_only_what_recording_needs(tmp_path: Path) -> None:
+    body = "import sys\nopen(sys.argv[1], 'w').write(' '.join(sorted(sys.modules)))\n"
+    plain_out, rec_out = tmp_path / "plain.txt", tmp_path / "rec.txt"
+    job = script(tmp_path, body)
+    subprocess.run([PY, job, str(plain_out)], check=True, timeout=60)
+    rec = aiprof("record", "-o", str(tmp_path / "imports"), "--", PY, job, str(rec_out))
+    assert rec.returncode == 0, rec.stderr
+    plain, recorded = set(plain_out.read_text().split()), set(rec_out.read_text().split())
+    added = recorded - plain
+    assert "aiprof.record.job.api" in added  # the job was recorded in-process
+    assert not (added & NOT_IN_A_JOB), sorted(added & NOT_IN_A_JOB)
+    assert (tmp_path / "imports" / "rank0.aiprof" / "profile.json").exists()
+
+
+def test_a_recorded_script_runs_as_main_as_python_runs_it(tmp_path: Path) -> None:
+    sub = tmp_path / "pkgdir"
+    sub.mkdir()
+    (sub / "helper.py").write_text("VALUE = 7\n")
+    body = (
+        "# -*- coding: latin-1 -*-\n"
+        "import os, pickle, sys\n"
+        "import helper\n"
+        "class Point:\n"
+        "    def __init__(self, x): self.x = x\n"
+        "p = pickle.loads(pickle.dumps(Point(3)))\n"
+        "main = sys.modules['__main__']\n"
+        "print(__name__, p.x, helper.VALUE, main.__file__ == __file__, main.__spec__, sys.argv[1:],\n"
+        "      sys.path[0] == os.path.dirname(os.path.abspath(__file__)), '\xe9')\n"
+    )
+    job = sub / "job.py"
+    job.write_bytes(body.encode("latin-1"))
+    plain = subprocess.run([PY, str(job), "a", "-b"], capture_output=True, text=True, timeout=60, check=True)
+    rec = aiprof("record", "-o", str(tmp_path / "main"), "--", PY, str(job), "a", "-b")
+    assert rec.returncode == 0, rec.stderr
+    assert rec.stdout == plain.stdout == "__main__ 3 7 True None ['a', '-b'] True \xe9\n"
 
 
 def test_a_repeating_schedule_keeps_every_window_without_torchs_warning(tmp_path: Path) -> None:

@@ -111,17 +111,39 @@ def command(
             steps["ratio"] = steps["b"]["mean_step_us"] / steps["a"]["mean_step_us"]
         doc: dict[str, Any] = {
             "steps": steps,
-            "a": side(a, sa),
-            "b": side(b, sb),
+            "a": {**side(a, sa), "partial": _partial(ra)},
+            "b": {**side(b, sb), "partial": _partial(rb)},
             **judged,
             "view": view,
             "rows": table.to_pylist(),
             "total": total,
             "top": top,
         }
+    for key in ("a", "b"):
+        # On stderr whatever the format: a CI log shows it beside the verdict.
+        if doc[key]["partial"]:
+            click.echo(f"aiprof: warning: {key.upper()}: {_partial_text(doc[key])}", err=True)
     _write(doc, fmt, output, table, total, view, filtered=bool(filters))
     if doc["failed"]:
         sys.exit(1)
+
+
+def _partial(runs: list[Any]) -> list[str]:
+    """Why each partial profile of a side was cut short (one entry per partial profile)."""
+    return [
+        str(m.get("partial_reason") or "the recording or file was cut short")
+        for prof in runs
+        for m in prof.metas
+        if m.get("partial")
+    ]
+
+
+def _partial_text(s: dict[str, Any]) -> str:
+    reasons = sorted(set(s["partial"]))
+    return (
+        f"{len(s['partial'])} partial profile(s) ({'; '.join(reasons)}): their steps end where the run "
+        "stopped; compare them knowing that"
+    )
 
 
 def _write(

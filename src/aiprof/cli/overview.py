@@ -294,7 +294,7 @@ def print_overview(paths: list[Path] | list[str], items: list[Item]) -> None:
     from rich.text import Text
 
     console = Console()
-    console.print(f"[bold]aiprof report[/bold] {escape(', '.join(str(p) for p in paths))}")
+    console.print(f"[bold]aiprof report[/bold] {escape(', '.join(str(p) for p in paths))}", soft_wrap=True)
     for it in items:
         if it["t"] == "line":
             console.print(it["text"], highlight=bool(it["highlight"]))

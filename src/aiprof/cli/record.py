@@ -81,7 +81,7 @@ def command(
     }
     if batch_size is not None:
         options["batch_size"] = batch_size
-    out = output or default_output()
+    out = output or Path(default_output())
     result = run(list(cmd), out, options)
     for s in result.summaries:
         for line in s.lines():

@@ -70,7 +70,9 @@ def command(
             items = compute_items(prof)
             if folder is not None and meta is not None:
                 write_summary(folder, meta, items)
-            print_overview(prof.paths, items)
+            # What the user named: a trace file is imported into a temporary folder,
+            # whose name means nothing to them.
+            print_overview(list(profile) or prof.paths, items)
             return
         res = run(prof, view, q, params)
         if view == "energy" and res.total == 0 and not filters:

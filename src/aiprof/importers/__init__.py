@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,54 @@ def choose(path: Path, forced: str | None = None) -> Importer:
             log.info("importing %s as %s (%s)", path, imp.name, d.reason)
             return imp
         reasons.append((imp.name, d))
-    why = "; ".join(f"{n}: {d.reason}" for n, d in reasons)
-    raise ImportFormatError(f"{path}: no importer recognises it ({why})")
+    if path.is_file() and path.stat().st_size == 0:
+        raise ImportFormatError(f"{path}: the file is empty (0 bytes): nothing to import")
+    raise ImportFormatError(f"{path}: no importer recognises it ({_why(path, reasons, by_name)})")
+
+
+def _sniff(path: Path) -> str:
+    """What the file looks like, in the words importers use in their reasons."""
+    if path.is_dir():
+        return "folder"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"SQLite format 3\0"):
+        return "SQLite"
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        return "JSON"
+    first = text.split(b"\n", 1)[0]
+    return "CSV" if first.count(b",") >= 2 else "text"
+
+
+def _why(path: Path, reasons: list[tuple[str, Detection]], by_name: list[Importer]) -> str:
+    """The reasons worth a user's reading, on one line: every importer's answer (about
+    25) is a line of 1,200 characters. Those of the importers the file's name points to,
+    else those that speak of what the file is (a JSON file: the JSON importers' answers
+    that are not a plain "not ..."), at most three, and how many more were asked;
+    AIPROF_DEBUG=1 gives them all."""
+    every = [f"{n}: {d.reason}" for n, d in reasons]
+    if os.environ.get("AIPROF_DEBUG"):
+        return "; ".join(every)
+    kind = _sniff(path)
+    named = {i.name for i in by_name}
+    near = [f"{n}: {d.reason}" for n, d in reasons if n in named]
+    if not near and kind:
+        near = [
+            f"{n}: {d.reason}"
+            for n, d in reasons
+            if kind in d.reason and not d.reason.lower().startswith(("not ", kind.lower() + ", not"))
+        ]
+    shown = near[:3]
+    what = f"a {kind} file" if kind and kind != "folder" else ("a folder" if kind else "")
+    other = "other " if shown else ""
+    tail = f"{len(every) - len(shown)} {other}formats checked: AIPROF_DEBUG=1 lists why each refused, --format NAME forces one"
+    return "; ".join([*([what] if what else []), *shown, tail])
 
 
 def trace_inputs(path: Path) -> list[Path]:

@@ -5,10 +5,10 @@ schedule.py for :func:`schedule`; bootstrap.py for recording unmodified scripts;
 finalizer.py for :func:`finalize`.
 """
 
-from typing import TYPE_CHECKING
-
 from .job.api import Profiler, active, annotate, mark_step
 from .job.schedule import ProfilerAction, schedule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
 
 if TYPE_CHECKING:
     from .finalizer import RecordSummary, finalize

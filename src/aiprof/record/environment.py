@@ -17,8 +17,11 @@ job/collectors/python_outside.py; see job/bootstrap.py for the recording they st
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import os
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 ENV_OUT = "AIPROF_RECORD"
 ENV_OPTIONS = "AIPROF_RECORD_OPTIONS"
@@ -31,7 +34,12 @@ ENV_STACKS = "AIPROF_RECORD_STACKS"
 #: Seconds the job waits for ``aiprof record`` to say it reads the stacks.
 ANSWER_TIMEOUT_S = 5.0
 #: Put on the job's PYTHONPATH: its ``sitecustomize`` records every rank of the job.
-SITE_DIR = Path(__file__).parent / "job" / "_site"
+#: A str (pathlib would cost every recorded job its import).
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "job", "_site")
+#: What ``aiprof record`` runs a Python job with: ``python [opts] RUNNER script args``
+#: does what ``python -m aiprof.record.bootstrap script args`` does, without the
+#: runpy import that ``-m`` costs the job.
+RUNNER = os.path.join(SITE_DIR, "aiprof_run.py")
 
 
 def read_line(sock: Any) -> bytes:

@@ -14,6 +14,7 @@ import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +113,12 @@ def read_manifest(raw_dir: Path) -> dict[str, Any]:
     raise AiprofError(f"{raw_dir}: no readable manifest (the recording process died before it started recording)")
 
 
-def finalize(raw_dir: Path, *, partial_reason: str | None = None, keep_raw: bool = False) -> RecordSummary:
-    """Write the profile of ``raw_dir``; ``partial_reason`` marks it partial (e.g. exit 1)."""
+def finalize(raw: str | PathLike[str], *, partial_reason: str | None = None, keep_raw: bool = False) -> RecordSummary:
+    """Write the profile of raw folder ``raw``; ``partial_reason`` marks it partial (e.g. exit 1)."""
     from ..importers.base import ImportContext
     from ..store.writer import ProfileWriter
+
+    raw_dir = Path(raw)
 
     manifest = read_manifest(raw_dir)
     profile = Path(manifest["profile"])

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
-from typing import Any
 
 from .rawstream import is_stream, read_stream
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 MANIFEST = "manifest.json"
 #: Raw data files: marshal format 4, which every Python 3 reads, so the job's
@@ -33,24 +35,32 @@ RAW_SUFFIX = ".raw"
 MAIN_RAW_SUFFIX = ".main" + RAW_SUFFIX
 
 
-def raw_location(profile: Path, rank: int | None) -> Path:
+def raw_location(profile: str | os.PathLike[str], rank: int | None) -> str:
     """The raw folder of ``profile`` (hidden, beside it).
 
     A process without a rank gets its own name: if it turns out to be a launcher whose
     ranks record too, ``aiprof record`` drops it instead of letting it clash with rank 0.
     """
-    return profile.with_name(f".{profile.name}{RAW_SUFFIX if rank is not None else MAIN_RAW_SUFFIX}")
+    # os.path, not pathlib: the job computes it, and pathlib would cost it its import.
+    p = os.fspath(profile)
+    name = f".{os.path.basename(p)}{RAW_SUFFIX if rank is not None else MAIN_RAW_SUFFIX}"
+    return os.path.join(os.path.dirname(p), name)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace ``path`` with ``data`` all at once: a job killed in the middle of a
     checkpoint leaves the previous complete file, never half of the next one."""
-    tmp = path.with_name(path.name + ".tmp")
+    p = os.fspath(path)
+    tmp = p + ".tmp"
     try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
     except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk keeps no half file
+        try:
+            os.unlink(tmp)  # a full disk keeps no half file
+        except FileNotFoundError:
+            pass
         raise
 
 
@@ -61,17 +71,18 @@ def encode_raw(data: Any) -> bytes:
     return marshal.dumps(data, 4)
 
 
-def load_raw(path: Path) -> Any:
+def load_raw(path: str | os.PathLike[str]) -> Any:
     """Raw data written by :func:`encode_raw` or appended by a :class:`RawStream`."""
     return load_raw_cut(path)[0]
 
 
-def load_raw_cut(path: Path) -> tuple[Any, int]:
+def load_raw_cut(path: str | os.PathLike[str]) -> tuple[Any, int]:
     """:func:`load_raw`, with the bytes cut off the end of a stream (a job killed while
     appending to it), 0 when every record is whole."""
     import marshal
 
-    blob = path.read_bytes()
+    with open(path, "rb") as f:
+        blob = f.read()
     if is_stream(blob):
         return read_stream(blob)
     return marshal.loads(blob), 0

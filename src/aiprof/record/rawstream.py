@@ -19,8 +19,10 @@ import marshal
 import os
 import struct
 import zlib
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 MAGIC = b"AIPROF-RAWSTREAM-1\n"
 _FRAME = struct.Struct("<II")
@@ -28,7 +30,8 @@ _FRAME = struct.Struct("<II")
 #: followed item by item; longer ones (and lists of plain rows) are appended to.
 SHORT_LIST = 8
 
-Path_ = tuple[Any, ...]
+if TYPE_CHECKING:
+    Path_ = tuple[Any, ...]
 
 
 def _is_record(v: list[Any]) -> bool:
@@ -74,8 +77,8 @@ def _value(v: Any, old: Any, path: Path_, ops: list[tuple[str, Path_, Any]]) -> 
 class RawStream:
     """One collector's append-only raw data file; :meth:`write` appends a checkpoint."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
         self.size = 0
         """Bytes of whole records written (a failed write is cut back to this)."""
         self._fd: int | None = None

@@ -22,9 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
 from .._log import log
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Anchor kinds, strongest evidence of one training iteration first.
 OPTIMIZER = "optimizer"

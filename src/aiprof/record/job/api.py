@@ -14,9 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import AiprofError
 from .._log import log
@@ -27,7 +25,11 @@ from .collectors.base import Collector
 from .controller import Controller, profile_location, rank_from_env
 from .schedule import Schedule
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, TypeVar
+
     # Finalizing (msgspec, then the store) is only needed at stop: not imported into
     # every recorded job at its start.
     from ..finalizer import RecordSummary
@@ -37,7 +39,8 @@ HOST_COLLECTORS = ("python", "system", "ops")
 _active: Profiler | None = None
 _lock = threading.Lock()
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    F = TypeVar("F", bound=Callable[..., Any])
 
 
 def active() -> Profiler | None:
@@ -126,10 +129,10 @@ class Profiler:
             raise AiprofError(f"batch size must be > 0, got {batch_size}")
         self.batch_size = batch_size
         self.rank, self.world_size = rank_from_env()
-        self.path: Path = profile_location(output, self.rank)
-        """The profile folder this profiler writes."""
-        self.raw_dir: Path | None = None
-        """Raw folder of the last recording (with ``defer``, the finalizer's input)."""
+        # str, not Path: pathlib would cost every recorded job its import (the
+        # properties below give Paths to those who ask).
+        self._path = profile_location(output, self.rank)
+        self._raw: str | None = None
         self.summary: RecordSummary | None = None
         self._controller: Controller | None = None
         self._user_steps = False
@@ -177,7 +180,7 @@ class Profiler:
 
                 out.append(
                     TorchOpsCollector(
-                        raw_location(self.path, self.rank),
+                        raw_location(self._path, self.rank),
                         self.schedule,
                         process_ends=self.defer,
                         record_shapes=self.torch_options["record_shapes"],
@@ -188,7 +191,9 @@ class Profiler:
         elif self.device_trace:
             from .collectors.device_trace import DeviceTraceCollector
 
-            out.append(DeviceTraceCollector(raw_location(self.path, self.rank), self.schedule, process_ends=self.defer))
+            out.append(
+                DeviceTraceCollector(raw_location(self._path, self.rank), self.schedule, process_ends=self.defer)
+            )
         if self.device and not self.telemetry_outside:
             from .collectors.device import DeviceCollector
 
@@ -221,7 +226,7 @@ class Profiler:
             if "python" in self.host:
                 options["python_sampler"] = self.python_sampler
             ctl = Controller(
-                self.path,
+                self._path,
                 collectors,
                 schedule=self.schedule,
                 rank=self.rank,
@@ -251,12 +256,36 @@ class Profiler:
             ctl.step()
             anchors.find_loop(sys._getframe(1))
 
+    @property
+    def path(self) -> Path:
+        """The profile folder this profiler writes."""
+        from pathlib import Path
+
+        return Path(self._path)
+
+    @property
+    def raw_dir(self) -> Path | None:
+        """Raw folder of the last recording (with ``defer``, the finalizer's input)."""
+        from pathlib import Path
+
+        return Path(self._raw) if self._raw is not None else None
+
     def stop(self, *, partial: bool = False, reason: str | None = None) -> Path | None:
         """Stop recording and write the profile (with ``defer``: only the raw data).
 
         Returns the profile folder (with ``defer``: the raw folder). Never raises for a
         collector's failure; those are warnings kept in profile.json.
         """
+        done = self.finish(partial=partial, reason=reason)
+        if done is None:
+            return None
+        from pathlib import Path
+
+        return Path(done)
+
+    def finish(self, *, partial: bool = False, reason: str | None = None) -> str | None:
+        """:meth:`stop`, returning the folder as a str: what the bootstrap calls as the
+        job exits, which should not import pathlib then."""
         global _active
         ctl = self._controller
         if ctl is None:
@@ -270,7 +299,7 @@ class Profiler:
             with _lock:
                 if _active is self:
                     _active = None
-        self.raw_dir = raw
+        self._raw = raw
         if self.defer:
             return raw
         from ..finalizer import finalize
@@ -286,23 +315,23 @@ class Profiler:
                 "free some space, then run aiprof recover %s",
                 e.strerror or e,
                 raw,
-                raw.parent,
+                os.path.dirname(raw) or ".",
             )
             return None
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
-        return self.path
+        return self._path
 
     def analyse(self) -> RecordSummary:
         """Stop if still running and return the summary of the written profile."""
         if self.running:
             self.stop()
         if self.summary is None:
-            if self.raw_dir is None:
+            if self._raw is None:
                 raise AiprofError("nothing recorded yet: call start() first")
             from ..finalizer import finalize
 
-            self.summary = finalize(self.raw_dir)
+            self.summary = finalize(self._raw)
         return self.summary
 
     def __enter__(self) -> Profiler:

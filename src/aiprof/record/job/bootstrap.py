@@ -30,22 +30,25 @@ marked partial; the exit status is the script's.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from typing import Any
 
 from .. import _log
 from .._log import log
-from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, SITE_DIR
+from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, RUNNER, SITE_DIR
+from . import wire
 from .api import Profiler
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate")
 
 
 def profiler_from_env() -> Profiler:
     """A Profiler configured by the environment that ``aiprof record`` sets."""
-    opts: dict[str, Any] = json.loads(os.environ.get(ENV_OPTIONS) or "{}")
+    opts: dict[str, Any] = wire.loads(os.environ.get(ENV_OPTIONS) or "{}")
     sched = None
     if opts.get("schedule"):
         from .schedule import parse_schedule
@@ -79,7 +82,7 @@ def claim() -> bool:
 
 def _safe_stop(prof: Profiler, reason: str | None) -> None:
     try:
-        prof.stop(partial=reason is not None, reason=reason)
+        prof.finish(partial=reason is not None, reason=reason)
     except Exception as e:
         log.warning("could not write the profile: %s: %s", type(e).__name__, e)
 
@@ -155,24 +158,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def script_traceback(tb: Any) -> Any:
-    """``tb`` without its leading frames of aiprof's bootstrap and runpy."""
-    here = os.path.abspath(__file__)
+    """``tb`` without its leading frames of aiprof's bootstrap, its runner and runpy."""
+    ours = (os.path.abspath(__file__), RUNNER)
     while tb is not None and tb.tb_next is not None:
         file = tb.tb_frame.f_code.co_filename
-        if os.path.abspath(file) != here and os.path.basename(file) not in ("runpy.py", "<frozen runpy>"):
+        if os.path.abspath(file) not in ours and os.path.basename(file) not in ("runpy.py", "<frozen runpy>"):
             break
         tb = tb.tb_next
     return tb
 
 
 def _run_target(args: list[str]) -> None:
-    # Here, not at the top: the ranks recorded by the sitecustomize import this module
-    # too, and runpy brings importlib.util, pkgutil and contextlib into every one.
-    import runpy
-
     if args[0] == "-m":
         if len(args) < 2:
             sys.exit("aiprof: -m needs a module name")
+        # Here, not at the top: runpy brings importlib.util, pkgutil and typing into
+        # every recorded job; only -m needs it.
+        import runpy
+
         sys.argv = [args[1], *args[2:]]
         sys.path.insert(0, os.getcwd())
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
@@ -189,7 +192,30 @@ def _run_target(args: list[str]) -> None:
         sys.argv = list(args)
         # As `python script.py` does: the script's folder first on the path.
         sys.path[0] = os.path.dirname(os.path.abspath(script))
-        runpy.run_path(script, run_name="__main__")
+        if script.endswith((".py", ".pyw")) and os.path.isfile(script):
+            _run_source(script)
+        else:  # a folder or zip with __main__.py, a .pyc: runpy knows them all
+            import runpy
+
+            runpy.run_path(script, run_name="__main__")
+
+
+def _run_source(script: str) -> None:
+    """Run a .py file as ``python script.py`` does: compiled from its bytes (so its
+    coding line counts), in a fresh module that is ``__main__``, the one pickle and
+    multiprocessing find."""
+    import builtins
+    import types
+
+    with open(script, "rb") as f:
+        source = f.read()
+    code = compile(source, script, "exec", dont_inherit=True)
+    main_mod = types.ModuleType("__main__")
+    main_mod.__dict__.update(
+        __file__=script, __cached__=None, __loader__=None, __package__=None, __spec__=None, __builtins__=builtins
+    )
+    sys.modules["__main__"] = main_mod
+    exec(code, main_mod.__dict__)
 
 
 def activate_from_env() -> None:
@@ -198,7 +224,7 @@ def activate_from_env() -> None:
     if not os.environ.get(ENV_OUT):
         return
     argv = getattr(sys, "orig_argv", [])
-    if "aiprof.record.bootstrap" in argv:
+    if "aiprof.record.bootstrap" in argv or RUNNER in argv:
         return  # bootstrap records it, knowing the outcome exactly
     if any(os.path.basename(a) in LAUNCHERS or a in LAUNCHERS for a in argv[1:3]):
         return

@@ -18,7 +18,10 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The functions wrapped, in torch.distributed (and its distributed_c10d module).
 OPS = (
@@ -28,7 +31,8 @@ OPS = (
     "all_gather_coalesced", "batch_isend_irecv",
 )  # fmt: skip
 
-Sink = Callable[[tuple[Any, ...]], None]
+if TYPE_CHECKING:
+    Sink = Callable[[tuple[Any, ...]], None]
 """(start, end, op, bytes, group, group size, seq, tid)."""
 
 _sink: Sink | None = None

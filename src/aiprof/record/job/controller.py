@@ -16,14 +16,11 @@ process after the job exits (so the job does not pay for it).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from .._log import log
 from ..rawfile import (
@@ -38,9 +35,14 @@ from ..rawfile import (
     write_atomic,
 )
 from ..rawstream import RawStream
+from . import wire
 from .collectors.base import Collector, PollingThread, fail
 from .sched import ThreadClock
 from .schedule import ProfilerAction, Schedule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Environment variable overriding the checkpoint interval (seconds; 0 disables).
 CHECKPOINT_ENV = "AIPROF_RECORD_CHECKPOINT_S"
@@ -67,22 +69,44 @@ def rank_from_env(env: dict[str, str] | os._Environ[str] | None = None) -> tuple
     return rank, world
 
 
-def default_output() -> Path:
+def default_output() -> str:
     """``aiprof-YYYYmmdd-HHMMSS`` in the working directory."""
-    return Path(time.strftime("aiprof-%Y%m%d-%H%M%S"))
+    return time.strftime("aiprof-%Y%m%d-%H%M%S")
 
 
-def profile_location(output: str | os.PathLike[str] | None, rank: int | None) -> Path:
+def profile_location(output: str | os.PathLike[str] | None, rank: int | None) -> str:
     """Where this process's profile goes.
 
     ``OUT/rank<R>.aiprof`` (R = 0 without a launcher), so one output folder holds every
     rank and ``aiprof report OUT`` reads them all. A single process given a name
     ending in ``.aiprof`` writes exactly there.
     """
-    out = Path(output) if output is not None else default_output()
-    if rank is None and out.name.endswith(".aiprof"):
+    # os.path, not pathlib: the job computes it, and pathlib would cost it its import.
+    out = os.path.normpath(os.fspath(output)) if output is not None else default_output()
+    if rank is None and os.path.basename(out).endswith(".aiprof"):
         return out
-    return out / f"rank{rank or 0}.aiprof"
+    return os.path.join(out, f"rank{rank or 0}.aiprof")
+
+
+def _remove_tree(path: str) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` without importing shutil (and bz2,
+    lzma, fnmatch with it) into the job."""
+    for root, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            try:
+                os.unlink(os.path.join(root, name))
+            except OSError:
+                pass
+        for name in dirs:
+            sub = os.path.join(root, name)
+            try:
+                os.unlink(sub) if os.path.islink(sub) else os.rmdir(sub)
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 class Marks:
@@ -114,7 +138,7 @@ class Controller:
 
     def __init__(
         self,
-        profile: Path,
+        profile: str,
         collectors: Sequence[Collector],
         *,
         schedule: Schedule | None = None,
@@ -159,11 +183,9 @@ class Controller:
 
     def start(self) -> None:
         """Fix the time origin, clear the raw folder, start every collector."""
-        if self.raw_dir.exists():
-            import shutil
-
-            shutil.rmtree(self.raw_dir, ignore_errors=True)
-        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        if os.path.exists(self.raw_dir):
+            _remove_tree(self.raw_dir)
+        os.makedirs(self.raw_dir, exist_ok=True)
         self.clock = {"mono0": time.monotonic_ns(), "unix0": time.time_ns()}
         self._step_start = self.clock["mono0"]
         self._read_sched()
@@ -284,7 +306,7 @@ class Controller:
         else:
             self.marks.annotations.append((start, dur, name, tid, samples))
 
-    def stop(self, *, partial: bool = False, reason: str | None = None) -> Path:
+    def stop(self, *, partial: bool = False, reason: str | None = None) -> str:
         """Stop every collector and dump the raw folder; returns the raw folder."""
         self.running = False
         self._thread_clock.close()
@@ -309,7 +331,7 @@ class Controller:
             s.close()
         self._streams.clear()
 
-    def dump(self, *, partial: bool, reason: str | None, checkpoint: bool = False) -> Path:
+    def dump(self, *, partial: bool, reason: str | None, checkpoint: bool = False) -> str:
         """Write every collector's raw data and the manifest into the raw folder.
 
         ``checkpoint``: a periodic write while collecting; collectors that cannot dump
@@ -326,7 +348,7 @@ class Controller:
                 self._stop_on_full_disk(e)
                 return self.raw_dir
 
-    def _dump(self, partial: bool, reason: str | None, checkpoint: bool) -> Path:
+    def _dump(self, partial: bool, reason: str | None, checkpoint: bool) -> str:
         entries: dict[str, Any] = {}
         for c in self.collectors:
             entry: dict[str, Any] = {"failed": c.failed}
@@ -340,10 +362,10 @@ class Controller:
                 if c.checkpoint:
                     stream = self._streams.get(c.name)
                     if stream is None:
-                        stream = self._streams[c.name] = RawStream(self.raw_dir / fname)
+                        stream = self._streams[c.name] = RawStream(os.path.join(self.raw_dir, fname))
                     stream.write(data)
                 else:
-                    write_atomic(self.raw_dir / fname, encode_raw(data))
+                    write_atomic(os.path.join(self.raw_dir, fname), encode_raw(data))
                 entry["file"] = fname
             except OSError as e:
                 if e.errno in DISK_FULL_ERRNOS:
@@ -371,7 +393,7 @@ class Controller:
         }
         # The marks are rewritten whole: steps retracted by the first explicit step()
         # make them more than a growing list, and they are small.
-        write_atomic(self.raw_dir / MARKS, encode_raw(marks))
+        write_atomic(os.path.join(self.raw_dir, MARKS), encode_raw(marks))
         self._write_manifest(partial, reason, entries)
         return self.raw_dir
 
@@ -392,16 +414,16 @@ class Controller:
             "options": self.options,
             "collectors": entries,
         }
-        data = json.dumps(manifest, indent=1).encode()
+        data = wire.dumps(manifest).encode()
         if in_place:
             # No room for a second copy: overwrite the pages the manifest already has.
-            with open(self.raw_dir / MANIFEST, "r+b") as f:
+            with open(os.path.join(self.raw_dir, MANIFEST), "r+b") as f:
                 f.write(data)
                 f.truncate()
             return
         # The manifest goes last, and by rename: a raw folder without one was cut
         # short, and a reader never sees half a manifest.
-        write_atomic(self.raw_dir / MANIFEST, data)
+        write_atomic(os.path.join(self.raw_dir, MANIFEST), data)
 
     def _stop_on_full_disk(self, err: OSError) -> None:
         """The disk is full: stop every collector (their data would only pile up in the
@@ -421,7 +443,7 @@ class Controller:
                 "stopped: " + DISK_FULL if not entry.get("failed") or "killed" in entry["failed"] else entry["failed"]
             )
         for name, stream in self._streams.items():
-            entries.setdefault(name, {"failed": None})["file"] = stream.path.name
+            entries.setdefault(name, {"failed": None})["file"] = os.path.basename(stream.path)
         for in_place in (False, True):
             try:
                 self._write_manifest(True, self.disk_full, entries, in_place=in_place)

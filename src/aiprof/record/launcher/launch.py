@@ -1,7 +1,7 @@
 """``aiprof record -- CMD``: run a command with recording enabled, then write profiles.
 
 The job runs as a child process with the environment of aiprof.record.bootstrap; a
-Python command is rewritten to ``python -m aiprof.record.bootstrap ...`` with the same
+Python command is rewritten to ``python RUNNER ...`` (as ``-m aiprof.record.bootstrap``) with the same
 interpreter and options. SIGTERM sent to aiprof is passed on to the job; SIGINT from
 the terminal reaches the job directly (same process group), so aiprof itself only
 waits. While the job runs, this process samples its Python stacks (by reading its
@@ -33,6 +33,7 @@ from ..environment import (
     ENV_OUT,
     ENV_POLLER,
     ENV_STACKS,
+    RUNNER,
     SITE_DIR,
 )
 from ..finalizer import RecordSummary, finalize, find_raw
@@ -58,7 +59,9 @@ class RecordResult:
 
 
 def wrap_python(cmd: list[str]) -> list[str]:
-    """``python [opts] script args`` -> ``python [opts] -m aiprof.record.bootstrap script args``.
+    """``python [opts] script args`` -> ``python [opts] RUNNER script args``: RUNNER
+    (aiprof.record.environment.RUNNER) does what ``-m aiprof.record.bootstrap`` would,
+    without the runpy import that ``-m`` costs the job.
 
     Anything that is not a plain Python invocation is returned unchanged (its Python
     processes are recorded by the sitecustomize instead).
@@ -70,7 +73,7 @@ def wrap_python(cmd: list[str]) -> list[str]:
         i += 2 if cmd[i] in _OPTS_WITH_VALUE else 1
     if i >= len(cmd) or cmd[i] == "-":
         return cmd  # an interactive or stdin program: leave it to sitecustomize
-    return [*cmd[:i], "-m", "aiprof.record.bootstrap", *cmd[i:]]
+    return [*cmd[:i], RUNNER, *cmd[i:]]
 
 
 def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | None = None) -> dict[str, str]:

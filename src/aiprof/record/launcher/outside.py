@@ -82,7 +82,7 @@ class ChildPoller:
         entries: dict[str, Any] = manifest["collectors"]
         if self.system is not None:
             lo, hi = int(clock["mono0"]), int(clock.get("mono1", 1 << 63))
-            ours = self.system.dump(raw_dir)
+            ours = self.system.dump(str(raw_dir))
             entry = entries.setdefault("system", {"failed": None})
             data: dict[str, Any] = {"series": {}, "units": ours["units"], "gc": []}
             if entry.get("file"):
@@ -96,7 +96,7 @@ class ChildPoller:
             entry["failed"] = entry.get("failed") or self.system.failed
         if self.device is not None:
             lo, hi = int(clock["unix0"]), int(clock.get("unix1", 1 << 63))
-            dev = self.device.dump(raw_dir)
+            dev = self.device.dump(str(raw_dir))
             dev["samples"] = [s for s in dev["samples"] if lo <= s[2] <= hi]
             entries["device"] = {"failed": self.device.failed, "file": "device" + RAW_DATA_SUFFIX}
             write_atomic(raw_dir / entries["device"]["file"], encode_raw(dev))

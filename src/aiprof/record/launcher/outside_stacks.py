@@ -328,7 +328,7 @@ class StackServer:
             return
         for pid, poller in list(self.pollers.items()):
             stream = self._spills.get(pid)
-            if stream is not None and not stream.path.exists():
+            if stream is not None and not os.path.exists(stream.path):
                 # The raw folder became a profile or was made again (a new recording).
                 stream.close()
                 del self._spills[pid]

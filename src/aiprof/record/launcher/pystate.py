@@ -24,7 +24,10 @@ import os
 import struct
 import sys
 import threading
-from typing import Any, NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Interpreter versions whose layout calibration knows how to find (frames linked by
 #: ``previous`` from ``tstate->cframe->current_frame``, code objects with an inline
@@ -43,19 +46,31 @@ class LayoutError(Exception):
     """This interpreter's layout could not be found or did not verify."""
 
 
-class CodeInfo(NamedTuple):
-    """What the sampler needs of one code object."""
+class CodeInfo:
+    """What the sampler needs of one code object. A plain class, not a NamedTuple: the
+    job imports this module to calibrate, and typing would cost it milliseconds."""
 
-    name: str
-    """Qualified name."""
-    file: str
-    first_line: int
-    linetable: bytes
-    resumable: bool = False
-    """A generator's or coroutine's body: never the first frame of a thread."""
-    sig: tuple[int, ...] = ()
-    """The code object's name, file and line table pointers and first line: a code
-    object freed and another allocated at its address differ here."""
+    __slots__ = ("file", "first_line", "linetable", "name", "resumable", "sig")
+
+    def __init__(
+        self,
+        name: str,
+        file: str,
+        first_line: int,
+        linetable: bytes,
+        resumable: bool = False,
+        sig: tuple[int, ...] = (),
+    ) -> None:
+        self.name = name
+        """Qualified name."""
+        self.file = file
+        self.first_line = first_line
+        self.linetable = linetable
+        self.resumable = resumable
+        """A generator's or coroutine's body: never the first frame of a thread."""
+        self.sig = sig
+        """The code object's name, file and line table pointers and first line: a code
+        object freed and another allocated at its address differ here."""
 
 
 #: co_flags of the code of generators, coroutines and async generators.

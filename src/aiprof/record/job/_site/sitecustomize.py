@@ -8,7 +8,9 @@ import sys
 def _aiprof_activate() -> None:
     if not os.environ.get("AIPROF_RECORD"):
         return
-    if "aiprof.record.bootstrap" in getattr(sys, "orig_argv", ()):
+    argv = getattr(sys, "orig_argv", ())
+    runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiprof_run.py")
+    if "aiprof.record.bootstrap" in argv or runner in argv:
         return  # the bootstrap records this process itself (importing it here would confuse runpy)
     try:
         from aiprof.record.job.bootstrap import activate_from_env

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import abc
 import threading
-from pathlib import Path
-from typing import Any, ClassVar
 
 from ..._log import log
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 #: Code of aiprof's own callbacks that run on the job's threads -> the frame the stack
 #: sampler shows instead. The GC callback is the first Python code after a collection,
@@ -60,7 +62,7 @@ class Collector(abc.ABC):
         """Step ``step`` just began (the previous one ended)."""
 
     @abc.abstractmethod
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         """This collector's raw data, builtin types only (marshal); big files may go into ``raw_dir``."""
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import Any
 
 from .base import Collector, PollingThread, fail
@@ -101,7 +100,7 @@ class DeviceCollector(Collector):
             _close(b)
         self._backends = []
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         return {"devices": list(self.devices), "samples": list(self.samples)}
 
 

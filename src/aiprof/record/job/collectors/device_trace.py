@@ -16,24 +16,27 @@ the same way) plus ``device_trace``, which says what was captured and why not.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 from .base import Collector, fail
-from .torch_ops import TorchOpsCollector
+
+TYPE_CHECKING = False  # typing's own constant would import typing into every job
+if TYPE_CHECKING:
+    import importlib.machinery
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
+    from typing import Any
+
+    from .torch_ops import TorchOpsCollector
 
 
 class _AfterImport:
     """Calls ``callback`` once, right after module ``name`` has been executed.
 
     A meta path finder by its ``find_spec`` alone: subclassing importlib.abc's would
-    import importlib.resources, tempfile and shutil into every recorded job.
+    import importlib.resources, tempfile and shutil into every recorded job, and
+    importlib.util's find_spec contextlib and more; the other finders are asked in turn.
     """
 
     def __init__(self, name: str, callback: Callable[[], None]) -> None:
@@ -46,7 +49,12 @@ class _AfterImport:
         if fullname != self.name:
             return None
         self.remove()
-        spec = importlib.util.find_spec(fullname)
+        spec: importlib.machinery.ModuleSpec | None = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
         loader = spec.loader if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
@@ -73,7 +81,7 @@ class DeviceTraceCollector(Collector):
     name = "ops"
 
     def __init__(
-        self, raw_dir: Path, schedule: Callable[[int], Any] | None = None, *, process_ends: bool = False
+        self, raw_dir: str, schedule: Callable[[int], Any] | None = None, *, process_ends: bool = False
     ) -> None:
         super().__init__()
         self.raw_dir = raw_dir
@@ -100,7 +108,7 @@ class DeviceTraceCollector(Collector):
             if self._stopped or self.inner is not None:
                 return
             try:
-                from .torch_ops import device_activities
+                from .torch_ops import TorchOpsCollector, device_activities
 
                 acts = device_activities()
                 if not acts:
@@ -137,7 +145,7 @@ class DeviceTraceCollector(Collector):
             except Exception as e:
                 fail(self, e, "stop")
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         data: dict[str, Any] = (
             self.inner.dump(raw_dir) if self.inner is not None else {"traces": [], "activities": [], "options": {}}
         )

@@ -20,11 +20,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
 from ...environment import ANSWER_TIMEOUT_S, ENV_STACKS, read_line
 from .base import SHOWN_AS, Collector
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class OutsideSampler(Collector):
@@ -52,7 +54,7 @@ class OutsideSampler(Collector):
             if t.native_id is not None:
                 self._names[t.native_id] = t.name
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         self._learn_names()
         shown = [[c.co_qualname, c.co_filename, s.co_name] for c, s in list(SHOWN_AS.items())]
         return {
@@ -75,7 +77,8 @@ def connect(rate_hz: float, *, stacks: bool = True, telemetry: bool = False) -> 
         return None, "aiprof record did not offer to read them (--sample-inside)", False
     # _socket, not socket: the job should not pay for importing socket.py.
     import _socket
-    import json
+
+    from .. import wire
 
     msg: dict[str, Any] = {"pid": os.getpid(), "telemetry": telemetry}
     if stacks:
@@ -89,14 +92,14 @@ def connect(rate_hz: float, *, stacks: bool = True, telemetry: bool = False) -> 
     try:
         sock.settimeout(ANSWER_TIMEOUT_S)
         sock.connect("\0" + name)
-        sock.sendall((json.dumps(msg) + "\n").encode())
+        sock.sendall((wire.dumps(msg) + "\n").encode())
         line = read_line(sock)
     except OSError as e:
         return None, f"cannot reach aiprof record: {e}", False
     finally:
         sock.close()
     try:
-        answer = json.loads(line)
+        answer = wire.loads(line)
         took_stacks, took_telemetry = str(answer["stacks"]), bool(answer["telemetry"])
     except (ValueError, KeyError, TypeError):
         return None, line.decode(errors="replace").strip() or "no answer", False

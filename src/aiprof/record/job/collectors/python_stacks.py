@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
@@ -185,7 +184,7 @@ class PythonSampler(Collector):
                 frames.append((fid, up, getattr(code, "co_qualname", code.co_name), code.co_filename, line))
             canon.append(fid)
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         # May run while sampling goes on (a checkpoint): take the samples first, cut to
         # whole rows; every node they use was interned before they were appended.
         n = min(len(self.ts), len(self.tids), len(self.stacks))

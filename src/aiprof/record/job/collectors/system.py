@@ -15,10 +15,12 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from .base import Collector, PollingThread, fail, show_as
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_RATE_HZ = 10.0
 
@@ -164,7 +166,7 @@ class SystemCollector(Collector):
                 s[metric][0].append(now)
                 s[metric][1].append(delta * per_s)
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         series = {}
         for m, (ts, vals) in list(self.series.items()):
             n = min(len(ts), len(vals))  # whole (ts, value) pairs, also mid-collection

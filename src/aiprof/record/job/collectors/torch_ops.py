@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from .base import Collector
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Prefix of the clock-sync markers (dropped from the profile on import).
 SYNC_PREFIX = "aiprof::clock_sync::"
@@ -68,7 +70,7 @@ class TorchOpsCollector(Collector):
 
     def __init__(
         self,
-        raw_dir: Path,
+        raw_dir: str,
         schedule: Callable[[int], Any] | None = None,
         *,
         record_shapes: bool = False,
@@ -142,10 +144,12 @@ class TorchOpsCollector(Collector):
                 pass
 
     def _export(self, prof: Any) -> None:
-        self.raw_dir.mkdir(parents=True, exist_ok=True)
-        path = self.raw_dir / f"torch_trace_{len(self.traces)}.json"
-        prof.export_chrome_trace(str(path))
-        self.traces.append(path.name)
+        import os
+
+        os.makedirs(self.raw_dir, exist_ok=True)
+        name = f"torch_trace_{len(self.traces)}.json"
+        prof.export_chrome_trace(os.path.join(self.raw_dir, name))
+        self.traces.append(name)
 
     def on_step(self, step: int) -> None:
         if self._prof is None:
@@ -172,7 +176,7 @@ class TorchOpsCollector(Collector):
 
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(prof))
 
-    def dump(self, raw_dir: Path) -> dict[str, Any]:
+    def dump(self, raw_dir: str) -> dict[str, Any]:
         return {
             "traces": list(self.traces),
             "activities": self.activities,
