@@ -166,6 +166,9 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
 
         profiling = c.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
         assert list(profiling.values()) == [False, False]
+        # Forked with what a rank task needs already imported (cluster/preload.py).
+        preloaded = c.run(lambda: [m in sys.modules for m in ("aiprof.cluster.preload", "duckdb")])
+        assert list(preloaded.values()) == [[True, True], [True, True]]
         got = map_tasks(
             c, import_rank, job.files, (str(out), None, None), lambda d, f, r: changes.append((d, f, r)), group=4
         )

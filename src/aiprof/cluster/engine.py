@@ -126,6 +126,8 @@ def client(where: Where) -> Iterator[Any]:
     }
     try:
         with dask.config.set(cfg):
+            if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
+                _preload_workers()
             cluster = distributed.LocalCluster(
                 n_workers=where.workers,
                 threads_per_worker=1,
@@ -143,6 +145,26 @@ def client(where: Where) -> Iterator[Any]:
         cluster.close()
         if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
             _stop_forkserver()
+
+
+#: Imported by the fork server besides Dask's own list: what every rank task needs.
+PRELOAD = "aiprof.cluster.preload"
+
+
+def _preload_workers() -> None:
+    """Add :data:`PRELOAD` to the modules the fork server imports before it forks the
+    workers. Dask sets its own list the first time it asks for the context (with the
+    config above); the list is read back from multiprocessing's fork server, and where
+    that is not possible the workers import aiprof themselves, as before."""
+    from multiprocessing import forkserver
+
+    from distributed.utils import get_mp_context
+
+    ctx = get_mp_context()  # type: ignore[no-untyped-call]
+    server = getattr(forkserver, "_forkserver", None)
+    current = list(getattr(server, "_preload_modules", None) or [])
+    if server is not None and PRELOAD not in current:
+        ctx.set_forkserver_preload([*current, PRELOAD])
 
 
 def _stop_forkserver() -> None:
