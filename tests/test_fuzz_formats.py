@@ -95,6 +95,11 @@ FOUND_19 = {
     35887: "cnperf: programInformation that is not an object (AttributeError)",
     23418: "kineto: a deviceProperties id that is an object (TypeError)",
     32364: "mindspore-aicpu text: a serial number past 64 bits (orjson TypeError)",
+    # The 100,000-input run of 2026-12-03:
+    2873: "mindspore-text hwts: a field past 64 bits (orjson TypeError)",
+    51859: "mindspore-framework detector: only separators str.splitlines takes (IndexError)",
+    85558: "ascend-trace: a flow id past 64 bits (orjson TypeError)",
+    90382: "mindspore-step-trace detail CSV: a field past 64 bits (orjson TypeError)",
 }
 FOUND.update({(19, i): why for i, why in FOUND_19.items()})
 

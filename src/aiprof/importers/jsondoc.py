@@ -54,8 +54,17 @@ def prune(doc: Any, limit: int = MAX_DEPTH) -> tuple[Any, int]:
     return doc, cut
 
 
+def raw(value: Any) -> bytes:
+    """:func:`text` as UTF-8 bytes: orjson's when it can write ``value``."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, too deep
+        return text(value).encode()
+
+
 def text(value: Any) -> str:
-    """``value`` (decoded JSON, or builtin types) as JSON text."""
+    """``value`` (decoded JSON, or builtin types) as JSON text; an integer past 64 bits
+    (which orjson cannot write) is written by json, a document too deep as a marker."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, too deep

@@ -27,7 +27,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from ...errors import ImportFormatError
 from .. import jsondoc
@@ -174,9 +173,7 @@ def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list
             "name": [r[i_name] for r in sel],
             "ts": ts[keep] - origin,
             "dur": np.where(dok, dur, 0)[keep],
-            "args": [
-                orjson.dumps({"launch_id": int(i), **dict(zip(header, rows[i], strict=True))}).decode() for i in keep
-            ],
+            "args": [jsondoc.text({"launch_id": int(i), **dict(zip(header, rows[i], strict=True))}) for i in keep],
         },
     )
     for r in sel:
@@ -341,7 +338,7 @@ def load_communication(path: Path, ctx: ImportContext, kind: str) -> None:
                                 metric,
                                 unit,
                                 None,
-                                orjson.dumps(v).decode() if text is None else f"{text} {orjson.dumps(v).decode()}",
+                                jsondoc.text(v) if text is None else f"{text} {jsondoc.text(v)}",
                             )
                         )
                     else:

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from .. import jsondoc
 from ..base import ImportContext
 from ..timeconv import us_to_ns
 from .decode import EMPTY_ARGS, Args, Ev, decode_args
@@ -410,7 +411,7 @@ class ChromeTraceConverter:
                     info["args"] = orjson.loads(bytes(e.args))
                 except (orjson.JSONDecodeError, RecursionError):
                     info["args_raw"] = bytes(e.args).decode("utf-8", "replace")
-            raws.append(orjson.dumps(info))
+            raws.append(jsondoc.raw(info))  # ids past 64 bits too
         dt, dev = flow_placement([e.ph for e in evs], cats, pids, self.vendor)
         args = [EMPTY_ARGS] * len(evs)
         self._write_events(

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-import orjson
-
 from ...errors import ImportFormatError
 from .. import jsondoc
 from ..base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
@@ -122,7 +120,7 @@ def write_tick_events(recs: list[dict[str, int]], ctx: ImportContext, device: in
             "name": ["AI CPU task"] * n,
             "ts": [r["tickBeforeRun"] * TICK_NS - origin for r in recs],
             "dur": [(r["tickAfterRun"] - r["tickBeforeRun"]) * TICK_NS for r in recs],
-            "args": [orjson.dumps(r | {"unit": "tick (10 ns); dispatchTime, totalTime in us"}).decode() for r in recs],
+            "args": [jsondoc.text(r | {"unit": "tick (10 ns); dispatchTime, totalTime in us"}) for r in recs],
         },
     )
     device_clock(ctx)

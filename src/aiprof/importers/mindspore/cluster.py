@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from ...errors import ImportFormatError
+from .. import jsondoc
 from ..ascend.tables import csv_header, number, read_csv, split_unit
 from ..base import Detection, ImportContext, Importer, MetricRow, load_by_kind, no, write_metrics, yes
 
@@ -275,7 +276,7 @@ def load_dynamic_shape(path: Path, ctx: ImportContext) -> dict[str, Any]:
                 lid = int(op["step"]) if isinstance(op.get("step"), int) else int(step) if str(step).isdigit() else None
                 text = op.get("shape_info") if key == "operator" else op.get("op_full_name")
                 out.append((lid, str(op.get("op_name")), sec, "dur", "us", float(op["dur"]),
-                            orjson.dumps(text).decode() if text is not None else op.get("op_type")))  # fmt: skip
+                            jsondoc.text(text) if text is not None else op.get("op_type")))  # fmt: skip
     if not out:
         raise ImportFormatError(f"{path}: no operator duration in it")
     _append(ctx, _rank(path, ctx), out)

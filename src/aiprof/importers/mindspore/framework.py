@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ...errors import ImportFormatError
+from .. import jsondoc
 from ..base import Detection, ImportContext, Importer, MetricRow, no, write_metrics, yes
 
 NAME = "mindspore-framework"
@@ -274,6 +273,8 @@ def file_kind(path: Path) -> str | None:
     lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()]
     if len(head) == 1 << 14 and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut by the head
+    if not lines:
+        return None  # only separators that str.splitlines takes and bytes.strip does not
     if lines[0].startswith("op_name:") and " op_type:" in lines[0]:
         return "graph_desc_info"
     if all(_TASK_LINE.match(ln) for ln in lines) and "/" in lines[0]:
@@ -333,7 +334,7 @@ def metric_rows(fw: Framework) -> list[MetricRow]:
         if o.op_type is not None:
             out.append((o.task_id, o.full_name, "framework", "op_type", None, None, o.op_type))
         if o.io:
-            out.append((o.task_id, o.full_name, "framework", "op_info", None, None, orjson.dumps(o.io).decode()))
+            out.append((o.task_id, o.full_name, "framework", "op_info", None, None, jsondoc.text(o.io)))
     for tag, name in sorted(fw.points.items()):
         out.append((tag, name, "step_trace_point", "tag", None, float(tag), None))
     return out

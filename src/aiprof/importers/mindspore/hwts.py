@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from ...errors import ImportFormatError
+from .. import jsondoc
 from ..base import (
     Detection,
     ImportContext,
@@ -245,7 +245,7 @@ def write_columns(
         if lone:
             a |= {"record": RECORD_TYPES[int(c.typ[i])], "unmatched": True}
         kinds.append(kind)
-        args.append(orjson.dumps(a).decode())
+        args.append(jsondoc.text(a))
     append_npu_events(
         ctx,
         device,

@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from ...errors import ImportFormatError
 from .. import jsondoc
 from ..base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
@@ -228,7 +226,7 @@ def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | Non
                 "dur": [(c[4] - c[3]) * NS_PER_TICK for c in spans],
                 "step": [c[0] for c in spans],
                 "args": [
-                    orjson.dumps(
+                    jsondoc.text(
                         {
                             "start_tag": c[5],
                             "end_tag": c[6],
@@ -236,7 +234,7 @@ def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | Non
                             "end_point": c[4],
                             **({"fullname": (points or {})[c[5]]} if points and c[5] in points else {}),
                         }
-                    ).decode()
+                    )
                     for c in spans
                 ],
             },
@@ -300,7 +298,7 @@ def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
         for h in extra:
             if h.startswith("stream_") and r[idx[h]].lstrip("-").isdigit():
                 a[h] = int(r[idx[h]])
-        args.append(orjson.dumps(a).decode())
+        args.append(jsondoc.text(a))
     n = len(steps)
     append_npu_events(
         ctx,

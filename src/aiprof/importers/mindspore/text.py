@@ -43,8 +43,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ...errors import ImportFormatError
 from .. import jsondoc
 from ..ascend.tables import csv_header, number, read_csv, split_unit
@@ -229,7 +227,7 @@ def write_hwts_events(pairs: list[HwtsPair], ctx: ImportContext) -> None:
         }
         if s is e:
             a |= {"record": s["type"], "unmatched": True}
-        args.append(orjson.dumps(a).decode())
+        args.append(jsondoc.text(a))
     append_npu_events(
         ctx,
         0,
