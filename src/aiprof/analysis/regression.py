@@ -59,6 +59,8 @@ class StepSeries:
     """False when a run has no step marks (each rank's whole span is one 'step')."""
     devices: list[str] = field(default_factory=list)
     """'cuda: NVIDIA H100 (x8)'-style names of the devices the runs used."""
+    partial: list[str] = field(default_factory=list)
+    """Why each partial profile of the runs was cut short (one entry per profile)."""
     start_unix_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """Each kept step's start in Unix µs (the same order as every figure's values)."""
     unix_clock: bool = True
@@ -121,6 +123,11 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     starts: list[np.ndarray] = []
     devices: list[str] = []
     for run_index, prof in enumerate(profiles):
+        out.partial += [
+            str(m.get("partial_reason") or "the recording or file was cut short")
+            for m in prof.metas
+            if m.get("partial")
+        ]
         steps = full_table(prof, "steps")
         rank = np.asarray(steps.column("rank").to_numpy(zero_copy_only=False), dtype=np.int64)
         step_col = steps.column("step")
@@ -186,8 +193,16 @@ def step_block(s: StepSeries) -> dict[str, Any]:
 
 
 def side(path: str, s: StepSeries) -> dict[str, Any]:
-    """What one side of a diff is: path, runs, steps, outliers (left out), devices."""
-    return {"path": path, "runs": s.runs, "steps": s.steps, "outliers": s.outliers, "devices": s.devices}
+    """What one side of a diff is: path, runs, steps, outliers (left out), devices, and
+    why its partial profiles were cut short."""
+    return {
+        "path": path,
+        "runs": s.runs,
+        "steps": s.steps,
+        "outliers": s.outliers,
+        "devices": s.devices,
+        "partial": s.partial,
+    }
 
 
 def known_figures(a: StepSeries, b: StepSeries) -> list[str]:

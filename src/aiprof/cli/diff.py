@@ -111,8 +111,8 @@ def command(
             steps["ratio"] = steps["b"]["mean_step_us"] / steps["a"]["mean_step_us"]
         doc: dict[str, Any] = {
             "steps": steps,
-            "a": {**side(a, sa), "partial": _partial(ra)},
-            "b": {**side(b, sb), "partial": _partial(rb)},
+            "a": side(a, sa),
+            "b": side(b, sb),
             **judged,
             "view": view,
             "rows": table.to_pylist(),
@@ -126,16 +126,6 @@ def command(
     _write(doc, fmt, output, table, total, view, filtered=bool(filters))
     if doc["failed"]:
         sys.exit(1)
-
-
-def _partial(runs: list[Any]) -> list[str]:
-    """Why each partial profile of a side was cut short (one entry per partial profile)."""
-    return [
-        str(m.get("partial_reason") or "the recording or file was cut short")
-        for prof in runs
-        for m in prof.metas
-        if m.get("partial")
-    ]
 
 
 def _partial_text(s: dict[str, Any]) -> str:

@@ -18,7 +18,6 @@ from ..importers import importers
 from ..importers.kineto import columnar  # noqa: F401
 from ..store.derived import has_derived, write_derived  # noqa: F401
 from ..store.writer import write_meta  # noqa: F401
-from ..web import timeline  # noqa: F401  (the rank summaries' span rule)
 from .parallel import import_rank  # noqa: F401
 from .summary import ranks_table, summarize  # noqa: F401
 from .summary_mem import summarize_events  # noqa: F401

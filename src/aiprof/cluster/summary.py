@@ -256,7 +256,7 @@ def ranks_table(profile: Profile) -> pa.Table:
     """The ``ranks`` table of ``profile``: its metadata, and its span and devices used by
     SQL (no in-memory path: they read the counters and memory tables too)."""
     from ..analysis.device_use import devices_used
-    from ..web.timeline import spans_by_rank
+    from ..store.spans import spans_by_rank
 
     used: dict[int, list[dict[str, Any]]] = {}
     for d in devices_used(profile):

@@ -82,7 +82,12 @@ class AnswerCache:
             return
         waiting = self._pending.get(key)
         if waiting is not None:
-            await waiting.wait()  # the first request for it is computing it
+            # The first request for it is computing it, or waiting on the warm-up's
+            # process for it: this one waits too, and is counted as waiting, or the
+            # warm-up (paused while a request in flight does not wait) would stay
+            # paused with every request waiting on it.
+            with self.library.activity.waiting():
+                await waiting.wait()
             if not await self._send_kept(key, pid, send):
                 # Not kept (an error, too large): computed by each request, none waits.
                 await self._run_and_keep(key, pid, scope, receive, send)

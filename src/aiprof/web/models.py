@@ -271,6 +271,9 @@ class DiffSide(Model):
     steps: int = Field(description="steps kept (after outliers)")
     outliers: int = Field(description="outlier steps left out")
     devices: list[str]
+    partial: list[str] = Field(
+        default_factory=list, description="why each partial profile of this side was cut short (one per profile)"
+    )
 
 
 class RelatedProfile(Model):

@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from ..errors import QueryError
 from ..store import DEVICE_KINDS, Profile
+from ..store.spans import FLOW_SQL
 from . import tiles
 
 #: A window never returns more merged items than this (the bucket widens instead).
@@ -57,26 +58,7 @@ MAX_FLOWS = 2000
 #: The most matches one search answer lists (the count covers them all).
 SEARCH_LIMIT = 5000
 
-_FLOW_SQL = "(kind = 'other' AND dur = 0 AND starts_with(args, '{\"ph\":'))"
 _DEVICE_KINDS_SQL = ", ".join(f"'{k}'" for k in sorted(DEVICE_KINDS))
-#: Per rank, the first and last ns the timeline covers: its drawable events (flows left
-#: out; an event's end, its dur floored at 0), samples, counters and allocator records.
-SPAN_BY_RANK_SQL = f"""
-SELECT rank, min(lo) AS lo, max(hi) AS hi FROM (
-  SELECT rank, min(ts) AS lo, max(ts + greatest(dur, 0)) AS hi FROM events
-  WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY rank
-  UNION ALL SELECT rank, min(ts), max(ts) FROM samples GROUP BY rank
-  UNION ALL SELECT rank, min(ts), max(ts) FROM counters GROUP BY rank
-  UNION ALL SELECT rank, min(ts), max(ts) FROM memory GROUP BY rank
-) WHERE lo IS NOT NULL GROUP BY rank ORDER BY rank
-"""
-
-
-def spans_by_rank(profile: Profile) -> dict[int, tuple[int, int]]:
-    """{rank: (first, last) ns on the profile's axis} by the timeline's rule (its span is
-    their min and max): what the cluster index keeps per rank."""
-    rows = profile.con.execute(SPAN_BY_RANK_SQL).fetchall()
-    return {int(r): (int(lo), int(hi)) for r, lo, hi in rows}
 
 
 @dataclass(frozen=True)
@@ -221,7 +203,7 @@ class Timeline:
               SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
                      any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
                      bool_or(kind IN ({_DEVICE_KINDS_SQL})) AS is_device, count(*) AS events
-              FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE) GROUP BY ALL
+              FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE) GROUP BY ALL
             ), th AS (
               SELECT rank, pid, tid, any_value(thread_name) AS thread_name, min(sort_index) AS sort_index
               FROM tracks WHERE tid <> -1 GROUP BY ALL
@@ -240,7 +222,7 @@ class Timeline:
             self.profile,
             f"""
             SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
-            FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({_FLOW_SQL}, FALSE))
+            FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE))
             ORDER BY name_id
             """,
         )
@@ -253,7 +235,7 @@ class Timeline:
             FROM events ev
             JOIN tl_tracks t USING (rank, pid, tid)
             JOIN tl_names n ON n.name = coalesce(ev.name, '')
-            WHERE NOT coalesce({_FLOW_SQL}, FALSE)
+            WHERE NOT coalesce({FLOW_SQL}, FALSE)
             """,
         )
         depth = nesting_depth(
@@ -530,7 +512,7 @@ class Timeline:
                 raise QueryError(f"no track {track}")
             rows = sql(
                 f"""SELECT * EXCLUDE (profile) FROM events WHERE rank = ? AND pid = ? AND tid = ? AND ts = ?
-                    AND NOT coalesce({_FLOW_SQL}, FALSE) ORDER BY dur DESC, name, kind LIMIT 50""",
+                    AND NOT coalesce({FLOW_SQL}, FALSE) ORDER BY dur DESC, name, kind LIMIT 50""",
                 [t[0]["rank"], t[0]["pid"], t[0]["tid"], ts],
             )
             for r in rows:

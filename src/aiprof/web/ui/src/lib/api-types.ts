@@ -651,6 +651,11 @@ export interface components {
              */
             outliers: number;
             /**
+             * Partial
+             * @description why each partial profile of this side was cut short (one per profile)
+             */
+            partial?: string[];
+            /**
              * Path
              * @description the profile id
              */
