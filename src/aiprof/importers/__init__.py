@@ -82,6 +82,9 @@ def choose(path: Path, forced: str | None = None) -> Importer:
         raise ImportFormatError(f"unknown format {forced!r}; known: {', '.join(i.name for i in all_)}")
     if not path.exists():
         raise ImportFormatError(f"{path}: no such file or folder")
+    if path.is_file() and path.stat().st_size == 0:
+        # Before the detectors: no format is an empty file, and 25 of them need not say so.
+        raise ImportFormatError(f"{path}: the file is empty (0 bytes): nothing to import")
     reasons: list[tuple[str, Detection]] = []
     by_name = [i for i in all_ if any(name_matches(path.name, pat) for pat in i.patterns)]
     rest = [i for i in all_ if i not in by_name]
@@ -94,8 +97,6 @@ def choose(path: Path, forced: str | None = None) -> Importer:
             log.info("importing %s as %s (%s)", path, imp.name, d.reason)
             return imp
         reasons.append((imp.name, d))
-    if path.is_file() and path.stat().st_size == 0:
-        raise ImportFormatError(f"{path}: the file is empty (0 bytes): nothing to import")
     raise ImportFormatError(f"{path}: no importer recognises it ({_why(path, reasons, by_name)})")
 
 

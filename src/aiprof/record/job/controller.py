@@ -100,7 +100,10 @@ def _remove_tree(path: str) -> None:
         for name in dirs:
             sub = os.path.join(root, name)
             try:
-                os.unlink(sub) if os.path.islink(sub) else os.rmdir(sub)
+                if os.path.islink(sub):
+                    os.unlink(sub)
+                else:
+                    os.rmdir(sub)
             except OSError:
                 pass
     try:
