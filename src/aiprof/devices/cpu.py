@@ -157,6 +157,10 @@ class CpuBackend(DeviceBackend):
                 total_sum += dt
                 values[f"cpu_util.core{i}"] = _pct(db, dt)
             values["cpu_util"] = _pct(busy_sum, total_sum)
+            if total_sum <= 0:
+                # The kernel's counters (10 ms ticks) have not moved since the last
+                # reading: keep that reading as the base, so the next sample spans both.
+                self._last_times = last
         else:
             values["cpu_util"] = None
         self._slow(now)
