@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import QueryError
+from ..store import duck
 
 _ARROW_MAJOR = int(pa.__version__.split(".")[0])
 
@@ -141,7 +142,7 @@ class Query:
         """Filter, sort and page ``table``; returns (page, rows matching before paging)."""
         if not self.filters:
             return self._sort_and_page(table), table.num_rows
-        con = duckdb.connect(":memory:")
+        con = duck.connect()
         try:
             con.register("t", table)
             page, total = self._run(con, "t", table.schema)

@@ -15,10 +15,8 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from ..errors import AiprofError
-from ..store import SCHEMAS, TABLES, Profile
+from ..store import SCHEMAS, TABLES, Profile, duck
 from ..store.reader import _TIMED, _sql_str, check_meta
 from ..store.writer import META_FILE
 from .index import attach, has_index, register
@@ -42,8 +40,7 @@ def open_job(out: str | os.PathLike[str]) -> Profile:
         raise AiprofError(f"{loc.url}: a cluster index but no rank profiles ({RANK_GLOB})")
     metas = [_meta(loc, n) for n in names]
     origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
-    con = duckdb.connect(":memory:")
-    con.execute("SET threads TO 2")
+    con = duck.connect()
     register(con, loc)
     counts: dict[str, int] = {}
     for table in TABLES:

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 
+from . import duck
 from .schema import SCHEMAS
 
 
 def derive_allocated(table: Path) -> list[str]:
     """Fill ``allocated`` in memory.parquet ``table`` where a device has sizes and no
     totals; returns one warning per derived device (empty when nothing was derived)."""
-    con = duckdb.connect(":memory:")
+    con = duck.connect(threads=None)
     try:
         src = f"read_parquet('{_quote(table)}', file_row_number = true)"
         devices = con.sql(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import AiprofError
+from . import duck
 from .schema import SCHEMA_VERSION, SCHEMAS, TABLES
 from .writer import META_FILE, PROFILE_SUFFIX
 
@@ -74,6 +75,17 @@ class Profile:
         except duckdb.Error as e:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 
+    def batches(self, query: str, rows: int = 1 << 20) -> Iterator[pa.RecordBatch]:
+        """Run a SQL query and yield its rows in Arrow batches of about ``rows``: for a
+        caller that reduces the rows as they come, so that its memory holds what it
+        keeps, not every row. Use it on a cursor of its own (``self.con`` is not
+        used for anything else until the iterator is done)."""
+        try:
+            reader = self.con.sql(query).to_arrow_reader(rows)
+            yield from reader
+        except duckdb.Error as e:
+            raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
+
     def close(self) -> None:
         self.con.close()
 
@@ -112,8 +124,7 @@ def open_profile(*paths: str | os.PathLike[str]) -> Profile:
         folders.extend(found)
     metas = [_read_meta(f) for f in folders]
     origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
-    con = duckdb.connect(":memory:")
-    con.execute("SET threads TO 2")
+    con = duck.connect()
     counts: dict[str, int] = {}
     for table in TABLES:
         parts: list[str] = []

@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import AiprofError
+from . import duck
 from .reader import Profile
 from .schema import SCHEMAS, TABLES
 
@@ -65,7 +66,7 @@ class ReadOnlySql:
         self._dir = Path(tempfile.mkdtemp(prefix="aiprof-sql-"))
         db = self._dir / "views.duckdb"
         try:
-            with duckdb.connect(str(db)) as w:
+            with duck.connect(str(db)) as w:
                 for table in TABLES:
                     # The empty tables a profile lacks are Arrow tables registered on
                     # its connection; here they are (empty) tables of the file.
@@ -80,7 +81,7 @@ class ReadOnlySql:
                 _copy_tables_read_by(profile.con, w, kept)
                 for sql in kept:
                     w.execute(sql)
-            self.con = duckdb.connect(str(db), read_only=True, config={"threads": 2})
+            self.con = duck.connect(str(db), read_only=True)
             # The views name the folders as they were opened; a link may resolve elsewhere.
             dirs = sorted(
                 {str(p) for p in profile.paths}

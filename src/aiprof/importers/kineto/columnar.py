@@ -223,9 +223,9 @@ def spool_events(path: Path, dest: Path, ctx: ImportContext) -> tuple[TraceStrea
 
 
 def _connect(tmp: Path) -> duckdb.DuckDBPyConnection:
-    import duckdb
+    from ...store import duck
 
-    con = duckdb.connect(":memory:")
+    con = duck.connect(threads=None)
     con.execute(f"SET temp_directory = '{tmp.as_posix()}'")
     return con
 

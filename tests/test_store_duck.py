@@ -1,0 +1,63 @@
+"""The store's DuckDB connections: bounded memory, a spill folder each, a clear error."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from aiprof.errors import AiprofError
+from aiprof.store import duck, open_profile
+from aiprof.store.writer import ProfileWriter
+
+
+def _setting(con: object, name: str) -> str:
+    return str(con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0])  # type: ignore[attr-defined]
+
+
+def test_default_limit_threads_and_own_spill_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(duck.MEMORY_ENV, raising=False)
+    a, b = duck.connect(), duck.connect(threads=None)
+    try:
+        assert _setting(a, "memory_limit") == "1.0 GiB"
+        assert _setting(a, "threads") == "2"
+        assert int(_setting(b, "threads")) == os.cpu_count()
+        ta, tb = _setting(a, "temp_directory"), _setting(b, "temp_directory")
+        assert ta != tb and f"aiprof-duckdb-{os.getpid()}-" in ta
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_query_past_the_limit_spills_and_the_folder_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(duck.MEMORY_ENV, "64MB")
+    con = duck.connect()
+    spill = Path(_setting(con, "temp_directory"))
+    # A sort of 8M rows of 24 bytes (~190 MB) cannot stay within 64 MB.
+    row = con.execute(
+        "SELECT count(*), min(k), max(k) FROM (SELECT hash(i) AS k, i, i * 2 AS j FROM range(8000000) t(i) ORDER BY k)"
+    ).fetchone()
+    assert row is not None and row[0] == 8_000_000 and row[1] <= row[2]
+    assert spill.is_dir() and any(spill.iterdir())  # it did spill
+    con.close()
+    assert not spill.exists()
+
+
+def test_profiles_open_with_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(duck.MEMORY_ENV, "300MB")
+    with ProfileWriter(tmp_path / "p.aiprof") as w:
+        w.append("events", {"kind": ["cpu_op"], "name": ["a"], "ts": [0], "dur": [5], "device_type": ["cpu"]})
+    p = open_profile(tmp_path / "p.aiprof")
+    try:
+        assert _setting(p.con, "memory_limit") == "286.1 MiB"
+        assert p.sql("SELECT sum(dur) AS d FROM events").to_pylist() == [{"d": 5}]
+    finally:
+        p.close()
+
+
+def test_a_bad_limit_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(duck.MEMORY_ENV, "lots")
+    with pytest.raises(AiprofError, match=r"^AIPROF_MEMORY_LIMIT='lots': not a memory size \(") as e:
+        duck.connect()
+    assert "\n" not in str(e.value)
