@@ -184,3 +184,44 @@ def test_search_pages_are_the_rows_sql_orders(kept: Path, q: str) -> None:
             assert got["truncated"] == (offset + len(want) < got["total"])
         full = tl.search(q, limit=10**7)
         assert full["total"] == len(full["matches"]) == len(_search_sql(tl, ids, None, None, None, False, 10**7, 0))
+
+
+def test_an_import_keeps_no_timeline_past_its_memory_budget(kept: Path, tmp_path: Path) -> None:
+    other = tmp_path / "big.aiprof"
+    shutil.copytree(kept, other)
+    shutil.rmtree(other / timeline_store.FOLDER)
+    meta = _meta(other)
+    meta.pop("timeline")
+    events = int(meta["tables"]["events"])
+    timeline_store.keep(other, meta, min_events=0, max_events=events - 1)
+    assert "timeline" not in meta and not (other / timeline_store.FOLDER).exists()
+    (said,) = [w for w in meta["warnings"] if "timeline" in w]
+    need = events * timeline_store.BUILD_BYTES_PER_EVENT / 2**30
+    assert f"indexing {events:,} events takes about {need:.1f} GiB" in said and "aiprof import" in said
+    # The bound is the import's: kept on request, as `aiprof import PROFILE` does.
+    timeline_store.keep(other, meta, min_events=0)
+    assert (
+        meta["timeline"]["version"] == timeline_store.TIMELINE_VERSION and (other / "timeline" / "tl.arrow").is_file()
+    )
+    assert not [w for w in meta["warnings"] if "timeline" in w]
+    assert (
+        timeline_store.KEEP_MAX_AT_IMPORT * timeline_store.BUILD_BYTES_PER_EVENT <= timeline_store.IMPORT_BUDGET_BYTES
+    )
+
+
+def test_the_import_says_when_it_keeps_no_timeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiprof.store import derived
+
+    if not TRACE.is_file():
+        pytest.skip("../shared/data is absent (outside users)")
+    monkeypatch.setattr(derived, "DERIVE_MIN_EVENTS", 0)
+    monkeypatch.setattr(timeline_store, "KEEP_MIN_EVENTS", 0)
+    monkeypatch.setattr(timeline_store, "KEEP_MAX_AT_IMPORT", 10)
+    out, ctx = import_paths([TRACE], tmp_path / "v.aiprof")
+    (said,) = [w for w in ctx.warnings if "timeline" in w]
+    assert said.startswith("the timeline's index was not kept: indexing ") and said in _meta(out)["warnings"]
+    assert "timeline" not in _meta(out) and not (out / "timeline").exists()
+    assert (out / "step_totals.parquet").is_file()  # the derived tables are there
+    with open_profile(out) as p:  # and the served timeline is built from the events
+        tl = Timeline(p)
+        assert tl.tracks() and tl.window(Window(*tl.span, 500))["items"]["ts"]

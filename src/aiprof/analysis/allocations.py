@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,8 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
-from .memory import OWNER_KINDS, owners
-from .open_spans import open_at
+from .memory import NO_OPERATOR, OWNER_KINDS
+from .open_spans import each_open
 
 _SCHEMA = pa.schema(
     [
@@ -64,10 +65,12 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
         LEFT JOIN p ON a.rank = p.rank AND a.device_type = p.device_type AND a.device = p.device
         ORDER BY a.rank, a.pid, a.tid, a.ts
         """,
+        codes=("device_type",),
     )
     n = len(t["ts"])
     if not n:
         return _SCHEMA.empty_table()
+    t["device_type"] = t.pop("device_type__dict")[t["device_type"]]  # one string object per type
     kinds = ", ".join(f"'{k}'" for k in STACK_KINDS)
     names: list[str] = []
     stacks: list[str] = []
@@ -79,10 +82,27 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
             f"SELECT pid, tid, name, kind, ts, ts + dur AS te FROM events "
             f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({kinds})",
             [rank],
+            codes=("name", "kind"),
         )
-        ops = {k: v[np.isin(spans["kind"], OWNER_KINDS)] for k, v in spans.items()}
-        names += owners(sub, ops)
-        stacks += [_stack([str(spans["name"][k]) for k in o]) for o in open_at(sub, spans)]
+        # One sweep: the owner is the innermost open span of OWNER_KINDS (what
+        # memory.owners finds over those spans alone), and equal stacks share one string.
+        is_owner = np.isin(spans["kind__dict"], OWNER_KINDS)[spans["kind"]]
+        # Names as codes: a stack is the tuple of its spans' (name, is owner) codes, and
+        # each row points at its stack's one pair of strings.
+        code = array("q", (spans["name"] * 2 + is_owner).astype(np.int64).tobytes())
+        text = [str(x) for x in spans["name__dict"]]
+        said: dict[tuple[int, ...], tuple[str, str]] = {}
+        nothing = (NO_OPERATOR, "")
+        rows = [nothing] * len(sub["ts"])
+        for i, o in each_open(sub, spans):
+            key = tuple([code[k] for k in o])
+            got = said.get(key)
+            if got is None:
+                owner = next((text[c // 2] for c in reversed(key) if c % 2), NO_OPERATOR)
+                got = said[key] = (owner, _stack([text[c // 2] for c in key]))
+            rows[i] = got
+        names += [a for a, _ in rows]
+        stacks += [b for _, b in rows]
     freed = t["freed"]
     has_free = t["has_free"]
     ts_us = t["ts"] / 1000.0

@@ -49,7 +49,7 @@ import pyarrow as pa
 from ..store import Profile
 from . import intervals as iv
 from .base import analyser
-from .common import COMM_NAME_SQL, COMPUTE_SQL, fetch
+from .common import COMM_NAME_SQL, COMPUTE_SQL, fetch, unions
 from .dataloader import loader_spans
 from .launch import long_delay_intervals
 from .outliers import outlier_mask
@@ -58,7 +58,7 @@ from .runtime import runtime_calls
 from .sync import blocking_calls
 
 Intervals = dict[int, tuple[np.ndarray, np.ndarray]]
-"""Rank -> (starts, ends) in ns, unmerged."""
+"""Rank -> (starts, ends) in ns, merged or not: the causes are read as unions."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,9 @@ def by_rank(d: dict[str, np.ndarray], start: str = "ts", end: str = "te") -> Int
 
 def _sql(where: str) -> Callable[[Profile], Intervals]:
     def f(profile: Profile) -> Intervals:
-        return by_rank(fetch(profile, f"SELECT rank, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({where})"))
+        # Merged as read (the causes are used as unions): memory holds the unions.
+        got = unions(profile, f"SELECT rank, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({where})")
+        return {k[0]: v for k, v in got.items()}
 
     return f
 

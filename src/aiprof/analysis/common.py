@@ -20,6 +20,41 @@ COMM_NAME_SQL = (
 )
 
 
+def unions(
+    profile: Profile, sql: str, keys: int = 1, rows: int = 1 << 20
+) -> dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]:
+    """Key -> the union of its intervals (intervals.merge), for ``sql`` selecting
+    ``keys`` integer key columns, then start and end (ns). The rows are read in batches
+    and each batch's intervals merged at once, so that memory holds unions (nested CPU
+    operators merge into their outermost), never every event: a 10 GB trace's tens of
+    millions of events fit (bench/huge_import.py). A union of unions is the union of
+    all, so the answer is the one a single read gives. Nulls read as -1; ``rows``:
+    the batch size."""
+    from . import intervals as iv
+
+    parts: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for batch in profile.batches(sql, rows):
+        cols = [c.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in batch.columns]
+        ts, te = cols[keys], cols[keys + 1]
+        if keys == 0:
+            parts.setdefault((), []).append(iv.merge(ts, te))
+            continue
+        key = np.stack(cols[:keys], axis=1) if keys > 1 else cols[0][:, None]
+        distinct, inverse = np.unique(key, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for i, k in enumerate(distinct.tolist()):
+            m = inverse == i
+            parts.setdefault(tuple(k), []).append(iv.merge(ts[m], te[m]))
+    out = {}
+    for k, got in parts.items():
+        if len(got) == 1:
+            out[k] = got[0]
+        else:
+            out[k] = iv.merge(np.concatenate([a for a, _ in got]), np.concatenate([b for _, b in got]))
+        got.clear()
+    return out
+
+
 def fetch(
     profile: Profile, sql: str, params: list[Any] | None = None, codes: tuple[str, ...] = ()
 ) -> dict[str, np.ndarray]:

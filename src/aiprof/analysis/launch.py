@@ -72,7 +72,24 @@ def launch_rows(profile: Profile) -> dict[str, np.ndarray]:
     """The launches as numpy columns (ns): see ``launches``; ``first`` marks the first
     device operation of each launch call, ``negative`` a device start before the call's
     end (device clock ahead of the host's; the delay counts as 0, as HTA clips it)."""
-    return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL))
+    return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL, codes=_TEXT))
+
+
+#: The text columns of launch_rows, held as codes (``c``) into ``c + "__dict"``: one
+#: Python string per distinct name, not per launch (a 10 GB trace has millions).
+_TEXT = ("operator", "runtime", "kind", "kernel")
+
+
+def _text(d: dict[str, np.ndarray], column: str) -> pa.Array:
+    """A text column of launch_rows as an Arrow string array."""
+    values = pa.array([str(x) for x in d[column + "__dict"]], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(d[column], pa.int32()), values).cast(pa.string())
+
+
+def _code(d: dict[str, np.ndarray], column: str, value: str) -> int:
+    """The code of ``value`` in a text column of launch_rows (-2 when absent)."""
+    hit = np.flatnonzero(d[column + "__dict"] == value)
+    return int(hit[0]) if len(hit) else -2
 
 
 _LAUNCHES_SCHEMA = pa.schema(
@@ -107,10 +124,10 @@ def launches(profile: Profile, params: dict[str, Any]) -> pa.Table:
         {
             "rank": d["rank"],
             "step": pa.array(step, mask=step < 0),
-            "operator": d["operator"].astype(str),
-            "runtime": d["runtime"].astype(str),
-            "kind": d["kind"].astype(str),
-            "kernel": d["kernel"].astype(str),
+            "operator": _text(d, "operator"),
+            "runtime": _text(d, "runtime"),
+            "kind": _text(d, "kind"),
+            "kernel": _text(d, "kernel"),
             "device": d["device"],
             "stream": d["stream"],
             "ts_us": d["ts"] / 1000.0,
@@ -149,12 +166,11 @@ ALL = "(all)"
 
 
 def _summary(
-    rank: int, op: str, first: np.ndarray, rt: np.ndarray, delay: np.ndarray, kind: np.ndarray, kdur: np.ndarray
+    rank: int, op: str, first: np.ndarray, rt: np.ndarray, delay: np.ndarray, k: np.ndarray, kdur: np.ndarray
 ) -> dict[str, Any]:
-    """Figures of one group of launch rows. Runtime and delay count once per launch
-    call (``first``: the call's first device operation; a cudaGraphLaunch that starts
-    400 kernels is one launch), kernel figures once per kernel."""
-    k = kind == "kernel"
+    """Figures of one group of launch rows (``k``: the kernels among them). Runtime and
+    delay count once per launch call (``first``: the call's first device operation; a
+    cudaGraphLaunch that starts 400 kernels is one launch), kernel figures once per kernel."""
     kus = float(kdur[k].sum())
     short = k & (kdur < SHORT_KERNEL_NS)
     sus = float(kdur[short].sum())
@@ -223,7 +239,7 @@ def launch(profile: Profile, params: dict[str, Any]) -> pa.Table:
     for r in np.unique(d["rank"]):
         sel = d["rank"] == r
         first, rt, delay = d["first"][sel], d["runtime_ns"][sel], d["delay_ns"][sel]
-        kind, kdur = d["kind"][sel], d["kernel_ns"][sel]
+        kind, kdur = d["kind"][sel] == _code(d, "kind", "kernel"), d["kernel_ns"][sel]
         row = _summary(int(r), ALL, first, rt, delay, kind, kdur)
         row["negative_delays"] = int((d["negative"][sel] & first).sum())
         ms, me = busy.get(int(r), (empty, empty))
@@ -235,7 +251,8 @@ def launch(profile: Profile, params: dict[str, Any]) -> pa.Table:
         row["delay_idle_us"] = _idle_inside(ms, me, ls, le, ws, we) / 1000.0
         rows.append(row)
         ops = d["operator"][sel]
-        for op in sorted(set(ops.tolist())):
-            o = ops == op
-            rows.append(_summary(int(r), str(op), first[o], rt[o], delay[o], kind[o], kdur[o]))
+        names = d["operator__dict"]
+        for code in sorted(set(ops.tolist()), key=lambda c: str(names[c])):
+            o = ops == code
+            rows.append(_summary(int(r), str(names[code]), first[o], rt[o], delay[o], kind[o], kdur[o]))
     return pa.Table.from_pylist(rows, schema=_LAUNCH_SCHEMA)

@@ -75,6 +75,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             "SELECT pid, tid, name, ts, ts + dur AS te FROM events "
             f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({', '.join(repr(k) for k in OWNER_KINDS)})",
             [r],
+            codes=("name",),
         )
         owner = owners(live, ops)
         by: dict[str, list[int]] = {}
@@ -112,6 +113,10 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
 
 def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
     """Innermost operator (``ops``: spans of OWNER_KINDS) on the allocating thread whose
-    span holds each allocation, else '(no operator)'."""
+    span holds each allocation, else '(no operator)'. The names may come as codes
+    (``fetch(..., codes=("name",))``: one string per distinct name, not per span)."""
     names = ops["name"]
+    text = ops.get("name__dict")
+    if text is not None:
+        return [str(text[names[o[-1]]]) if o else NO_OPERATOR for o in open_at(live, ops)]
     return [str(names[o[-1]]) if o else NO_OPERATOR for o in open_at(live, ops)]

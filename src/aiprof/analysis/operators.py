@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -27,16 +28,18 @@ def nest(
     span (-1 for roots; spans that only overlap without nesting get none), the index
     of the innermost *operator* holding it or itself being one above it, and its depth.
     """
-    order = np.lexsort((-dur, ts, tid, pid, rank)).tolist()
     n = len(ts)
-    parent = [-1] * n
-    op_parent = [-1] * n
-    depth = [0] * n
-    # Python lists: element access on numpy arrays costs several times more per item.
-    ends = (ts + dur).tolist()
-    starts = ts.tolist()
-    ops = is_op.tolist()
-    keys = (rank * (1 << 40) + pid * (1 << 20) + tid).tolist()
+    # Typed arrays (array.array): element access on numpy arrays costs several times
+    # more per item, and a Python list takes a 28-byte int per item besides its 8-byte
+    # slot (a 10 GB trace has tens of millions of host spans: bench/huge_import.py).
+    order = _q(np.lexsort((-dur, ts, tid, pid, rank)))
+    parent = array("q", [-1]) * n
+    op_parent = array("q", [-1]) * n
+    depth = array("q", [0]) * n
+    ends = _q(ts + dur)
+    starts = _q(ts)
+    ops = array("b", np.ascontiguousarray(is_op, dtype=np.int8).tobytes())
+    keys = _q(rank * (1 << 40) + pid * (1 << 20) + tid)
     stack: list[int] = []
     op_stack: list[int] = []  # innermost operator at each stack level (or -1)
     key_prev = None
@@ -61,7 +64,16 @@ def nest(
             depth[i] = len(stack)
         stack.append(i)
         op_stack.append(i if ops[i] else op_parent[i])
-    return np.array(parent, dtype=np.int64), np.array(op_parent, dtype=np.int64), np.array(depth, dtype=np.int64)
+    return (
+        np.frombuffer(parent, dtype=np.int64),
+        np.frombuffer(op_parent, dtype=np.int64),
+        np.frombuffer(depth, dtype=np.int64),
+    )
+
+
+def _q(a: np.ndarray) -> array[int]:
+    """``a`` as a typed array of int64."""
+    return array("q", np.ascontiguousarray(a, dtype=np.int64).tobytes())
 
 
 #: group_by values beyond "name": the column each adds and the Kineto arg it holds.

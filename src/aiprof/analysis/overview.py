@@ -42,7 +42,7 @@ from ..store import Profile
 from . import intervals as iv
 from . import step_trace
 from .base import analyser
-from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, fetch, hta_window, pct, us
+from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, hta_window, pct, unions, us
 from .outliers import outlier_mask
 from .ranks import step_windows
 
@@ -76,10 +76,12 @@ def _windows(profile: Profile) -> dict[str, np.ndarray]:
 
 def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per window: time of each category (ns), with the priority rule."""
-    ev = fetch(
-        profile,
-        f"SELECT rank, {_CATEGORY_SQL} AS cat, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({_CATEGORY_SQL}) >= 0",
+    # (rank, category) -> union: the priority rule reads only unions.
+    sql = (
+        f"SELECT rank, {_CATEGORY_SQL} AS cat, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({_CATEGORY_SQL}) >= 0"
     )
+    by_cat = unions(profile, sql, keys=2)
+    none = np.zeros(0, dtype=np.int64)
     n = len(w["rank"])
     out = {c: np.zeros(n, dtype=np.int64) for c in CATEGORIES}
     out["device_busy"] = np.zeros(n, dtype=np.int64)
@@ -87,14 +89,11 @@ def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarr
         wsel = np.flatnonzero(w["rank"] == r)
         w0 = w["ts"][wsel]
         w1 = w0 + w["dur"][wsel]
-        esel = ev["rank"] == r
-        cats, ts, te = ev["cat"][esel], ev["ts"][esel], ev["te"][esel]
         prev = np.zeros(len(wsel), dtype=np.int64)
-        acc_s = np.zeros(0, dtype=np.int64)
-        acc_e = np.zeros(0, dtype=np.int64)
+        acc_s, acc_e = none, none
         for ci, c in enumerate(CATEGORIES):
-            m = cats == ci
-            acc_s, acc_e = iv.merge(np.concatenate([acc_s, ts[m]]), np.concatenate([acc_e, te[m]]))
+            s, e = by_cat.pop((int(r), ci), (none, none))
+            acc_s, acc_e = iv.merge(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
             cov = iv.covered(acc_s, acc_e, w0, w1)
             out[c][wsel] = cov - prev
             prev = cov
@@ -105,39 +104,46 @@ def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarr
 
 def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """HTA's temporal breakdown per rank (overall: span, busy, compute ns), and the
-    device's busy and compute time per step window."""
-    d = fetch(profile, f"SELECT rank, ts, ts + dur AS te, compute FROM {hta_window(profile)}")
+    device's busy and compute time per step window. Every figure is a length of a
+    union, so the device operations are read as unions per (rank, compute) (common.unions)."""
+    none = np.zeros(0, dtype=np.int64)
+    d = unions(
+        profile,
+        f"SELECT rank, coalesce(compute, false)::INTEGER AS c, ts, ts + dur AS te FROM {hta_window(profile)}",
+        2,
+    )
+    allk = unions(
+        profile,
+        f"SELECT rank, coalesce({COMPUTE_SQL}, false)::INTEGER AS c, ts, ts + dur AS te FROM events "
+        f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL}",
+        2,
+    )
+
+    def both(u: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]], r: int) -> tuple[np.ndarray, np.ndarray]:
+        (s0, e0), (s1, e1) = u.get((r, 0), (none, none)), u.get((r, 1), (none, none))
+        return iv.merge(np.concatenate([s0, s1]), np.concatenate([e0, e1]))
+
     dev: dict[str, list[int]] = {k: [] for k in ("rank", "span", "busy", "compute")}
     n = len(w["rank"])
     per = {k: np.zeros(n, dtype=np.int64) for k in ("busy", "compute")}
-    allk = fetch(
-        profile,
-        f"SELECT rank, ts, ts + dur AS te, {COMPUTE_SQL} AS compute FROM events WHERE device_type <> 'cpu' "
-        f"AND kind IN {DEVICE_BUSY_SQL}",
-    )
-    for r in np.unique(np.concatenate([d["rank"], allk["rank"]])):
-        sel = d["rank"] == r
-        if sel.any():
-            ts, te = d["ts"][sel], d["te"][sel]
-            ms, me = iv.merge(ts, te)
-            comp = d["compute"][sel]
+    for r in sorted({k[0] for k in d} | {k[0] for k in allk}):
+        ms, me = both(d, r)
+        if len(ms):
+            cs, ce = d.get((r, 1), (none, none))
             for k, v in (
                 ("rank", int(r)),
                 ("span", int(me.max() - ms.min())),
                 ("busy", int((me - ms).sum())),
-                ("compute", iv.length(ts[comp], te[comp])),
+                ("compute", int((ce - cs).sum())),
             ):
                 dev[k].append(v)
-        asel = allk["rank"] == r
         wsel = np.flatnonzero(w["rank"] == r)
-        if asel.any() and len(wsel):
-            ts, te = allk["ts"][asel], allk["te"][asel]
+        ms, me = both(allk, r)
+        if len(ms) and len(wsel):
             w0 = w["ts"][wsel]
             w1 = w0 + w["dur"][wsel]
-            ms, me = iv.merge(ts, te)
             per["busy"][wsel] = iv.covered(ms, me, w0, w1)
-            comp = allk["compute"][asel]
-            cs, ce = iv.merge(ts[comp], te[comp])
+            cs, ce = allk.get((r, 1), (none, none))
             per["compute"][wsel] = iv.covered(cs, ce, w0, w1)
     return {k: np.array(v, dtype=np.int64) for k, v in dev.items()}, per
 

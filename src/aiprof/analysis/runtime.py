@@ -67,8 +67,17 @@ _SQL = f"""
 
 
 def runtime_calls(profile: Profile) -> dict[str, np.ndarray]:
-    """Every host runtime / driver call: rank, ts, te (ns), name, class."""
-    return profile.memo("runtime_calls", lambda: fetch(profile, _SQL + " ORDER BY e.rank, e.ts"))
+    """Every host runtime / driver call: rank, ts, te (ns), name (codes into
+    ``name__dict``: one string per distinct name, not per call) and class (fixed-width
+    text: a 10 GB trace has tens of millions of calls)."""
+
+    def read() -> dict[str, np.ndarray]:
+        c = fetch(profile, _SQL + " ORDER BY e.rank, e.ts", codes=("name", "class"))
+        classes = c.pop("class__dict").astype(str)
+        c["class"] = classes[c["class"]] if len(c["class"]) else np.zeros(0, "U1")
+        return c
+
+    return profile.memo("runtime_calls", read)
 
 
 _SCHEMA = pa.schema(
@@ -124,8 +133,10 @@ def runtime(profile: Profile, params: dict[str, Any]) -> pa.Table:
                     "max_us": float((te[m] - ts[m]).max()) / 1000.0,
                 }
             )
-        for key in sorted(set(zip(cls.tolist(), names.tolist(), strict=True))):
-            m = (cls == key[0]) & (names == key[1])
+        text = c["name__dict"]
+        for k_cls, k_name in sorted({(a, str(text[b])) for a, b in zip(cls.tolist(), names.tolist(), strict=True)}):
+            m = (cls == k_cls) & (names == int(np.flatnonzero(text == k_name)[0]))
+            key = (k_cls, k_name)
             dur = te[m] - ts[m]
             rows.append(
                 {

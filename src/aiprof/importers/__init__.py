@@ -204,10 +204,10 @@ def _derive_at_import(folder: Path, meta: dict[str, Any]) -> bool:
 
     if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
         from ..analysis.derived import derive
-        from ..web.timeline_store import keep
+        from ..web import timeline_store as kept
 
         derive(folder, meta)
-        keep(folder, meta)
+        kept.keep(folder, meta, min_events=kept.KEEP_MIN_EVENTS, max_events=kept.KEEP_MAX_AT_IMPORT)
         return True
     return False
 
@@ -243,6 +243,9 @@ def _import(
             where = "kept in args" if column.startswith("events.") else "left empty"
             ctx.warn(f"{n} values of {column} did not fit the column (too large, or of another type): {where}")
         writer.meta["import_summary"] = {"events_by_kind": dict(ctx.kinds), "tables": dict(ctx.tables)}
+        said = len(writer.meta["warnings"])
+    # What the commit found (derived tables or the timeline not kept) is said too.
+    ctx.warnings.extend(writer.meta["warnings"][said:])
     return writer.path, ctx
 
 

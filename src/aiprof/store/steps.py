@@ -19,13 +19,17 @@ import pyarrow.compute as pc
 from .arrow_np import from_numpy
 from .vocabulary import step_number
 
+#: Launches whose step is found at once (bounds the temporaries of _by_time).
+_SLICE = 1 << 20
+
 
 class StepIndex:
     """Step spans and launch correlations, gathered batch by batch, then applied."""
 
     def __init__(self) -> None:
         self._steps: list[tuple[int, int, int, int]] = []  # rank, start, end, step
-        self._launch_corr: list[np.ndarray] = []
+        # Per batch of launches: key (rank << 40 + correlation), ts and rank.
+        self._launch_key: list[np.ndarray] = []
         self._launch_ts: list[np.ndarray] = []
         self._launch_rank: list[np.ndarray] = []
         self._ready = False
@@ -48,9 +52,11 @@ class StepIndex:
         host = pc.and_(pc.equal(batch.column("device_type"), "cpu"), pc.is_valid(batch.column("correlation")))
         if pc.any(host).as_py():
             hb = batch.filter(host)
-            self._launch_corr.append(hb.column("correlation").to_numpy(zero_copy_only=False))
+            rank = hb.column("rank").fill_null(0).to_numpy(zero_copy_only=False)
+            corr = hb.column("correlation").to_numpy(zero_copy_only=False)
+            self._launch_key.append(rank.astype(np.int64) * (1 << 40) + corr)
             self._launch_ts.append(hb.column("ts").to_numpy(zero_copy_only=False))
-            self._launch_rank.append(hb.column("rank").fill_null(0).to_numpy(zero_copy_only=False))
+            self._launch_rank.append(rank.astype(np.int32, copy=False))
 
     @property
     def has_steps(self) -> bool:
@@ -65,18 +71,27 @@ class StepIndex:
         self.s_start = np.array([s[1] for s in st], dtype=np.int64)
         self.s_end = np.array([s[2] for s in st], dtype=np.int64)
         self.s_num = np.array([s[3] for s in st], dtype=np.int64)
-        if self._launch_corr:
-            corr = np.concatenate(self._launch_corr)
-            ts = np.concatenate(self._launch_ts)
-            rank = np.concatenate(self._launch_rank)
-            key = rank.astype(np.int64) * (1 << 40) + corr
+        if self._launch_key:
+            # Each list freed as soon as it is joined, and the steps found a slice at a
+            # time: a 10 GB trace has tens of millions of launches, and this runs
+            # beside the writer (bench/huge_import.py).
+            key = np.concatenate(self._launch_key)
+            self._launch_key.clear()
             order = np.argsort(key, kind="stable")
             self.l_key = key[order]
-            self.l_step = self._by_time(rank[order], ts[order])
+            del key
+            ts = np.concatenate(self._launch_ts)[order]
+            self._launch_ts.clear()
+            rank = np.concatenate(self._launch_rank)[order]
+            self._launch_rank.clear()
+            del order
+            self.l_step = np.empty(len(ts), dtype=np.int64)
+            for i in range(0, len(ts), _SLICE):
+                self.l_step[i : i + _SLICE] = self._by_time(rank[i : i + _SLICE], ts[i : i + _SLICE])
         else:
             self.l_key = np.zeros(0, dtype=np.int64)
             self.l_step = np.zeros(0, dtype=np.int64)
-        self._launch_corr.clear()
+        self._launch_key.clear()
         self._launch_ts.clear()
         self._launch_rank.clear()
 

@@ -45,6 +45,15 @@ TIMELINE_VERSION = 2
 #: Profiles with fewer events build their timeline at once when served (well under a
 #: second), so an import does not spend time keeping it.
 KEEP_MIN_EVENTS = 200_000
+#: Peak memory of the build per event (measured: 4.9M events of V100/df_index_resolver
+#: repeated took 0.78 GiB above the import's own), and the most an import spends on it:
+#: a bigger profile is kept without its timeline, so that an import's memory stays
+#: bounded whatever the trace's size (bench/huge_import.py); ``aiprof import P.aiprof``
+#: keeps it later, and ``aiprof serve`` builds it in memory when first opened.
+BUILD_BYTES_PER_EVENT = 170
+IMPORT_BUDGET_BYTES = 2 << 30
+KEEP_MAX_AT_IMPORT = IMPORT_BUDGET_BYTES // BUILD_BYTES_PER_EVENT
+_NOT_KEPT = "the timeline's index was not kept"
 FOLDER = "timeline"
 
 
@@ -123,14 +132,28 @@ def wanted(folder: Path, meta: dict[str, Any]) -> bool:
 
 
 def keep(
-    folder: Path, meta: dict[str, Any], min_events: int = KEEP_MIN_EVENTS, lod_min_events: int | None = None
+    folder: Path,
+    meta: dict[str, Any],
+    min_events: int = KEEP_MIN_EVENTS,
+    lod_min_events: int | None = None,
+    max_events: int | None = None,
 ) -> None:
     """Build the timeline of the profile in ``folder`` and keep its tables there
     (``meta``, its profile.json, names them; the caller writes it), for a profile of
     at least ``min_events`` events (``lod_min_events``: the timeline's own size for
-    levels of detail by default). On failure the profile is kept without them, with a
-    warning (its timeline is then built from the events when served)."""
-    if int(meta.get("tables", {}).get("events", 0)) < min_events:
+    levels of detail by default) and at most ``max_events`` (None: no bound; past it
+    the profile says why it keeps none). On failure the profile is kept without them,
+    with a warning (its timeline is then built from the events when served)."""
+    events = int(meta.get("tables", {}).get("events", 0))
+    if events < min_events:
+        return
+    if max_events is not None and events > max_events:
+        need = events * BUILD_BYTES_PER_EVENT / 2**30
+        meta.setdefault("warnings", []).append(
+            f"{_NOT_KEPT}: indexing {events:,} events takes about {need:.1f} GiB, more than "
+            f"an import spends ({IMPORT_BUDGET_BYTES / 2**30:.0f} GiB); every view reads the tables as usual, "
+            f"`aiprof serve` indexes them when the timeline is first opened, and `aiprof import` on the profile keeps the index"
+        )
         return
     from ..store import open_profile
     from .timeline import LOD_MIN_EVENTS, Timeline
@@ -159,6 +182,8 @@ def keep(
         meta.setdefault("warnings", []).append(f"the timeline was not kept ({type(e).__name__}: {first})")
         return
     meta["timeline"] = {"version": TIMELINE_VERSION, "span": list(tl.span), "lods": buckets}
+    if meta.get("warnings"):  # an import's "not kept" is no longer true
+        meta["warnings"] = [w for w in meta["warnings"] if not str(w).startswith(_NOT_KEPT)]
 
 
 def to_arrow(s: tiles.Spans) -> pa.Table:
