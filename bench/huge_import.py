@@ -155,11 +155,14 @@ def main() -> int:
             imp = child(_IMPORT, str(trace), str(prof), cap=cap, timeout=7200)
             if imp.get("error"):
                 raise SystemExit(f"import: {imp['error']}")
-        print(
-            f"import: {imp['events']:,} events in {imp['seconds']:.1f} s ({size / 1e6 / imp['seconds']:.1f} MB/s, "
-            f"CPU {imp['cpu_seconds']:.1f} s), peak RSS {imp['rss'] / 2**30:.2f} GiB "
-            f"({imp['rss'] / size:.3f}x the JSON; goal < 2 GiB)"
-        )
+        if imp["rss"] == 0:
+            print("import: skipped (--reuse: the kept profile)")
+        else:
+            print(
+                f"import: {imp['events']:,} events in {imp['seconds']:.1f} s ({size / 1e6 / imp['seconds']:.1f} MB/s, "
+                f"CPU {imp['cpu_seconds']:.1f} s), peak RSS {imp['rss'] / 2**30:.2f} GiB "
+                f"({imp['rss'] / size:.3f}x the JSON; goal < 2 GiB)"
+            )
         for w in imp["warnings"]:
             print(f"  warning: {w}")
         store = sum(p.stat().st_size for p in prof.rglob("*") if p.is_file())
