@@ -65,13 +65,15 @@ def fetch(
     ``out[c + "__dict"]`` the distinct values they index.
     """
     t = profile.sql(sql, params)
+    # Each column's chunks are freed once converted (millions of rows: never every column
+    # twice). The numpy arrays are writable copies (astype): callers assign into them.
     names, cols = t.column_names, list(t.columns)
-    del t  # each column's chunks are freed once converted (millions of rows: no two copies)
+    del t
     out: dict[str, np.ndarray] = {}
     for i, name in enumerate(names):
         col, cols[i] = cols[i], None
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        del col  # (numpy arrays stay writable copies: callers assign into them)
+        del col
         if name in codes:
             enc = arr.dictionary_encode() if not pa.types.is_dictionary(arr.type) else arr
             out[name] = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -113,10 +113,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
 
 def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
     """Innermost operator (``ops``: spans of OWNER_KINDS) on the allocating thread whose
-    span holds each allocation, else '(no operator)'. The names may come as codes
+    span holds each allocation, else '(no operator)'. The names come as codes
     (``fetch(..., codes=("name",))``: one string per distinct name, not per span)."""
-    names = ops["name"]
-    text = ops.get("name__dict")
-    if text is not None:
-        return [str(text[names[o[-1]]]) if o else NO_OPERATOR for o in open_at(live, ops)]
-    return [str(names[o[-1]]) if o else NO_OPERATOR for o in open_at(live, ops)]
+    names, text = ops["name"], ops["name__dict"]
+    return [str(text[names[o[-1]]]) if o else NO_OPERATOR for o in open_at(live, ops)]

@@ -134,9 +134,10 @@ def runtime(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 }
             )
         text = c["name__dict"]
-        for k_cls, k_name in sorted({(a, str(text[b])) for a, b in zip(cls.tolist(), names.tolist(), strict=True)}):
-            m = (cls == k_cls) & (names == int(np.flatnonzero(text == k_name)[0]))
-            key = (k_cls, k_name)
+        pairs = set(zip(cls.tolist(), names.tolist(), strict=True))  # (class, name code)
+        for k_cls, code in sorted(pairs, key=lambda p: (p[0], str(text[p[1]]))):
+            m = (cls == k_cls) & (names == code)
+            key = (k_cls, str(text[code]))
             dur = te[m] - ts[m]
             rows.append(
                 {

@@ -204,10 +204,12 @@ def _derive_at_import(folder: Path, meta: dict[str, Any]) -> bool:
 
     if int(meta.get("tables", {}).get("events", 0)) >= DERIVE_MIN_EVENTS:
         from ..analysis.derived import derive
-        from ..web import timeline_store as kept
+        from ..web import timeline_store
 
         derive(folder, meta)
-        kept.keep(folder, meta, min_events=kept.KEEP_MIN_EVENTS, max_events=kept.KEEP_MAX_AT_IMPORT)
+        timeline_store.keep(
+            folder, meta, min_events=timeline_store.KEEP_MIN_EVENTS, max_events=timeline_store.KEEP_MAX_AT_IMPORT
+        )
         return True
     return False
 

@@ -42,15 +42,16 @@ def spill_folder() -> str:
 
 
 def connect(
-    database: str = ":memory:", *, threads: int | None = 2, read_only: bool = False
+    database: str = ":memory:", *, threads: int | None = 2, read_only: bool = False, spill: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the store's limits (see the module's docstring);
-    ``threads=None`` leaves DuckDB's default (every core)."""
+    ``threads=None`` leaves DuckDB's default (every core); ``spill``: a spill folder the
+    caller owns, instead of one of its own."""
     import duckdb
 
     from ..errors import AiprofError
 
-    config: dict[str, str | int] = {"temp_directory": spill_folder()}
+    config: dict[str, str | int] = {"temp_directory": spill or spill_folder()}
     if threads is not None:
         config["threads"] = threads
     try:

@@ -78,8 +78,8 @@ class Profile:
     def batches(self, query: str, rows: int = 1 << 20) -> Iterator[pa.RecordBatch]:
         """Run a SQL query and yield its rows in Arrow batches of about ``rows``: for a
         caller that reduces the rows as they come, so that its memory holds what it
-        keeps, not every row. Use it on a cursor of its own (``self.con`` is not
-        used for anything else until the iterator is done)."""
+        keeps, not every row. The connection runs nothing else until the iterator is
+        exhausted (DuckDB streams the result from it)."""
         try:
             reader = self.con.sql(query).to_arrow_reader(rows)
             yield from reader

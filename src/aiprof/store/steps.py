@@ -91,9 +91,6 @@ class StepIndex:
         else:
             self.l_key = np.zeros(0, dtype=np.int64)
             self.l_step = np.zeros(0, dtype=np.int64)
-        self._launch_key.clear()
-        self._launch_ts.clear()
-        self._launch_rank.clear()
 
     def _by_time(self, rank: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Step number holding each (rank, ts), or -1."""

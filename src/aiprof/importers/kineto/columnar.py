@@ -225,9 +225,7 @@ def spool_events(path: Path, dest: Path, ctx: ImportContext) -> tuple[TraceStrea
 def _connect(tmp: Path) -> duckdb.DuckDBPyConnection:
     from ...store import duck
 
-    con = duck.connect(threads=None)
-    con.execute(f"SET temp_directory = '{tmp.as_posix()}'")
-    return con
+    return duck.connect(threads=None, spill=tmp.as_posix())
 
 
 def _batches(con: duckdb.DuckDBPyConnection, events: Path) -> _Prefetch | None:
