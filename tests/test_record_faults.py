@@ -270,17 +270,21 @@ while time.monotonic() - t1 < {hold}:
     work(2000)
     mark_step()
     after += 1
-    time.sleep(0.02)
+    time.sleep({pause})
 {free}
 open({done!r}, "w").write(str(after))
 """
 
 
-def _runs_on(tmp_path: Path, make_room: str, free: str = "", hold: float = 1.0) -> tuple[str, Path]:
-    """A job of 1.5 s (about 30 steps), then ``make_room``, ``hold`` seconds of steps, then
-    ``free``; the file ``done`` it writes at its end holds how many steps came after."""
+def _runs_on(
+    tmp_path: Path, make_room: str, free: str = "", hold: float = 1.0, pause: float = 0.02
+) -> tuple[str, Path]:
+    """A job of 1.5 s (about 30 steps), then ``make_room``, ``hold`` seconds of steps
+    ``pause`` seconds apart, then ``free``; the file ``done`` it writes at its end holds
+    how many steps came after."""
     done = tmp_path / "done"
-    return job(tmp_path, 1.5, RUNS_ON.format(make_room=make_room, free=free, done=str(done), hold=hold)), done
+    body = RUNS_ON.format(make_room=make_room, free=free, done=str(done), hold=hold, pause=pause)
+    return job(tmp_path, 1.5, body), done
 
 
 def test_a_file_size_limit_stops_the_recording_and_the_job_runs_on(tmp_path: Path) -> None:
@@ -310,10 +314,12 @@ def test_a_full_disk_stops_the_collectors_the_job_runs_on_and_the_profile_is_kep
 ) -> None:
     filler = small_disk / "filler"
     fill = FILL.format(path=str(filler)) + "f.close()\n"
-    # The job fills the disk, works on for a second, then frees the room it took.
-    # Three seconds full: the raw data is appended in small records, which fit the last
-    # page of a file for a while; within three seconds one needs a page the disk lacks.
-    script, done = _runs_on(tmp_path, fill, f"os.unlink({str(filler)!r})", hold=3.0)
+    # The job fills the disk, works on for three seconds, then frees the room it took.
+    # The raw data is appended in small records, which fit the last page of a file for
+    # a while; steps marked without a pause while the disk is full write more than a
+    # page's room before the next checkpoint (with 50 steps a second, a loaded machine
+    # once wrote too little in the three seconds to need a new page).
+    script, done = _runs_on(tmp_path, fill, f"os.unlink({str(filler)!r})", hold=3.0, pause=0.0)
     out = small_disk / "out"
     rec = aiprof("record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script)
     assert done.exists(), rec.stderr
