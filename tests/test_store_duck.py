@@ -61,3 +61,47 @@ def test_a_bad_limit_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(AiprofError, match=r"^AIPROF_MEMORY_LIMIT='lots': not a memory size \(") as e:
         duck.connect()
     assert "\n" not in str(e.value)
+
+
+def _profile(folder: Path, name: str, dur: int) -> Path:
+    with ProfileWriter(folder / f"{name}.aiprof") as w:
+        w.append("events", {"kind": ["cpu_op"], "name": [name], "ts": [0], "dur": [dur], "device_type": ["cpu"]})
+    return folder / f"{name}.aiprof"
+
+
+def test_profiles_open_in_one_process_share_a_database_and_see_only_their_own(tmp_path: Path) -> None:
+    a, b = open_profile(_profile(tmp_path, "a", 5)), open_profile(_profile(tmp_path, "b", 7))
+    try:
+        assert a._session and b._session and a._session != b._session
+        # One database: the process's; each profile a catalog of its own in it.
+        dbs = {r[0] for r in a.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+        assert {a._session, b._session} <= dbs
+        assert a.sql("SELECT name, dur FROM events").to_pylist() == [{"name": "a", "dur": 5}]
+        assert b.sql("SELECT name, dur FROM events").to_pylist() == [{"name": "b", "dur": 7}]
+        # What one profile's user creates stays in its catalog.
+        a.sql("CREATE TABLE mine AS SELECT 1 AS x")
+        with pytest.raises(AiprofError, match="mine"):
+            b.sql("SELECT * FROM mine")
+    finally:
+        a.close()
+    dbs = {r[0] for r in b.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+    assert a._session is None and not any(d.startswith("aiprof_s") and d != b._session for d in dbs)
+    b.close()
+
+
+def test_a_forked_child_opens_a_database_of_its_own(tmp_path: Path) -> None:
+    p = _profile(tmp_path, "a", 5)
+    with open_profile(p) as prof:
+        parent = prof.sql("SELECT sum(dur) AS d FROM events").to_pylist()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's database (and its threads) is not used
+        try:
+            with open_profile(p) as prof:
+                ok = prof.sql("SELECT sum(dur) AS d FROM events").to_pylist() == parent
+            os.write(w, b"ok" if ok and (os.getpid(), duck.memory_limit()) in duck._shared else b"bad")
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    assert os.read(r, 8) == b"ok"

@@ -142,7 +142,7 @@ class Query:
         """Filter, sort and page ``table``; returns (page, rows matching before paging)."""
         if not self.filters:
             return self._sort_and_page(table), table.num_rows
-        con = duck.connect()
+        con = duck.cursor()
         try:
             con.register("t", table)
             page, total = self._run(con, "t", table.schema)

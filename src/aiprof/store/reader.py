@@ -42,6 +42,9 @@ class Profile:
     tables: dict[str, int] = field(default_factory=dict)
     """Row count of each table, over all the profiles."""
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    _session: str | None = field(default=None, repr=False)
+    """The catalog of ``con``'s session on the process's shared database (store/duck.py),
+    dropped on close; None for a connection of its own."""
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:
         """Compute once per opened profile (profiles are read-only while open), so views
@@ -87,7 +90,11 @@ class Profile:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 
     def close(self) -> None:
-        self.con.close()
+        if self._session is not None:
+            duck.end_session(self.con, self._session)
+            self._session = None
+        else:
+            self.con.close()
 
     def __enter__(self) -> Profile:
         return self
@@ -124,29 +131,33 @@ def open_profile(*paths: str | os.PathLike[str]) -> Profile:
         folders.extend(found)
     metas = [_read_meta(f) for f in folders]
     origin = min(int(m.get("time_origin_ns", 0)) for m in metas)
-    con = duck.connect()
-    counts: dict[str, int] = {}
-    for table in TABLES:
-        parts: list[str] = []
-        for idx, (folder, meta) in enumerate(zip(folders, metas)):
-            f = folder / f"{table}.parquet"
-            if not f.is_file():
-                continue
-            counts[table] = counts.get(table, 0) + int(meta.get("tables", {}).get(table, 0))
-            src = f"read_parquet({_sql_str(str(f))})"
-            shift = int(meta.get("time_origin_ns", 0)) - origin
-            cols = [f"{idx}::INTEGER AS profile"]
-            if table in _TIMED and shift:
-                parts.append(f"SELECT * REPLACE (ts + {shift} AS ts), {cols[0]} FROM {src}")
+    con, session = duck.session()
+    try:
+        counts: dict[str, int] = {}
+        for table in TABLES:
+            parts: list[str] = []
+            for idx, (folder, meta) in enumerate(zip(folders, metas)):
+                f = folder / f"{table}.parquet"
+                if not f.is_file():
+                    continue
+                counts[table] = counts.get(table, 0) + int(meta.get("tables", {}).get(table, 0))
+                src = f"read_parquet({_sql_str(str(f))})"
+                shift = int(meta.get("time_origin_ns", 0)) - origin
+                cols = [f"{idx}::INTEGER AS profile"]
+                if table in _TIMED and shift:
+                    parts.append(f"SELECT * REPLACE (ts + {shift} AS ts), {cols[0]} FROM {src}")
+                else:
+                    parts.append(f"SELECT *, {cols[0]} FROM {src}")
+            if parts:
+                con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
             else:
-                parts.append(f"SELECT *, {cols[0]} FROM {src}")
-        if parts:
-            con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
-        else:
-            # An empty Arrow table gives the view its typed columns.
-            con.register(f"empty_{table}", SCHEMAS[table].empty_table())
-            con.execute(f"CREATE VIEW {table} AS SELECT *, 0::INTEGER AS profile FROM empty_{table}")
-    return Profile(paths=folders, metas=metas, con=con, tables=counts)
+                # An empty Arrow table gives the view its typed columns.
+                con.register(f"empty_{table}", SCHEMAS[table].empty_table())
+                con.execute(f"CREATE VIEW {table} AS SELECT *, 0::INTEGER AS profile FROM empty_{table}")
+    except BaseException:
+        duck.end_session(con, session)
+        raise
+    return Profile(paths=folders, metas=metas, con=con, tables=counts, _session=session)
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:

@@ -72,8 +72,11 @@ class ReadOnlySql:
                     # its connection; here they are (empty) tables of the file.
                     empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB by name)
                     w.execute(f"CREATE TABLE empty_{table} AS SELECT * FROM empty")
+                # The profile's own catalog: its connection may be a session on the
+                # process's shared database, whose other catalogs are other profiles'.
                 views = profile.con.execute(
-                    "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary ORDER BY view_name"
+                    "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary"
+                    " AND database_name = current_database() ORDER BY view_name"
                 ).fetchall()
                 # The profile's tables only: analysers add views of their own on the
                 # connection (over Arrow data registered there, which a file lacks).
@@ -158,7 +161,12 @@ class ReadOnlySql:
 def _copy_tables_read_by(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, sqls: list[str]) -> None:
     """Copy into ``dst`` the tables of ``src`` that the views ``sqls`` read (a job folder's
     views join each rank's file to its clock shift in a small table of the connection)."""
-    names = [r[0] for r in src.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()]
+    names = [
+        r[0]
+        for r in src.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND database_name = current_database()"
+        ).fetchall()
+    ]
     for name in names:
         if any(re.search(rf"\b{re.escape(name)}\b", sql) for sql in sqls):
             rows = src.table(name).arrow()  # noqa: F841 (read by DuckDB by name)
