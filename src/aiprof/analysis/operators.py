@@ -13,10 +13,26 @@ from .base import analyser
 from .common import fetch
 from .tensor_cores import tensor_core_sql
 
-_HOST_KINDS = "('cpu_op', 'user_annotation', 'python', 'runtime', 'driver', 'dataloader', 'step')"
+#: The host spans the view nests, one thread at a time (its cost grows with their count).
+HOST_KINDS = ("cpu_op", "user_annotation", "python", "runtime", "driver", "dataloader", "step")
+_HOST_KINDS = "(" + ", ".join(f"'{k}'" for k in HOST_KINDS) + ")"
 #: Kinds reported as operators.
 _OP_SQL = "kind IN ('cpu_op', 'dataloader')"
 _TIME_COLS = ("host_total_us", "host_self_us", "host_mean_us", "device_self_us", "device_total_us")
+
+
+def host_spans(metas: list[dict[str, Any]]) -> int:
+    """How many host spans the view would nest, from the profiles' import summaries
+    (their events counted by kind), without reading the events; a profile without a
+    summary counts all its events."""
+    n = 0
+    for m in metas:
+        by_kind = (m.get("import_summary") or {}).get("events_by_kind")
+        if isinstance(by_kind, dict) and by_kind:
+            n += sum(int(by_kind.get(k, 0)) for k in HOST_KINDS)
+        else:
+            n += int((m.get("tables") or {}).get("events", 0))
+    return n
 
 
 def nest(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 Item = dict[str, Any]
 #: A table column: name, justify, overflow (None: rich's default), max width.
@@ -145,6 +145,13 @@ def _device_label(d: dict[str, Any]) -> str:
     return " ".join(str(d[k]) for k in ("type", "index") if d.get(k) is not None) or "unnamed device"
 
 
+#: Host spans past which the report leaves out the advice and the top operators: the
+#: operators view nests every host span, about 290 bytes each at its peak (7.35 GiB for
+#: the 26M spans of bench/huge_import.py's 10 GiB trace, 70 s; the advice there took
+#: 6 min), so 7M keep the report within about 2 GiB.
+REPORT_MAX_HOST_SPANS = 7_000_000
+
+
 def compute_items(prof: Profile) -> list[Item]:
     """The overview of an opened profile, after its header line (which names the paths
     as given): profile facts, the all-steps split, device time, advice, top tables."""
@@ -203,13 +210,37 @@ def compute_items(prof: Profile) -> list[Item]:
                 for r in dev
             ]
             items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
-    items.extend(_advice(prof))
+    from ..analysis.operators import host_spans
+
+    # Past REPORT_MAX_HOST_SPANS the operators view (and the advice, which reads it and
+    # the other event views) takes minutes and GiBs: the report says so and moves on.
+    spans = host_spans(metas)
+    big = spans > REPORT_MAX_HOST_SPANS
+    if big:
+        items.append(
+            _line(
+                f"[dim]top advice: left out of the report on a profile this size ({spans:,} host spans); "
+                "aiprof advise PROFILE computes it (minutes)[/dim]"
+            )
+        )
+    else:
+        items.extend(_advice(prof))
     top = run(prof, "kernels", Query.parse([], "-total_us", 5)).table
     if top.num_rows:
         items.append(_top(top, "top kernels by total time", ["name", "count", "total_us", "pct"]))
-    ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
-    if ops.num_rows and "host_self_us" in ops.column_names:
-        items.append(_top(ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"]))
+    if big:
+        items.append(
+            _line(
+                "[dim]top operators: left out for the same reason; "
+                "aiprof report PROFILE --view operators computes them (minutes)[/dim]"
+            )
+        )
+    else:
+        ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
+        if ops.num_rows and "host_self_us" in ops.column_names:
+            items.append(
+                _top(ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"])
+            )
     if prof.tables.get("samples"):
         py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
         if py.num_rows:
