@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from ..analysis.base import run
 from ..errors import AiprofError
 from ..store import Profile
@@ -133,6 +135,20 @@ class Context:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self._cache: dict[str, list[dict[str, Any]] | None] = {}
+        self._tables: dict[str, pa.Table | None] = {}
+
+    def table(self, view: str, **params: Any) -> pa.Table | None:
+        """All rows of ``view`` as an Arrow table (None when the view is missing or
+        fails): for a view of a row per event (``launches``), whose rows as Python
+        dicts would take about 1 KB each (GiBs on a big profile), where :meth:`rows`
+        suits a summary."""
+        key = view + repr(sorted(params.items()))
+        if key not in self._tables:
+            try:
+                self._tables[key] = run(self.profile, view, params=params).table
+            except AiprofError:
+                self._tables[key] = None
+        return self._tables[key]
 
     def rows(self, view: str, **params: Any) -> list[dict[str, Any]] | None:
         """All rows of ``view`` (None when the view is missing or fails)."""

@@ -140,11 +140,11 @@ _DP_OPS = re.compile(r"DataParallel|^torch\.nn\.parallel|Broadcast(Coalesced)?$|
 @rule("comm.dataparallel", "DataParallel on several devices", anchor="tb-profiler", cause=None)
 def dataparallel(ctx: Context) -> Outcome:
     ops = ctx.rows("operators")
-    launches = ctx.rows("launches")
-    if not ops or not launches:
+    launches = ctx.table("launches")
+    if not ops or launches is None or not launches.num_rows:
         return NotEnoughData("no operators or launches recorded")
     per_rank: dict[int, set[int]] = {}
-    for r in launches:
+    for r in launches.group_by(["rank", "device"]).aggregate([]).to_pylist():
         per_rank.setdefault(int(r["rank"]), set()).add(int(r["device"]))
     devs = max(len(v) for v in per_rank.values())
     dp = sorted({str(r["name"]) for r in ops if _DP_OPS.search(str(r["name"]))})

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..analysis.tensor_cores import uses_tensor_cores
 from .base import Context, NotEnoughData, Outcome, make, needs, rule
@@ -55,22 +60,31 @@ def _eligible_on_nvidia(ctx: Context) -> tuple[float, float, float, float] | Not
     return (cc, *got)
 
 
+def _per_launch(names: pa.ChunkedArray, test: Callable[[str], bool]) -> np.ndarray:
+    """``test`` of each launch's name (its text, "None" for none) as a boolean array."""
+    coded = names.combine_chunks().dictionary_encode() if len(names) else pa.array([], pa.string()).dictionary_encode()
+    verdicts = np.array([test(str(v)) for v in coded.dictionary.to_pylist()] + [test("None")], dtype=bool)
+    codes = pc.fill_null(coded.indices, len(coded.dictionary)).to_numpy()
+    out: np.ndarray = verdicts[codes]
+    return out
+
+
+def _sum(values: np.ndarray) -> float:
+    return float(np.cumsum(values)[-1]) if len(values) else 0.0
+
+
 def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
     """(eligible-op kernel time on tensor cores, eligible-op time off them, all kernel time) in µs."""
-    rows = ctx.rows("launches")
-    if not rows:
+    t = ctx.table("launches")
+    if t is None or not t.num_rows:
         return NotEnoughData("no kernels linked to their launching operators")
-    on = off = total = 0.0
-    for r in rows:
-        if r["kind"] != "kernel":
-            continue
-        k = float(r["kernel_us"] or 0.0)
-        total += k
-        if ELIGIBLE_OP.match(str(r["operator"])):
-            if uses_tensor_cores(str(r["kernel"])):
-                on += k
-            else:
-                off += k
+    t = t.filter(pc.equal(t["kind"], "kernel"))
+    k = pc.fill_null(t["kernel_us"].cast(pa.float64()), 0.0).to_numpy()
+    # Each rule on each distinct operator and kernel name, then per launch by code.
+    eligible = _per_launch(t["operator"], lambda s: bool(ELIGIBLE_OP.match(s)))
+    tc = _per_launch(t["kernel"], uses_tensor_cores)
+    # Summed launch by launch in their order, as a loop over the rows would (cumsum).
+    on, off, total = (_sum(k[m]) for m in (eligible & tc, eligible & ~tc, np.ones(len(k), bool)))
     if on + off == 0:
         return NotEnoughData("no tensor-core-eligible operators (GEMM, convolution, attention) found")
     return on, off, total
