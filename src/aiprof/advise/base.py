@@ -134,28 +134,27 @@ class Context:
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
-        self._cache: dict[str, list[dict[str, Any]] | None] = {}
-        self._tables: dict[str, pa.Table | None] = {}
+        self._cache: dict[str, Any] = {}
 
     def table(self, view: str, **params: Any) -> pa.Table | None:
         """All rows of ``view`` as an Arrow table (None when the view is missing or
         fails): for a view of a row per event (``launches``), whose rows as Python
         dicts would take about 1 KB each (GiBs on a big profile), where :meth:`rows`
         suits a summary."""
-        key = view + repr(sorted(params.items()))
-        if key not in self._tables:
-            try:
-                self._tables[key] = run(self.profile, view, params=params).table
-            except AiprofError:
-                self._tables[key] = None
-        return self._tables[key]
+        got: pa.Table | None = self._view("table", view, params)
+        return got
 
     def rows(self, view: str, **params: Any) -> list[dict[str, Any]] | None:
         """All rows of ``view`` (None when the view is missing or fails)."""
-        key = view + repr(sorted(params.items()))
+        got: list[dict[str, Any]] | None = self._view("rows", view, params)
+        return got
+
+    def _view(self, shape: str, view: str, params: dict[str, Any]) -> Any:
+        key = shape + ":" + view + repr(sorted(params.items()))
         if key not in self._cache:
             try:
-                self._cache[key] = run(self.profile, view, params=params).rows
+                res = run(self.profile, view, params=params)
+                self._cache[key] = res.table if shape == "table" else res.rows
             except AiprofError:
                 self._cache[key] = None
         return self._cache[key]
