@@ -163,15 +163,19 @@ def test_a_flame_never_bridges_steps_that_were_not_sampled(tmp_path: Path) -> No
     events = timechart(out, tmp_path / "t.json")
     with open_profile(out) as prof:
         steps = prof.sql("SELECT step, ts, dur FROM events WHERE kind = 'step' ORDER BY step").to_pylist()
-        sampled = {
-            r["step"]
+        per_step = {
+            r["step"]: r["n"]
             for r in prof.sql(
-                "SELECT DISTINCT e.step FROM samples s JOIN events e ON e.kind = 'step' "
-                "AND s.ts >= e.ts AND s.ts < e.ts + e.dur"
+                "SELECT e.step, count(s.ts) AS n FROM events e LEFT JOIN samples s "
+                "ON s.ts >= e.ts AND s.ts < e.ts + e.dur WHERE e.kind = 'step' GROUP BY e.step"
             ).to_pylist()
         }
-    idle = [s for s in steps if s["step"] not in sampled]
-    assert idle and sampled, "the schedule must leave steps without samples"
+    # 200 Hz for 80 ms: about 16 samples in a step inside a window. On a loaded machine
+    # the sampler may see a window's end late, and a step outside the windows may begin
+    # with a sample or two: such a step is still one the schedule left out.
+    sampled = {k for k, n in per_step.items() if n >= 5}
+    idle = [s for s in steps if per_step.get(s["step"], 0) <= 2]
+    assert idle and sampled, f"the schedule must leave steps without samples: {per_step}"
     slices = [e for e in events if e.get("cat") == "python_sample" and e["name"].endswith("busy")]
     assert len(slices) >= len(sampled)
     for s in idle:
