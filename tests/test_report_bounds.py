@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from aiprof.analysis import operators
 from aiprof.analysis.operators import HOST_KINDS, host_spans
 from aiprof.cli import overview
 from aiprof.importers import import_paths
@@ -41,7 +42,7 @@ def test_the_report_leaves_out_the_advice_and_top_operators_past_the_bound(
 ) -> None:
     with open_profile(rank0) as p:
         whole_items = overview.compute_items(p)
-        monkeypatch.setattr(overview, "REPORT_MAX_HOST_SPANS", 3000)
+        monkeypatch.setattr(operators, "BIG_PROFILE_HOST_SPANS", 3000)
         bounded_items = overview.compute_items(p)
     whole, bounded = _texts(whole_items), _texts(bounded_items)
     assert "top operators by host self time" in whole and not any("left out" in t for t in whole)
@@ -57,3 +58,31 @@ def test_the_report_leaves_out_the_advice_and_top_operators_past_the_bound(
     assert [str(i["title"]) for i in bounded_items if i["t"] == "table"] == [
         t for t in tables if t != "top operators by host self time"
     ]
+
+
+def test_the_advice_on_a_big_profile_keeps_one_view_at_a_time_and_says_the_same(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.advise import advise_json
+
+    src = shared_data / "kineto" / "A100-nccl-parser" / "nccl_data.json.gz"
+    path, _ = import_paths([src], tmp_path / "nccl.aiprof")
+    with open_profile(path) as p:
+        whole = advise_json(p)
+        kept = set(p._memo)
+    assert {"launch_rows", "runtime_calls"} <= kept  # the per-event intermediates stay
+    monkeypatch.setattr(operators, "BIG_PROFILE_HOST_SPANS", 1000)
+    with open_profile(path) as p:
+        bounded = advise_json(p)
+        assert not {"launch_rows", "runtime_calls"} & set(p._memo) and not p._per_event
+        assert {"operators:name", "attribution"} <= set(p._memo)  # what is not per event stays
+    assert bounded == whole and whole["advice"]
+
+
+def test_forget_per_event_drops_only_what_was_marked(rank0: Path) -> None:
+    with open_profile(rank0) as p:
+        assert p.memo("a", lambda: [1, 2], per_event=True) == [1, 2]
+        assert p.memo("b", lambda: [3]) == [3]
+        p.forget_per_event()
+        assert "a" not in p._memo and p._memo["b"] == [3]
+        assert p.memo("a", lambda: [4], per_event=True) == [4]  # computed again when asked

@@ -133,8 +133,14 @@ class Context:
     """What a rule may read: analyser views (cached) and the profile's metadata."""
 
     def __init__(self, profile: Profile) -> None:
+        from ..analysis.operators import BIG_PROFILE_HOST_SPANS, host_spans
+
         self.profile = profile
         self._cache: dict[str, Any] = {}
+        # A big profile's views are computed one at a time: each view's per-event
+        # intermediates go once its rows are kept (a view that needs one again computes
+        # it again), so the memory is the biggest view's, not every view's at once.
+        self._one_at_a_time = host_spans(profile.metas) > BIG_PROFILE_HOST_SPANS
 
     def table(self, view: str, **params: Any) -> pa.Table | None:
         """All rows of ``view`` as an Arrow table (None when the view is missing or
@@ -157,6 +163,8 @@ class Context:
                 self._cache[key] = res.table if shape == "table" else res.rows
             except AiprofError:
                 self._cache[key] = None
+            if self._one_at_a_time:
+                self.profile.forget_per_event()
         return self._cache[key]
 
     @property

@@ -72,7 +72,7 @@ def launch_rows(profile: Profile) -> dict[str, np.ndarray]:
     """The launches as numpy columns (ns): see ``launches``; ``first`` marks the first
     device operation of each launch call, ``negative`` a device start before the call's
     end (device clock ahead of the host's; the delay counts as 0, as HTA clips it)."""
-    return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL, codes=_TEXT))
+    return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL, codes=_TEXT), per_event=True)
 
 
 #: The text columns of launch_rows, held as codes (``c``) into ``c + "__dict"``: one

@@ -21,6 +21,13 @@ _OP_SQL = "kind IN ('cpu_op', 'dataloader')"
 _TIME_COLS = ("host_total_us", "host_self_us", "host_mean_us", "device_self_us", "device_total_us")
 
 
+#: Host spans past which a profile is big: the operators view nests every host span,
+#: about 290 bytes each at its peak (7.35 GiB and 70 s for the 26M spans of
+#: bench/huge_import.py's 10 GiB trace). The report leaves out what nests them, and the
+#: advice drops each view's per-event intermediates once it has its rows.
+BIG_PROFILE_HOST_SPANS = 7_000_000
+
+
 def host_spans(metas: list[dict[str, Any]]) -> int:
     """How many host spans the view would nest, from the profiles' import summaries
     (their events counted by kind), without reading the events; a profile without a

@@ -142,7 +142,7 @@ class Classified:
 
 def classify(profile: Profile) -> Classified:
     """Every sample of the step threads, classified (memoised per profile)."""
-    return profile.memo("phases", lambda: _classify(profile))
+    return profile.memo("phases", lambda: _classify(profile), per_event=True)
 
 
 def _classify(profile: Profile) -> Classified:

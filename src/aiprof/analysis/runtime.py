@@ -77,7 +77,7 @@ def runtime_calls(profile: Profile) -> dict[str, np.ndarray]:
         c["class"] = classes[c["class"]] if len(c["class"]) else np.zeros(0, "U1")
         return c
 
-    return profile.memo("runtime_calls", read)
+    return profile.memo("runtime_calls", read, per_event=True)
 
 
 _SCHEMA = pa.schema(

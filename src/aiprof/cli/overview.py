@@ -145,13 +145,6 @@ def _device_label(d: dict[str, Any]) -> str:
     return " ".join(str(d[k]) for k in ("type", "index") if d.get(k) is not None) or "unnamed device"
 
 
-#: Host spans past which the report leaves out the advice and the top operators: the
-#: operators view nests every host span, about 290 bytes each at its peak (7.35 GiB for
-#: the 26M spans of bench/huge_import.py's 10 GiB trace, 70 s; the advice there took
-#: 6 min), so 7M keep the report within about 2 GiB.
-REPORT_MAX_HOST_SPANS = 7_000_000
-
-
 def compute_items(prof: Profile) -> list[Item]:
     """The overview of an opened profile, after its header line (which names the paths
     as given): profile facts, the all-steps split, device time, advice, top tables."""
@@ -210,12 +203,12 @@ def compute_items(prof: Profile) -> list[Item]:
                 for r in dev
             ]
             items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
-    from ..analysis.operators import host_spans
+    from ..analysis import operators
 
-    # Past REPORT_MAX_HOST_SPANS the operators view (and the advice, which reads it and
-    # the other event views) takes minutes and GiBs: the report says so and moves on.
-    spans = host_spans(metas)
-    big = spans > REPORT_MAX_HOST_SPANS
+    # On a big profile the operators view (and the advice, which reads it and the other
+    # event views) takes minutes and GiBs: the report says so and moves on.
+    spans = operators.host_spans(metas)
+    big = spans > operators.BIG_PROFILE_HOST_SPANS
     if big:
         items.append(
             _line(

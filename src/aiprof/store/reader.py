@@ -42,17 +42,30 @@ class Profile:
     tables: dict[str, int] = field(default_factory=dict)
     """Row count of each table, over all the profiles."""
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    _per_event: set[str] = field(default_factory=set, repr=False)
     _session: str | None = field(default=None, repr=False)
     """The catalog of ``con``'s session on the process's shared database (store/duck.py),
     dropped on close; None for a connection of its own."""
 
-    def memo(self, key: str, compute: Callable[[], T]) -> T:
+    def memo(self, key: str, compute: Callable[[], T], per_event: bool = False) -> T:
         """Compute once per opened profile (profiles are read-only while open), so views
-        that share an expensive intermediate (overview and steps) pay for it once."""
+        that share an expensive intermediate (overview and steps) pay for it once.
+        ``per_event``: the value holds a row per event (GiBs on a big profile), and
+        :meth:`forget_per_event` may drop it."""
         if key not in self._memo:
             self._memo[key] = compute()
+            if per_event:
+                self._per_event.add(key)
         value: T = self._memo[key]
         return value
+
+    def forget_per_event(self) -> None:
+        """Drop the intermediates of a row per event (computed again if asked again):
+        for a caller that runs many views on a big profile one after another (the
+        advice), whose memory would otherwise hold every view's at once."""
+        for key in self._per_event:
+            self._memo.pop(key, None)
+        self._per_event.clear()
 
     @property
     def time_origin_ns(self) -> int:
