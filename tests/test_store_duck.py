@@ -107,3 +107,15 @@ def test_a_forked_child_opens_a_database_of_its_own(tmp_path: Path) -> None:
     os.close(w)
     os.waitpid(pid, 0)
     assert os.read(r, 8) == b"ok"
+
+
+def test_a_profile_dropped_unclosed_gives_its_catalog_back(tmp_path: Path) -> None:
+    import gc
+
+    p = open_profile(_profile(tmp_path, "a", 5))
+    name = p._session
+    del p
+    gc.collect()
+    with open_profile(_profile(tmp_path, "b", 7)) as b:
+        dbs = {r[0] for r in b.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+    assert name and name not in dbs

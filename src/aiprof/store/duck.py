@@ -44,8 +44,8 @@ _serial = itertools.count()
 _sessions = itertools.count()
 _shared_lock = threading.Lock()
 #: (pid, memory limit) -> the process's shared database. A database inherited from a
-#: parent through fork() is never used (DuckDB's threads do not survive a fork) and never
-#: closed (its destructor would wait for them): it is kept here unreferenced by the child.
+#: parent through fork() is never used by the child (DuckDB's threads do not survive a
+#: fork) and never closed there (its destructor would wait for them): it stays here.
 _shared: dict[tuple[int, str], duckdb.DuckDBPyConnection] = {}
 
 

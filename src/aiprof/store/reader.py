@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,15 @@ class Profile:
     _per_event: set[str] = field(default_factory=set, repr=False)
     _session: str | None = field(default=None, repr=False)
     """The catalog of ``con``'s session on the process's shared database (store/duck.py),
-    dropped on close; None for a connection of its own."""
+    dropped on close, or when the profile is garbage-collected unclosed (the catalog
+    belongs to the database, which outlives the connection); None for a connection of
+    its own."""
+    _end: weakref.finalize[Any, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._session is not None:
+            self._end = weakref.finalize(self, duck.end_session, self.con, self._session)
+            self._end.atexit = False  # at exit the shared database goes whole
 
     def memo(self, key: str, compute: Callable[[], T], per_event: bool = False) -> T:
         """Compute once per opened profile (profiles are read-only while open), so views
@@ -103,8 +112,8 @@ class Profile:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 
     def close(self) -> None:
-        if self._session is not None:
-            duck.end_session(self.con, self._session)
+        if self._end is not None:
+            self._end()  # once: a finalizer runs at most once
             self._session = None
         else:
             self.con.close()
