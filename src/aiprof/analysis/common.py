@@ -14,9 +14,11 @@ from ..store.vocabulary import COMM_RANGE_SQL_RE
 DEVICE_BUSY_KINDS = ("kernel", "collective", "memcpy", "memset", "sync")
 DEVICE_BUSY_SQL = "(" + ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS) + ")"
 #: Host-side names of communication calls (c10d, NCCL/Gloo/HCCL wrappers).
+#: The collective operator names, lower-cased, that COMM_NAME_SQL knows by their start.
+COMM_OP_NAME_RE = "^(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_to_all|alltoall|barrier)"
 COMM_NAME_SQL = (
     f"(regexp_matches(name, '{COMM_RANGE_SQL_RE}') OR name LIKE 'c10d::%' "
-    "OR name = 'record_param_comms' OR regexp_matches(lower(name), '^(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_to_all|alltoall|barrier)'))"
+    f"OR name = 'record_param_comms' OR regexp_matches(lower(name), '{COMM_OP_NAME_RE}'))"
 )
 
 
@@ -132,8 +134,12 @@ def hta_device_window_sql() -> str:
 
 #: SQL for HTA's COMPUTATION kernels (not NCCL, copies, sets or syncs; on MTIA and
 #: other accelerators, kernels whose name starts with ``dma`` move memory, as in HTA).
+COMPUTE_NOT_IN = ("Sync", "Memcpy")
+COMPUTE_NOT_PREFIX = "dma"
 COMPUTE_SQL = (
-    "(kind = 'kernel' AND name NOT LIKE '%Sync%' AND name NOT LIKE '%Memcpy%' AND NOT starts_with(name, 'dma'))"
+    "(kind = 'kernel' AND "
+    + " AND ".join(f"name NOT LIKE '%{s}%'" for s in COMPUTE_NOT_IN)
+    + f" AND NOT starts_with(name, '{COMPUTE_NOT_PREFIX}'))"
 )
 
 

@@ -19,7 +19,16 @@ from ..store import Profile
 from ..store.derived import DERIVE_MIN_EVENTS, read_derived, write_derived
 from .overview import CATEGORIES, Totals, compute_totals
 
-__all__ = ["DERIVE_MIN_EVENTS", "derive", "derived_tables", "load_rows", "load_totals", "upgrade", "windows"]
+__all__ = [
+    "DERIVE_MIN_EVENTS",
+    "derive",
+    "derived_tables",
+    "load_rows",
+    "load_totals",
+    "tables_of",
+    "upgrade",
+    "windows",
+]
 
 
 def derive(folder: Path, meta: dict[str, Any]) -> None:
@@ -44,12 +53,20 @@ def derived_tables(p: Profile, meta: dict[str, Any]) -> dict[str, pa.Table] | No
     from .kernels import kernels_from_events
 
     try:
-        w, b, dev, per = compute_totals(p)
+        totals = compute_totals(p)
         rows = {"stream_idle": idle_from_events(p), "kernel_stats": kernels_from_events(p)}
     except Exception as e:  # the import's tables are whole: never lose them to a view's failure
         first = str(e).splitlines()[0][:200] if str(e) else ""
         meta.setdefault("warnings", []).append(f"the derived tables were not written ({type(e).__name__}: {first})")
         return None
+    return tables_of(totals, rows)
+
+
+def tables_of(totals: Totals, rows: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The derived tables from the overview's totals and the idle and kernels views' rows
+    (``stream_idle``, ``kernel_stats``), however computed (cluster/derived_mem.py
+    computes them from a rank's events in memory)."""
+    w, b, dev, per = totals
     step_totals = {
         "rank": w["rank"],
         "step": w["step"],

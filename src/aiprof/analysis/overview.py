@@ -46,6 +46,9 @@ from .common import COMM_NAME_SQL, COMPUTE_SQL, DEVICE_BUSY_SQL, hta_window, pct
 from .outliers import outlier_mask
 from .ranks import step_windows
 
+#: Key -> the union of its intervals (common.unions).
+Unions = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
+
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 
 _CATEGORY_SQL = f"""
@@ -80,7 +83,11 @@ def _breakdown(profile: Profile, w: dict[str, np.ndarray]) -> dict[str, np.ndarr
     sql = (
         f"SELECT rank, {_CATEGORY_SQL} AS cat, ts, ts + dur AS te FROM events WHERE dur > 0 AND ({_CATEGORY_SQL}) >= 0"
     )
-    by_cat = unions(profile, sql, keys=2)
+    return breakdown_of(unions(profile, sql, keys=2), w)
+
+
+def breakdown_of(by_cat: Unions, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The priority rule over the unions of each (rank, category index) (consumed)."""
     none = np.zeros(0, dtype=np.int64)
     n = len(w["rank"])
     out = {c: np.zeros(n, dtype=np.int64) for c in CATEGORIES}
@@ -106,7 +113,6 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[dict[str, np.nd
     """HTA's temporal breakdown per rank (overall: span, busy, compute ns), and the
     device's busy and compute time per step window. Every figure is a length of a
     union, so the device operations are read as unions per (rank, compute) (common.unions)."""
-    none = np.zeros(0, dtype=np.int64)
     d = unions(
         profile,
         f"SELECT rank, coalesce(compute, false)::INTEGER AS c, ts, ts + dur AS te FROM {hta_window(profile)}",
@@ -118,6 +124,13 @@ def _device(profile: Profile, w: dict[str, np.ndarray]) -> tuple[dict[str, np.nd
         f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL}",
         2,
     )
+    return device_of(d, allk, w)
+
+
+def device_of(d: Unions, allk: Unions, w: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """:func:`_device` from the unions per (rank, compute) of the device operations in
+    HTA's window (``d``) and of all of them (``allk``)."""
+    none = np.zeros(0, dtype=np.int64)
 
     def both(u: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]], r: int) -> tuple[np.ndarray, np.ndarray]:
         (s0, e0), (s1, e1) = u.get((r, 0), (none, none)), u.get((r, 1), (none, none))

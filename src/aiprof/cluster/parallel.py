@@ -4,7 +4,8 @@ in one Dask task, :func:`.engine.per_task`), then the index.
 Each rank task imports its file into ``OUT/rank<N>.aiprof`` in the worker process and
 returns the rank's summaries (a few KiB), computed from the events it has just written,
 still in memory (:mod:`.summary_mem`; :mod:`.summary`'s SQL over the profile read back
-where that path declines); the client gathers them
+where that path declines), as are its derived tables (:mod:`.derived_mem`, else
+analysis/derived.py's SQL); the client gathers them
 into the cluster index (:mod:`.index`). A failed rank is reported and skipped. The
 client never holds a rank's events: its memory is bounded by the index. OUT may be an
 fsspec URL (:mod:`.storage`): a task then imports into its worker's scratch folder and
@@ -77,9 +78,10 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     from ..store import open_profile
     from ..store.derived import has_derived, write_derived
     from ..store.writer import write_meta
+    from .derived_mem import derive_rank
     from .job import job_facts
     from .summary import ranks_table, summarize
-    from .summary_mem import summarize_events
+    from .summary_mem import Unsure, rank_events, summarize_rank
 
     path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank, keep_events=True)
     meta_file = path / "profile.json"
@@ -88,18 +90,34 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     if warning:
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
-    # The events just written, still in memory, answer the steps and collectives without
-    # reading the profile back; where they cannot answer exactly (summary_mem.py), the SQL does.
+    # The events just written, still in memory, answer the steps and collectives and the
+    # derived tables without reading the profile back; where they cannot answer exactly
+    # (summary_mem.py, derived_mem.py), the SQL over the profile does.
     events, ctx.writer.kept_events = ctx.writer.kept_events, None
-    fast = summarize_events(events, path, meta) if events is not None else None
+    fast, derived = None, None
+    try:
+        e = rank_events(events, meta) if events is not None else None
+    except Unsure:
+        e = None
     del events
-    with open_profile(path) as prof:
-        prof.con.execute("SET threads TO 1")
-        tables = summarize(prof) if fast is None else {**fast, "ranks": ranks_table(prof)}
+    if e is not None:
+        try:
+            fast = summarize_rank(e, meta)
+        except Unsure:
+            pass
         # Every rank of a job keeps its derived tables (store/derived.py), whatever its
         # size: the job's overview and steps views then read 1,000 ranks' totals, not
         # their events (a small profile alone skips them: its views are fast anyway).
-        derived = None if has_derived(path, meta) else derived_tables(prof, meta)
+        try:
+            derived = derive_rank(e)
+        except Exception:
+            derived = None
+        del e
+    with open_profile(path) as prof:
+        prof.con.execute("SET threads TO 1")
+        tables = summarize(prof) if fast is None else {**fast, "ranks": ranks_table(prof)}
+        if derived is None and not has_derived(path, meta):
+            derived = derived_tables(prof, meta)
         if derived is not None:
             write_derived(path, meta, derived)
             write_meta(path, meta)

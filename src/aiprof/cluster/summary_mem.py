@@ -47,8 +47,8 @@ _FIELDS = {
 _INTS = {"pg_size": _INT32, "seq": _INT64, "n_in": _INT64, "n_out": _INT64}
 
 
-class _Unsure(Exception):
-    """Input this path does not answer exactly as the SQL would."""
+class Unsure(Exception):
+    """Input this module (or derived_mem.py) does not answer exactly as the SQL would."""
 
 
 def summarize_events(events: pa.Table, folder: Path, meta: dict[str, Any]) -> dict[str, pa.Table] | None:
@@ -56,21 +56,28 @@ def summarize_events(events: pa.Table, folder: Path, meta: dict[str, Any]) -> di
     (profile.json ``meta``) from its events table, or None where only the SQL path
     answers exactly (module doc); the ``ranks`` table is :func:`.summary.ranks_table`'s."""
     try:
-        return _summarize(events, folder, meta)
-    except _Unsure:
+        return summarize_rank(rank_events(events, meta), meta)
+    except Unsure:
         return None
 
 
-def _summarize(events: pa.Table, folder: Path, meta: dict[str, Any]) -> dict[str, pa.Table]:
+def rank_events(events: pa.Table, meta: dict[str, Any]) -> RankEvents:
+    """The one rank's events of a profile written without derived tables, as arrays;
+    :class:`Unsure` where this module's paths do not answer (nulls where the SQL's
+    rules read, several ranks)."""
     if meta.get("derived") or events.num_rows == 0:
-        raise _Unsure  # step windows come from the derived tables there
+        raise Unsure  # step windows come from the derived tables there
     for c in ("rank", "kind", "device_type", "ts", "dur", "pid", "tid"):
         if events.column(c).null_count:
-            raise _Unsure
+            raise Unsure
     mm = pc.min_max(events.column("rank")).as_py()
     if mm["min"] != mm["max"]:
-        raise _Unsure
-    e = _Events(events, int(mm["min"]))
+        raise Unsure
+    return RankEvents(events, int(mm["min"]))
+
+
+def summarize_rank(e: RankEvents, meta: dict[str, Any]) -> dict[str, pa.Table]:
+    """:func:`summarize_events` on the events as arrays (:class:`Unsure` where it declines)."""
     origin = int(meta.get("time_origin_ns", 0))
     w = e.step_windows()
     busy = ~e.cpu & e.kind_in(*DEVICE_BUSY_KINDS) & (e.dur > 0)
@@ -88,7 +95,7 @@ def _summarize(events: pa.Table, folder: Path, meta: dict[str, Any]) -> dict[str
     }
 
 
-class _Events:
+class RankEvents:
     """The columns of one rank's events the summaries read, as numpy arrays."""
 
     def __init__(self, t: pa.Table, rank: int) -> None:
@@ -101,6 +108,7 @@ class _Events:
         self.ts = t.column("ts").to_numpy()
         self.dur = t.column("dur").to_numpy()
         self.te = self.ts + self.dur
+        self._windows: dict[str, np.ndarray] | None = None
 
     def kind_in(self, *kinds: str) -> np.ndarray:
         codes = [self._kind_of[k] for k in kinds if k in self._kind_of]
@@ -118,6 +126,11 @@ class _Events:
     # -- analysis.ranks._step_windows ---------------------------------------------
 
     def step_windows(self) -> dict[str, np.ndarray]:
+        if self._windows is None:
+            self._windows = self._step_windows()
+        return self._windows
+
+    def _step_windows(self) -> dict[str, np.ndarray]:
         stepm = self.kind_in("step")
         step, step_ok = self.ints("step")
         key = np.where(step_ok, step, -1)
@@ -159,7 +172,7 @@ class _Events:
 
     # -- summary._collective_rows ---------------------------------------------------
 
-    def _launches(self) -> tuple[np.ndarray, np.ndarray]:
+    def launches(self) -> tuple[np.ndarray, np.ndarray]:
         """Host runtime/driver rows with a correlation, sorted by (correlation, ts)."""
         corr, corr_ok = self.ints("correlation")
         li = np.flatnonzero(self.cpu & self.kind_in("runtime", "driver") & corr_ok)
@@ -190,15 +203,15 @@ class _Events:
             if x not in wanted:
                 continue
             if x in h_args:
-                raise _Unsure  # two rows in the SQL's join
+                raise Unsure  # two rows in the SQL's join
             h_args[x] = a
         d_names = self.strings("name", dev)
         d_args = self.strings("args", dev)
         rows: list[dict[str, Any]] = []
         for i, j in enumerate(dev.tolist()):
             x = ext_of.get(int(corr[j])) if corr_ok[j] else None
-            d_obj = _parse(d_args[i])
-            h_obj = _parse(h_args[x]) if x is not None and x in h_args else None
+            d_obj = parse_args(d_args[i])
+            h_obj = parse_args(h_args[x]) if x is not None and x in h_args else None
             row: dict[str, Any] = {
                 "rank": self.rank,
                 "name": d_names[i],
@@ -212,7 +225,7 @@ class _Events:
                 row[field] = _cast(v, _INTS[field]) if field in _INTS else v
             if row["dtype"] is not None:
                 if not row["dtype"].isascii():
-                    raise _Unsure
+                    raise Unsure
                 row["dtype"] = row["dtype"].lower()
             rows.append(row)
         return rows, dev
@@ -223,7 +236,7 @@ class _Events:
         corr, corr_ok = self.ints("correlation")
         pid, _ = self.ints("pid")
         tid, _ = self.ints("tid")
-        li, _ = self._launches()
+        li, _ = self.launches()
         first = np.ones(len(li), dtype=bool)
         first[1:] = corr[li][1:] != corr[li][:-1]
         launch = {c: j for c, j in zip(corr[li][first].tolist(), li[first].tolist(), strict=True)}
@@ -257,21 +270,21 @@ class _Events:
 def _no_dup(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
-        raise _Unsure  # DuckDB reads the first of a repeated key
+        raise Unsure  # DuckDB reads the first of a repeated key
     return out
 
 
 def _no_constant(_s: str) -> Any:
-    raise _Unsure  # NaN, Infinity: not JSON to DuckDB
+    raise Unsure  # NaN, Infinity: not JSON to DuckDB
 
 
-def _parse(text: str | None) -> Any:
+def parse_args(text: str | None) -> Any:
     if text is None:
         return None
     try:
         return json.loads(text, object_pairs_hook=_no_dup, parse_constant=_no_constant)
     except ValueError:
-        raise _Unsure from None  # DuckDB's json functions fail on it
+        raise Unsure from None  # DuckDB's json functions fail on it
 
 
 def _text(obj: Any, key: str) -> str | None:
@@ -283,7 +296,7 @@ def _text(obj: Any, key: str) -> str | None:
         return v
     if isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]:
         return str(v)
-    raise _Unsure  # floats, booleans, lists, objects: DuckDB's own spelling
+    raise Unsure  # floats, booleans, lists, objects: DuckDB's own spelling
 
 
 def _cast(v: str | None, bounds: tuple[int, int]) -> int | None:
@@ -291,6 +304,6 @@ def _cast(v: str | None, bounds: tuple[int, int]) -> int | None:
     if v is None:
         return None
     if not _DIGITS.fullmatch(v):
-        raise _Unsure
+        raise Unsure
     n = int(v)
     return n if bounds[0] <= n <= bounds[1] else None
