@@ -143,3 +143,95 @@ def test_a_rank_task_writes_the_sql_tables_whichever_path_computed_them(tmp_path
         assert_same(written, ref)
         regs = {r["name"]: r["registers_per_thread"] for r in written["kernel_stats"].to_pylist()}
         assert (regs[first] == 1_000_000) == (i == 1)  # the SQL's TRY_CAST rounds the float
+
+
+def _ranks_both(trace: Path, out: Path) -> tuple[pa.Table, pa.Table, dict[str, int]]:
+    from aiprof.cluster.summary import ranks_table
+    from aiprof.cluster.summary_mem import SPAN_TABLES, ranks_of
+
+    path, ctx = import_paths([trace], out, keep_events=True)
+    kept = ctx.writer.kept_events
+    assert kept is not None
+    meta = json.loads((path / "profile.json").read_text())
+    other = {n: ctx.writer.kept_table(n) for n in SPAN_TABLES}
+    fast = ranks_of(rank_events(kept, meta), other, path, meta)
+    with open_profile(path) as prof:
+        ref = ranks_table(prof)
+    return fast, ref, meta["tables"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_the_ranks_table_from_memory_equals_the_sql(tmp_path: Path, shared_data: Path, name: str) -> None:
+    fast, ref, _ = _ranks_both(shared_data / "kineto" / name, tmp_path / "p.aiprof")
+    assert fast.schema == ref.schema
+    assert fast.to_pylist() == ref.to_pylist()
+    assert ref.column("first_ns")[0].as_py() is not None
+
+
+def _with_allocations(doc: dict[str, Any]) -> None:
+    """Kineto allocator records (``[memory]`` instants) on the CPU and on device 0, the
+    first one before every other event."""
+    ts = [e["ts"] for e in doc["traceEvents"] if isinstance(e.get("ts"), int | float)]
+    pid = next(e["pid"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    for i, (dev_type, dev) in enumerate([(1, 0), (1, 0), (0, -1), (1, 0)]):
+        doc["traceEvents"].append(
+            {
+                "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": pid, "tid": pid,
+                "ts": min(ts) - 50 + i * 1000,
+                "args": {"Device Type": dev_type, "Device Id": dev, "Addr": 1 << 40, "Bytes": 4096 * (i + 1),
+                         "Total Allocated": 4096 * (i + 1), "Total Reserved": 1 << 20},
+            }
+        )  # fmt: skip
+
+
+def test_the_ranks_table_from_memory_counts_allocator_records(tmp_path: Path, shared_data: Path) -> None:
+    """Allocator records: their times widen the span and they count as the device's
+    records, as in the SQL."""
+    trace = _rewrite(shared_data / "kineto" / REAL[0], tmp_path / "mem.json.gz", _with_allocations)
+    fast, ref, tables = _ranks_both(trace, tmp_path / "p.aiprof")
+    assert tables.get("memory", 0) == 4
+    assert fast.to_pylist() == ref.to_pylist()
+    plain, _, _ = _ranks_both(shared_data / "kineto" / REAL[0], tmp_path / "plain.aiprof")
+    assert fast.column("first_ns")[0].as_py() < plain.column("first_ns")[0].as_py()
+    used = {(d["type"], d["index"]): d["records"] for d in json.loads(fast.column("devices_used")[0].as_py())}
+    was = {(d["type"], d["index"]): d["records"] for d in json.loads(plain.column("devices_used")[0].as_py())}
+    assert used[("cuda", 0)] == was[("cuda", 0)] + 3
+
+
+def test_tables_too_big_to_keep_are_read_back(tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the writer's bound the other tables are not kept: ranks_of declines, and the
+    rank task reads the profile back for the ranks table (the same table)."""
+    import aiprof.store.writer as writer
+    from aiprof.cluster.job import RankFile
+    from aiprof.cluster.parallel import _import_into
+    from aiprof.cluster.summary_mem import SPAN_TABLES, ranks_of
+
+    trace = _rewrite(shared_data / "kineto" / REAL[0], tmp_path / "mem.json.gz", _with_allocations)
+    monkeypatch.setattr(writer, "KEPT_TABLE_BYTES", 1)
+    path, ctx = import_paths([trace], tmp_path / "p.aiprof", keep_events=True)
+    assert ctx.writer.kept_table("memory") is None and ctx.writer.kept_events is not None
+    meta = json.loads((path / "profile.json").read_text())
+    e = rank_events(ctx.writer.kept_events, meta)
+    with pytest.raises(Unsure):
+        ranks_of(e, {n: ctx.writer.kept_table(n) for n in SPAN_TABLES}, path, meta)
+    got = _import_into(RankFile(trace, 0, "distributedInfo", None), tmp_path / "task" / "rank0.aiprof", None, None)
+    monkeypatch.setattr(writer, "KEPT_TABLE_BYTES", 64 << 20)
+    _, ref, _ = _ranks_both(trace, tmp_path / "ref.aiprof")
+    assert got["tables"]["ranks"].drop_columns(["source"]).to_pylist() == ref.drop_columns(["source"]).to_pylist()
+
+
+def test_a_plain_rank_is_never_read_back(tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a rank the in-memory paths answer, the task does not open the profile it wrote
+    (each path's fault would otherwise hide behind the SQL that answers for it)."""
+    import aiprof.store as store
+    from aiprof.cluster.job import RankFile
+    from aiprof.cluster.parallel import _import_into
+
+    def refused(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the profile was read back")
+
+    monkeypatch.setattr(store, "open_profile", refused)
+    for name in REAL[:2]:
+        got = _import_into(RankFile(shared_data / "kineto" / name, 0, "order", None), tmp_path / name, None, None)
+        assert set(got["tables"]) == {"steps", "collectives", "ranks"}
+        assert got["tables"]["collectives"].num_rows > 0

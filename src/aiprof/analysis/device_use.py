@@ -29,7 +29,13 @@ def devices_used(profile: Profile) -> list[dict[str, Any]]:
         ) GROUP BY ALL ORDER BY ALL
         """
     ).to_pylist()
-    props = {(d.get("rank"), d.get("type"), d.get("index")): d for d in profile.devices}
+    return device_records(rows, profile.devices)
+
+
+def device_records(rows: list[dict[str, Any]], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`devices_used`'s records from its counts (rank, device_type, device,
+    records; sorted) and the profile's device properties."""
+    props = {(d.get("rank"), d.get("type"), d.get("index")): d for d in devices}
     out = []
     for r in rows:
         p = props.get((r["rank"], r["device_type"], r["device"])) or props.get(

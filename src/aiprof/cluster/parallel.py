@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     from .derived_mem import derive_rank
     from .job import job_facts
     from .summary import ranks_table, summarize
-    from .summary_mem import Unsure, rank_events, summarize_rank
+    from .summary_mem import SPAN_TABLES, Unsure, rank_events, ranks_of, summarize_rank
 
     path, ctx = import_paths([rf.path], target, forced=forced, rank=rf.rank, keep_events=True)
     meta_file = path / "profile.json"
@@ -90,39 +91,44 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
     if warning:
         meta["warnings"].append(warning)
     meta_file.write_text(json.dumps(meta, indent=1))
-    # The events just written, still in memory, answer the steps and collectives and the
-    # derived tables without reading the profile back; where they cannot answer exactly
+    # The tables just written, still in memory, answer the summaries and the derived
+    # tables without reading the profile back; where they cannot answer exactly
     # (summary_mem.py, derived_mem.py), the SQL over the profile does.
     events, ctx.writer.kept_events = ctx.writer.kept_events, None
-    fast, derived = None, None
+    other = {n: ctx.writer.kept_table(n) for n in SPAN_TABLES}
+    fast, ranks, derived = None, None, None
     try:
         e = rank_events(events, meta) if events is not None else None
     except Unsure:
         e = None
     del events
     if e is not None:
-        try:
+        with suppress(Unsure):
             fast = summarize_rank(e, meta)
-        except Unsure:
-            pass
+        with suppress(Unsure):
+            ranks = ranks_of(e, other, path, meta)
         # Every rank of a job keeps its derived tables (store/derived.py), whatever its
         # size: the job's overview and steps views then read 1,000 ranks' totals, not
         # their events (a small profile alone skips them: its views are fast anyway).
-        try:
+        # Unsure, or a fault of the fast path: the SQL (the rule) answers instead.
+        with suppress(Exception):
             derived = derive_rank(e)
-        except Exception:
-            derived = None
         del e
-    with open_profile(path) as prof:
-        prof.con.execute("SET threads TO 1")
-        tables = summarize(prof) if fast is None else {**fast, "ranks": ranks_table(prof)}
-        if derived is None and not has_derived(path, meta):
-            derived = derived_tables(prof, meta)
-        if derived is not None:
-            write_derived(path, meta, derived)
-            write_meta(path, meta)
-        elif not has_derived(path, meta):
-            write_meta(path, meta)  # the warning that says why not
+    del other
+    kept = has_derived(path, meta)
+    if fast is not None and ranks is not None and (derived is not None or kept):
+        tables = {**fast, "ranks": ranks}
+    else:
+        with open_profile(path) as prof:
+            prof.con.execute("SET threads TO 1")
+            tables = summarize(prof) if fast is None else {**fast, "ranks": ranks_table(prof)}
+            if derived is None and not kept:
+                derived = derived_tables(prof, meta)
+    if derived is not None:
+        write_derived(path, meta, derived)
+        write_meta(path, meta)
+    elif not kept:
+        write_meta(path, meta)  # the warning that says why not
     return {
         "rank": rf.rank,
         "tables": tables,

@@ -95,6 +95,81 @@ def summarize_rank(e: RankEvents, meta: dict[str, Any]) -> dict[str, pa.Table]:
     }
 
 
+#: The tables besides events whose times count in a rank's span (store/spans.py).
+SPAN_TABLES = ("samples", "counters", "memory")
+
+
+def ranks_of(e: RankEvents, other: dict[str, pa.Table | None], path: Path, meta: dict[str, Any]) -> pa.Table:
+    """:func:`.summary.ranks_table` of the one-rank profile at ``path`` from its events
+    and its ``samples``, ``counters`` and ``memory`` tables in memory (:class:`Unsure`
+    where one of them was not kept, or holds a null rank)."""
+    from ..analysis.device_use import device_records
+    from ..store.schema import DEVICE_KINDS
+    from .summary import _ranks
+
+    tables = {}
+    for name in SPAN_TABLES:
+        t = other.get(name)
+        if t is None or t.column("rank").null_count:
+            raise Unsure
+        tables[name] = t
+    args = e.t.column("args")
+    flow = e.kind_in("other") & (e.dur == 0) & pc.starts_with(args, '{"ph":').fill_null(False).to_numpy()
+    drawn = ~flow
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    if drawn.any():
+        lo[e.rank] = int(e.ts[drawn].min())
+        hi[e.rank] = int((e.ts[drawn] + np.maximum(e.dur[drawn], 0)).max())
+    counts: dict[tuple[int, str, int], int] = {}
+    device, device_ok = e.ints("device")
+    dev = ~e.cpu & e.kind_in(*sorted(DEVICE_KINDS)) & device_ok & (device >= 0)
+    types = e.t.column("device_type")
+    _count(counts, np.full(int(dev.sum()), e.rank), types.filter(pa.array(dev)), pa.array(device[dev]))
+    for name, t in tables.items():
+        ts = t.column("ts")
+        for r, a, z in _min_max_by(t.column("rank"), ts):
+            if a is not None and z is not None:
+                lo[r], hi[r] = min(lo.get(r, a), a), max(hi.get(r, z), z)
+        if name == "samples":
+            continue
+        d = t.column("device")
+        keep = pc.and_(pc.and_(pc.not_equal(t.column("device_type"), "cpu"), pc.is_valid(d)), pc.greater_equal(d, 0))
+        keep = keep.fill_null(False)
+        _count(
+            counts,
+            t.column("rank").filter(keep).to_numpy(),
+            t.column("device_type").filter(keep),
+            pa.array(d.filter(keep).to_numpy(), type=pa.int64()),
+        )
+    rows = [
+        {"rank": r, "device_type": dt, "device": dv, "records": n} for (r, dt, dv), n in sorted(counts.items())
+    ]
+    used: dict[int, list[dict[str, Any]]] = {}
+    for d in device_records(rows, list(meta.get("devices", []))):
+        used.setdefault(int(d["rank"]), []).append(d)
+    spans = {r: (lo[r], hi[r]) for r in lo}
+    return _ranks([path], [meta], spans, used, int(meta.get("time_origin_ns", 0)))
+
+
+def _count(counts: dict[tuple[int, str, int], int], ranks: Any, types: Any, devices: Any) -> None:
+    """Add the rows per (rank, device type, device) to ``counts``."""
+    t = pa.table({"rank": pa.array(np.asarray(ranks, dtype=np.int64)), "type": types, "device": devices})
+    if t.num_rows == 0:
+        return
+    g = t.group_by(["rank", "type", "device"]).aggregate([([], "count_all")])
+    for r, dt, dv, n in zip(*(g.column(c).to_pylist() for c in ("rank", "type", "device", "count_all")), strict=True):
+        counts[(r, dt, dv)] = counts.get((r, dt, dv), 0) + n
+
+
+def _min_max_by(ranks: pa.ChunkedArray, ts: pa.ChunkedArray) -> list[tuple[int, int | None, int | None]]:
+    """Per rank, min(ts) and max(ts) (None where every ts is null)."""
+    if len(ranks) == 0:
+        return []
+    g = pa.table({"rank": ranks, "ts": ts}).group_by("rank").aggregate([("ts", "min"), ("ts", "max")])
+    return list(zip(g.column("rank").to_pylist(), g.column("ts_min").to_pylist(), g.column("ts_max").to_pylist()))
+
+
 class RankEvents:
     """The columns of one rank's events the summaries read, as numpy arrays."""
 

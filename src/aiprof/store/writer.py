@@ -34,6 +34,9 @@ META_FILE = "profile.json"
 #: Events are held back until commit (steps are only known once all are seen); past
 #: this many bytes of Arrow data they spill to a temporary Parquet file.
 SPOOL_BYTES = 64 << 20
+#: With ``keep_events``, the other tables are kept too (``kept_table``) while all of
+#: them together hold no more than this many bytes of Arrow data.
+KEPT_TABLE_BYTES = 64 << 20
 
 _KINDS = frozenset(KINDS)
 _DEVICE_TYPES = frozenset(DEVICE_TYPES)
@@ -111,6 +114,8 @@ class ProfileWriter:
         """With ``keep_events``: after commit, the events table exactly as written to
         events.parquet (steps assigned), when it stayed in memory (not spilled past
         ``SPOOL_BYTES``); else None. What a caller summarises without reading it back."""
+        self._kept: dict[str, list[pa.RecordBatch | pa.Table]] | None = {} if keep_events else None
+        self._kept_bytes = 0
 
     # -- tables -------------------------------------------------------------------
 
@@ -180,6 +185,22 @@ class ProfileWriter:
         else:
             w.write_table(batch)
         self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+        if self._kept is not None and table != "events":
+            self._kept_bytes += batch.nbytes
+            if self._kept_bytes > KEPT_TABLE_BYTES:
+                self._kept = None  # too big to keep: its callers read the files
+            else:
+                self._kept.setdefault(table, []).append(batch)
+
+    def kept_table(self, table: str) -> pa.Table | None:
+        """With ``keep_events``, a table other than events as its rows were appended (an
+        empty table where none were; memory's ``allocated``, which the commit may fill,
+        as appended), or None where the tables written outgrew ``KEPT_TABLE_BYTES``."""
+        if self._kept is None:
+            return None
+        parts = self._kept.get(table, [])
+        batches = [b for p in parts for b in (p.to_batches() if isinstance(p, pa.Table) else [p])]
+        return pa.Table.from_batches(batches, schema=SCHEMAS[table])
 
     def _spool_events(self, batch: pa.RecordBatch | pa.Table) -> None:
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
