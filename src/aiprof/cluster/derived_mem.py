@@ -18,6 +18,7 @@ tables on generated ranks and on the real traces of ../shared/data.
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,13 @@ from ..analysis.idle import KERNEL_WAIT_NS
 from ..analysis.overview import Unions, breakdown_of, device_of
 from ..analysis.tensor_cores import uses_tensor_cores
 from ..store.vocabulary import COMM_RANGE_SQL_RE
-from .summary_mem import RankEvents, Unsure
+from .summary_mem import _INT64, RankEvents, Unsure
 
 #: The overview's categories in its priority order (overview._CATEGORY_SQL).
 _IDLE_KINDS = ("kernel", "collective", "memcpy", "memset")
 _OCC = "est. achieved occupancy %"
 _DECIMAL_SCALE = 12  # the SQL's DECIMAL(38, 12)
+_INT64_MIN = _INT64[0]
 
 
 def derive_rank(e: RankEvents) -> dict[str, pa.Table]:
@@ -208,10 +210,15 @@ def _kernel_args(texts: pa.Array) -> dict[str, Any]:
             k: (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)) for k in ("regs", "smem", "occ")
         }
     texts = pc.fill_null(texts, "{}")
-    for word in ("null", "NaN", "Infinity"):  # DuckDB's reading of these is its own
-        if pc.any(pc.match_substring(texts, word)).as_py():
-            raise Unsure
-    raw = pa.py_buffer(b"\n".join(t.encode() for t in texts.to_pylist()))
+    if pc.any(pc.match_substring_regex(texts, "null|NaN|Infinity")).as_py():
+        raise Unsure  # DuckDB's reading of these is its own
+    # One text per line: the strings' data, each with a newline after it.
+    lines = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")
+    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
+    offsets = np.frombuffer(
+        lines.buffers()[1], dtype=width, count=len(lines) + 1, offset=lines.offset * width(0).nbytes
+    )
+    raw = lines.buffers()[2][int(offsets[0]) : int(offsets[-1])]
     try:
         obj = pj.read_json(
             pa.BufferReader(raw),
@@ -269,23 +276,44 @@ def _shapes(obj: pa.Table, field: str, n: int) -> list[str | None]:
     return shapes
 
 
-def _joined(values: np.ndarray) -> str | None:
-    """string_agg(DISTINCT v::VARCHAR, ',' ORDER BY v::VARCHAR)."""
-    texts = sorted({str(v) for v in values.tolist()})
-    return ",".join(texts) if texts else None
+def _joined(groups: np.ndarray, values: np.ndarray, n: int) -> list[str | None]:
+    """Per group 0..n-1, string_agg(DISTINCT v::VARCHAR, ',' ORDER BY v::VARCHAR) of its
+    ``values``."""
+    texts: list[set[str]] = [set() for _ in range(n)]
+    if len(groups):
+        for g, v in np.unique(np.stack([groups, values]), axis=1).T.tolist():
+            texts[g].add(str(v))
+    return [",".join(sorted(t)) if t else None for t in texts]
 
 
-def _max(values: np.ndarray, ok: np.ndarray) -> int | None:
-    return int(values[ok].max()) if ok.any() else None
+def _max_by(starts: np.ndarray, values: np.ndarray, ok: np.ndarray) -> list[int | None]:
+    """Per group (from ``starts``), the largest of its valid values (None: none)."""
+    if not len(starts):
+        return []
+    top = np.maximum.reduceat(np.where(ok, values, _INT64_MIN), starts)
+    any_ok = np.logical_or.reduceat(ok, starts)
+    return [int(v) if k else None for v, k in zip(top.tolist(), any_ok.tolist(), strict=True)]
 
 
-def _most_common(shapes: list[str | None]) -> str | None:
-    """first(shape ORDER BY n DESC, shape) over the shapes that are not null."""
-    counts: dict[str, int] = {}
-    for s in shapes:
-        if s is not None:
-            counts[s] = counts.get(s, 0) + 1
-    return min(counts, key=lambda s: (-counts[s], s)) if counts else None
+def _most_common(groups: np.ndarray, shapes: list[str | None], n: int) -> list[str | None]:
+    """Per group 0..n-1, first(shape ORDER BY n DESC, shape) over its shapes that are
+    not null."""
+    counts: dict[tuple[int, str], int] = {}
+    for g, sh in zip(groups.tolist(), shapes, strict=True):
+        if sh is not None:
+            counts[(g, sh)] = counts.get((g, sh), 0) + 1
+    best: list[tuple[int, str] | None] = [None] * n
+    for (g, sh), c in counts.items():
+        b = best[g]
+        if b is None or (-c, sh) < b:
+            best[g] = (-c, sh)
+    return [b[1] if b is not None else None for b in best]
+
+
+@lru_cache(maxsize=1 << 16)
+def _tensor_core(name: str) -> bool:
+    """tensor_cores.uses_tensor_cores, once per name (the ranks of a job share them)."""
+    return uses_tensor_cores(name)
 
 
 def _kernels(e: RankEvents) -> pa.Table:
@@ -300,52 +328,50 @@ def _kernels(e: RankEvents) -> pa.Table:
     dur = e.dur[rows]
     order = np.lexsort((dur, code))
     code, dur, rows = code[order], dur[order], rows[order]
-    collective = e.kind_in("collective")[rows]
+    args = _kernel_args(e.t.column("args").take(pa.array(rows, type=pa.int64())).combine_chunks())
+    if not len(rows):
+        return _KERNEL_SCHEMA.empty_table()
+    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
+    ends = np.append(starts[1:], len(code))
+    group = np.cumsum(np.concatenate([[0], code[1:] != code[:-1]])).astype(np.int64)  # 0..groups-1
+    k = len(starts)
+    n = ends - starts
+    sums = np.add.reduceat(dur, starts)
+    total = int(dur.sum())
+    lo, mid = dur[starts + (n - 1) // 2].astype(np.float64), dur[starts + n // 2].astype(np.float64)
+    median = np.where(n % 2 == 1, lo, lo + (mid - lo) * 0.5)  # quantile_cont's interpolation
+    occ, occ_ok = args["occ"]
+    den = np.add.reduceat(np.where(occ_ok, dur, 0), starts)
+    # DECIMAL(38, 12) products: exact in Python integers (past int64 for long kernels).
+    num = np.add.reduceat(np.where(occ_ok, dur.astype(object) * np.asarray(occ, dtype=object), 0), starts)
+    any_occ = np.logical_or.reduceat(occ_ok, starts)
+    occ_pct = [
+        float(Decimal(int(x)).scaleb(-_DECIMAL_SCALE)) / int(d) if ok and d else None
+        for x, d, ok in zip(num.tolist(), den.tolist(), any_occ.tolist(), strict=True)
+    ]
     device, device_ok = e.ints("device")
     tid = e.ints("tid")[0]
-    args = _kernel_args(e.t.column("args").take(pa.array(rows, type=pa.int64())).combine_chunks())
-    grid, block = args["grid"], args["block"]
-    regs, regs_ok = args["regs"]
-    smem, smem_ok = args["smem"]
-    occ, occ_ok = args["occ"]
-    total = int(dur.sum())
-    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]])) if len(code) else np.zeros(0, np.int64)
-    ends = [*starts[1:].tolist(), len(code)][: len(starts)]
-    dictionary = enc.dictionary.to_pylist()
-    out: list[dict[str, Any]] = []
-    for a, z in zip(starts.tolist(), ends, strict=True):
-        name = dictionary[int(code[a])]
-        d = dur[a:z]
-        n, s = z - a, int(d.sum())
-        mid = (n - 1) // 2
-        median = float(d[mid]) if n % 2 else float(d[mid]) + (float(d[mid + 1]) - float(d[mid])) * 0.5
-        r = rows[a:z]  # the events; a:z, their places in the args
-        occ_pct = None
-        has = np.flatnonzero(occ_ok[a:z])
-        den = int(d[has].sum())
-        if len(has) and den:
-            num = sum(int(d[i]) * int(occ[a + i]) for i in has.tolist())
-            occ_pct = float(Decimal(num).scaleb(-_DECIMAL_SCALE)) / den
-        out.append(
-            {
-                "name": name,
-                "kind": "collective" if collective[a:z].any() else "kernel",
-                "tensor_core": uses_tensor_cores(name),
-                "count": n,
-                "total_us": s / 1000.0,
-                "mean_us": s / n / 1000.0,
-                "median_us": median / 1000.0,
-                "min_us": float(d[0]) / 1000.0,
-                "max_us": float(d[-1]) / 1000.0,
-                "pct": 100.0 * s / total if total else None,
-                "grid": _most_common(grid[a:z]),
-                "block": _most_common(block[a:z]),
-                "registers_per_thread": _max(regs[a:z], regs_ok[a:z]),
-                "shared_memory_bytes": _max(smem[a:z], smem_ok[a:z]),
-                "occupancy_pct": occ_pct,
-                "devices": _joined(device[r][device_ok[r]]),
-                "streams": _joined(tid[r]),
-                "ranks": str(e.rank),
-            }
-        )
-    return pa.Table.from_pylist(out, schema=_KERNEL_SCHEMA)
+    dv = device_ok[rows]
+    group_names = [enc.dictionary[int(c)].as_py() for c in code[starts].tolist()]
+    s_f = sums.astype(np.float64)
+    cols: dict[str, Any] = {
+        "name": group_names,
+        "kind": np.where(np.logical_or.reduceat(e.kind_in("collective")[rows], starts), "collective", "kernel"),
+        "tensor_core": [_tensor_core(x) for x in group_names],
+        "count": n,
+        "total_us": s_f / 1000.0,
+        "mean_us": s_f / n / 1000.0,
+        "median_us": median / 1000.0,
+        "min_us": dur[starts].astype(np.float64) / 1000.0,
+        "max_us": dur[ends - 1].astype(np.float64) / 1000.0,
+        "pct": (100.0 * s_f / total) if total else [None] * k,
+        "grid": _most_common(group, args["grid"], k),
+        "block": _most_common(group, args["block"], k),
+        "registers_per_thread": _max_by(starts, *args["regs"]),
+        "shared_memory_bytes": _max_by(starts, *args["smem"]),
+        "occupancy_pct": occ_pct,
+        "devices": _joined(group[dv], device[rows][dv], k),
+        "streams": _joined(group, tid[rows], k),
+        "ranks": [str(e.rank)] * k,
+    }
+    return pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in _KERNEL_SCHEMA}, schema=_KERNEL_SCHEMA)

@@ -142,9 +142,7 @@ def ranks_of(e: RankEvents, other: dict[str, pa.Table | None], path: Path, meta:
             t.column("device_type").filter(keep),
             pa.array(d.filter(keep).to_numpy(), type=pa.int64()),
         )
-    rows = [
-        {"rank": r, "device_type": dt, "device": dv, "records": n} for (r, dt, dv), n in sorted(counts.items())
-    ]
+    rows = [{"rank": r, "device_type": dt, "device": dv, "records": n} for (r, dt, dv), n in sorted(counts.items())]
     used: dict[int, list[dict[str, Any]]] = {}
     for d in device_records(rows, list(meta.get("devices", []))):
         used.setdefault(int(d["rank"]), []).append(d)
