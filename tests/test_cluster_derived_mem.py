@@ -198,7 +198,9 @@ def test_the_ranks_table_from_memory_counts_allocator_records(tmp_path: Path, sh
     assert used[("cuda", 0)] == was[("cuda", 0)] + 3
 
 
-def test_tables_too_big_to_keep_are_read_back(tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tables_too_big_to_keep_are_read_back(
+    tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Past the writer's bound the other tables are not kept: ranks_of declines, and the
     rank task reads the profile back for the ranks table (the same table)."""
     import aiprof.store.writer as writer

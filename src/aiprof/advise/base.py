@@ -133,14 +133,14 @@ class Context:
     """What a rule may read: analyser views (cached) and the profile's metadata."""
 
     def __init__(self, profile: Profile) -> None:
-        from ..analysis.operators import BIG_PROFILE_HOST_SPANS, host_spans
+        from ..analysis.operators import big_profile
 
         self.profile = profile
         self._cache: dict[str, Any] = {}
         # A big profile's views are computed one at a time: each view's per-event
         # intermediates go once its rows are kept (a view that needs one again computes
         # it again), so the memory is the biggest view's, not every view's at once.
-        self._one_at_a_time = host_spans(profile.metas) > BIG_PROFILE_HOST_SPANS
+        self._one_at_a_time = big_profile(profile.metas) is not None
 
     def table(self, view: str, **params: Any) -> pa.Table | None:
         """All rows of ``view`` as an Arrow table (None when the view is missing or

@@ -26,6 +26,23 @@ _TIME_COLS = ("host_total_us", "host_self_us", "host_mean_us", "device_self_us",
 #: bench/huge_import.py's 10 GiB trace). The report leaves out what nests them, and the
 #: advice drops each view's per-event intermediates once it has its rows.
 BIG_PROFILE_HOST_SPANS = 7_000_000
+#: The environment variable that sets another bound (a machine with more memory, or a
+#: test of the big-profile paths on a small one).
+ENV_BIG_PROFILE = "AIPROF_BIG_PROFILE_SPANS"
+
+
+def big_profile(metas: list[dict[str, Any]]) -> int | None:
+    """The profiles' host spans (:func:`host_spans`) where they are past the bound
+    (BIG_PROFILE_HOST_SPANS, or the ``AIPROF_BIG_PROFILE_SPANS`` environment variable):
+    there the operators view and the advice, which reads it, take minutes and GiBs, and
+    the report, the HTML report and the web UI leave them to be asked for. None for a
+    profile below it."""
+    import os
+
+    raw = os.environ.get(ENV_BIG_PROFILE, "").strip()
+    bound = int(raw) if raw.isdigit() else BIG_PROFILE_HOST_SPANS
+    n = host_spans(metas)
+    return n if n > bound else None
 
 
 def host_spans(metas: list[dict[str, Any]]) -> int:

@@ -207,8 +207,8 @@ def compute_items(prof: Profile) -> list[Item]:
 
     # On a big profile the operators view (and the advice, which reads it and the other
     # event views) takes minutes and GiBs: the report says so and moves on.
-    spans = operators.host_spans(metas)
-    big = spans > operators.BIG_PROFILE_HOST_SPANS
+    spans = operators.big_profile(metas)
+    big = spans is not None
     if big:
         items.append(
             _line(

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import Query, run, views
+from ..analysis.operators import big_profile
 from ..errors import AiprofError
 from ..store import Profile
 from ..web.assets import read_asset
 from ..web.jsonio import dumps
-from ..web.routes import advice_for, describe
+from ..web.routes import advice_deferred, advice_for, describe
 from ..web.series import SeriesQuery
 from ..web.timeline import MAX_ITEMS, Timeline, Window
 
@@ -69,8 +70,19 @@ def report_data(profile: Profile) -> dict[str, Any]:
     data[f"{base}/memory/series"] = SeriesQuery(profile, threading.RLock()).memory(span)
     data[f"{base}/views/allocations"] = _allocations(profile)
     known = views()
+    spans = big_profile(profile.metas)
     for view, limit in REPORT_VIEWS.items():
         if view not in known:
+            continue
+        if view == "operators" and spans is not None:
+            data[f"{base}/views/{view}"] = {
+                "view": view,
+                "columns": [],
+                "rows": [],
+                "total": 0,
+                "error": f"left out of the report on a profile this size ({spans:,} host spans): "
+                "aiprof report PROFILE --view operators computes them (minutes)",
+            }
             continue
         try:
             res = run(profile, view, Query(limit=limit))
@@ -80,6 +92,10 @@ def report_data(profile: Profile) -> dict[str, Any]:
         out = res.to_json()
         out["query"] = res.query.to_json()
         data[f"{base}/views/{view}"] = out
+    later = advice_deferred(profile, "aiprof advise PROFILE computes it")  # no server here to ask
+    if later is not None:
+        data[f"{base}/advice"] = later
+        return data
     try:
         data[f"{base}/advice"] = advice_for(profile)
     except Exception as e:

@@ -14,8 +14,9 @@ Kept answers belong to the profile's entry (:class:`.library.Entry`): an answer 
 sent only while the library still serves that very entry under that id (a profile
 that left the folder, or a new one under the same name, is never answered from
 another's bytes), and the oldest-used are dropped past ``MAX_BYTES`` in all.
-Only the GET read routes of :data:`READ` are kept; the profile list, ``/compare``,
-SQL queries and downloads are computed each time.
+Only the GET read routes of :data:`READ` are kept, and of those not an answer sent
+with ``Cache-Control: no-store`` (a big profile's advice before it is computed); the
+profile list, ``/compare``, SQL queries and downloads are computed each time.
 """
 
 from __future__ import annotations
@@ -135,8 +136,11 @@ class AnswerCache:
 
     def _keep(self, key: bytes, pid: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         entry = self.library.current(pid)
-        if entry is None or entry.error is not None or any(k.lower() == b"set-cookie" for k, _ in headers):
+        if entry is None or entry.error is not None:
             return
+        for k, v in headers:
+            if k.lower() == b"set-cookie" or (k.lower() == b"cache-control" and b"no-store" in v.lower()):
+                return  # a cookie, or an answer that will change (a big profile's advice before it is computed)
         with self._lock:
             self._drop(key)
             self._answers[key] = Answer(entry, headers, body)

@@ -352,6 +352,8 @@ class AdviceResponse(Model):
     available: bool
     advice: list[AdviceItem]
     reason: str | None = None
+    deferred: bool = False
+    """A big profile's advice, not computed yet: ask again with ``compute=true``."""
     total_us: float | None = None
     causes: dict[str, float] | None = None
     gain_sum_pct: float | None = None

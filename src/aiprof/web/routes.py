@@ -119,6 +119,28 @@ def advice_for(profile: Profile) -> dict[str, Any]:
     return {"available": True, **advise_json(profile)}
 
 
+#: Where a big profile's advice is computed, as the web UI's answer says it.
+ON_REQUEST = "the Advice page computes it when asked (or aiprof advise PROFILE)"
+
+
+def advice_deferred(profile: Profile, on_request: str = ON_REQUEST) -> dict[str, Any] | None:
+    """On a big profile (analysis.operators.big_profile), the answer that says the
+    advice is left to be asked for (it takes minutes and GiBs there), and where:
+    ``on_request``; None otherwise."""
+    from ..analysis.operators import big_profile
+
+    spans = big_profile(profile.metas)
+    if spans is None:
+        return None
+    return {
+        "available": False,
+        "deferred": on_request == ON_REQUEST,
+        "advice": [],
+        "reason": f"on a profile this size ({spans:,} host spans) the advice takes minutes and GiBs "
+        f"to compute: {on_request}",
+    }
+
+
 def _param_values(request: Request) -> dict[str, Any]:
     """``param.NAME=V`` query parameters (an analyser's own parameters)."""
     qp = request.query_params
@@ -418,9 +440,19 @@ def build_router(lib: Library) -> APIRouter:
                 out["views"][name] = {**res.to_json(), "query": res.query.to_json(), "profile": e.id}
         return json_response(out)
 
-    @r.get("/profiles/{pid}/advice", response_model=m.AdviceResponse, summary="Optimization advice")
-    def advice(pid: Pid) -> Response:
-        return json_response(entry(pid).once("advice", advice_for))
+    @r.get(
+        "/profiles/{pid}/advice",
+        response_model=m.AdviceResponse,
+        summary="Optimization advice (on a big profile, computed when asked with compute=true)",
+    )
+    def advice(pid: Pid, compute: Annotated[bool, Query()] = False) -> Response:
+        e = entry(pid)
+        if not compute and "advice" not in e.answers:
+            assert e.profile is not None
+            later = advice_deferred(e.profile)
+            if later is not None:  # not kept (answers.py): once computed, the advice is the answer
+                return json_response(later, headers={"Cache-Control": "no-store"})
+        return json_response(e.once("advice", advice_for))
 
     @r.get(
         "/compare",

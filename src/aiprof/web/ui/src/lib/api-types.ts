@@ -79,7 +79,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Optimization advice */
+        /** Optimization advice (on a big profile, computed when asked with compute=true) */
         get: operations["advice_api_v1_profiles__pid__advice_get"];
         put?: never;
         post?: never;
@@ -447,6 +447,11 @@ export interface components {
             causes?: {
                 [key: string]: number;
             } | null;
+            /**
+             * Deferred
+             * @default false
+             */
+            deferred: boolean;
             /** Gain Sum Pct */
             gain_sum_pct?: number | null;
             /** Reason */
@@ -1690,7 +1695,9 @@ export interface operations {
     };
     advice_api_v1_profiles__pid__advice_get: {
         parameters: {
-            query?: never;
+            query?: {
+                compute?: boolean;
+            };
             header?: never;
             path: {
                 /** @description profile id (from /profiles) */

@@ -21,6 +21,23 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
     box.append(h("p", { class: "error" }, "Advice unavailable: " + (e as Error).message));
     return box;
   }
+  if (!a.available && a.deferred && !EMBED) {
+    // A big profile: the advice takes minutes and GiBs, computed when the user asks.
+    box.append(h("p", { class: "muted", id: "advice-deferred" }, "Not computed yet: " + (a.reason || "") + "."));
+    const go = h("button", { id: "advice-compute", type: "button" }, "Compute the advice") as HTMLButtonElement;
+    go.addEventListener("click", async () => {
+      go.disabled = true;
+      go.textContent = "Computing the advice (minutes on a profile this size)…";
+      try {
+        await api<AdviceResponse>(profilePath(pid(), "/advice"), { compute: "true" });
+        box.replaceWith(await adviceList(n));
+      } catch (e) {
+        go.replaceWith(h("p", { class: "error" }, "Advice unavailable: " + (e as Error).message));
+      }
+    });
+    box.append(go);
+    return box;
+  }
   if (!a.available) {
     box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
     return box;

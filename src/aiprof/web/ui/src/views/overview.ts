@@ -147,7 +147,10 @@ async function topAdvice(box: HTMLElement, answer: Promise<AdviceResponse>): Pro
   const link = (label: string) => h("a", { href: formatHash({ pid: pid(), page: "advice" }), class: "advice-link" }, label);
   try {
     const a = await answer;
-    if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
+    if (!a.available && a.deferred && !EMBED) {
+      box.append(h("p", { class: "muted" }, "Not computed yet: " + (a.reason || "") + "."));
+      box.append(link("Compute it on the Advice page →"));
+    } else if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
     else if (!a.advice.length) box.append(h("p", { class: "muted" }, "No advice: nothing stands out in this profile."));
     for (const raw of a.advice.slice(0, TOP_ADVICE)) {
       const item = raw as Record<string, unknown>;

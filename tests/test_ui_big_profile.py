@@ -1,0 +1,122 @@
+"""A big profile's advice and operators in the web UI and the HTML report (issue 18):
+past analysis.operators.big_profile's bound they take minutes and GiBs, so the overview
+and the Advice page say so and compute the advice when the user asks (a real ``aiprof
+serve`` and Chromium), and the HTML report leaves both out saying why. The bound is
+lowered here with ``AIPROF_BIG_PROFILE_SPANS`` on a real rank of 3,606 host spans."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ui_support import checked_page, open_view
+
+RANK = "kineto/sampled-128-ranks/sampled_rank-0.json.gz"
+PID = "api"
+PID_UI = "ui"  # the same profile, its advice first asked for by the pages
+
+
+@pytest.fixture(scope="module")
+def served(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("big")
+    r = subprocess.run(
+        [sys.executable, "-m", "aiprof", "import", str(shared_data / RANK), "-o", str(root / "api" / "rank0.aiprof")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    # Two folders: one rank-0 profile each (two in one folder would be the ranks of a job).
+    shutil.copytree(root / "api", root / "ui")
+    with pytest.MonkeyPatch.context() as mp:  # the server (the base fixture) starts with it
+        mp.setenv("AIPROF_BIG_PROFILE_SPANS", "1000")
+        yield root
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:
+    with checked_page(browser, base) as pg:
+        yield pg
+
+
+def _cli_advice(path: Path) -> dict[str, Any]:
+    r = subprocess.run(
+        [sys.executable, "-m", "aiprof", "advise", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    doc: dict[str, Any] = json.loads(r.stdout)
+    return doc
+
+
+def test_the_api_defers_a_big_profiles_advice_until_asked(base: str, served: Path) -> None:
+    ids = [p["id"] for p in httpx.get(f"{base}api/v1/profiles", timeout=60).json()["profiles"]]
+    assert sorted(ids) == sorted([PID, PID_UI])
+    url = f"{base}api/v1/profiles/{PID}/advice"
+    first = httpx.get(url, timeout=60)
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-store"
+    doc = first.json()
+    assert doc["available"] is False and doc["deferred"] is True and doc["advice"] == []
+    assert "(3,606 host spans)" in doc["reason"] and "Advice page" in doc["reason"]
+    # Not kept: asked again, it is computed again (still deferred), not sent from kept bytes.
+    again = httpx.get(url, timeout=60)
+    assert again.json() == doc and "x-aiprof-answer" not in again.headers
+    computed = httpx.get(url, params={"compute": "true"}, timeout=600).json()
+    cli = _cli_advice(served / "api" / "rank0.aiprof")
+    assert computed.pop("available") is True and "deferred" not in computed
+    assert computed == cli and cli["advice"]
+    # Once computed, the plain address answers it.
+    after = httpx.get(url, timeout=60).json()
+    assert after["available"] is True and len(after["advice"]) == len(cli["advice"])
+
+
+def test_the_pages_say_so_and_compute_the_advice_when_asked(page: Any, base: str, served: Path) -> None:
+    open_view(page, base, PID_UI, "overview")
+    page.wait_for_selector("text=Not computed yet", timeout=60_000)
+    assert "3,606 host spans" in page.inner_text("body")
+    page.click("a.advice-link:has-text('Compute it on the Advice page')")
+    page.wait_for_selector("#advice-compute", timeout=60_000)
+    assert "minutes and GiBs" in page.locator("#advice-deferred").inner_text()
+    page.click("#advice-compute")
+    page.wait_for_selector("#advice .advice", timeout=600_000)
+    cli = _cli_advice(served / "ui" / "rank0.aiprof")
+    cards = page.locator("#advice .advice")
+    assert cards.count() == len(cli["advice"]) > 0
+    assert [cards.nth(i).get_attribute("data-rule") for i in range(cards.count())] == [a["rule"] for a in cli["advice"]]
+    # The overview now shows the computed advice.
+    open_view(page, base, PID_UI, "overview")
+    page.wait_for_selector("a.advice-link:has-text('Advice page')", timeout=60_000)
+    assert "Not computed yet" not in page.inner_text("body")
+
+
+def test_the_html_report_leaves_out_the_advice_and_operators(
+    served: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.render.html import REPORT_ID, report_data
+    from aiprof.store import open_profile
+
+    with open_profile(served / "api" / "rank0.aiprof") as p:
+        monkeypatch.delenv("AIPROF_BIG_PROFILE_SPANS")
+        whole = report_data(p)
+        monkeypatch.setenv("AIPROF_BIG_PROFILE_SPANS", "1000")
+        bounded = report_data(p)
+    base = f"/profiles/{REPORT_ID}"
+    assert whole[f"{base}/advice"]["available"] is True and whole[f"{base}/advice"]["advice"]
+    assert whole[f"{base}/views/operators"]["rows"]
+    advice, ops = bounded[f"{base}/advice"], bounded[f"{base}/views/operators"]
+    assert advice["available"] is False and advice["deferred"] is False
+    assert "aiprof advise PROFILE computes it" in advice["reason"] and "3,606 host spans" in advice["reason"]
+    assert ops["rows"] == [] and "--view operators" in ops["error"]
+    # Everything else is the same report.
+    same = set(whole) - {f"{base}/advice", f"{base}/views/operators", "__generated"}
+    assert {k: bounded[k] for k in same} == {k: whole[k] for k in same}
