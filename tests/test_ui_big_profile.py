@@ -117,6 +117,39 @@ def test_the_html_report_leaves_out_the_advice_and_operators(
     assert advice["available"] is False and advice["deferred"] is False
     assert "aiprof advise PROFILE computes it" in advice["reason"] and "3,606 host spans" in advice["reason"]
     assert ops["rows"] == [] and "--view operators" in ops["error"]
+    allocs = bounded[f"{base}/views/allocations"]
+    assert allocs["rows"] == [] and "--view allocations" in allocs["error"]
     # Everything else is the same report.
-    same = set(whole) - {f"{base}/advice", f"{base}/views/operators", "__generated"}
+    left = {f"{base}/advice", f"{base}/views/operators", f"{base}/views/allocations"}
+    same = set(whole) - left - {"__generated"}
     assert {k: bounded[k] for k in same} == {k: whole[k] for k in same}
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        RANK,
+        "kineto/V100/df_index_resolver.json.gz",  # allocator records, and its timeline kept at import
+        "kineto/cupti-counters/benchmark_result_924719_1679055439_trace.json.gz",
+        "nvidia-smi/dmon_pucvmet_DT_idle.txt",  # counters only
+    ],
+)
+def test_describing_a_profile_does_not_index_its_timeline(shared_data: Path, tmp_path: Path, rel: str) -> None:
+    """The metadata's span is the timeline's (store/spans.py's rule in one query), without
+    building the timeline's index of every event, unless the profile keeps it."""
+    from aiprof.importers import import_paths
+    from aiprof.store import open_profile
+    from aiprof.web.routes import describe
+    from aiprof.web.timeline import Timeline
+
+    from aiprof.web.timeline_store import FOLDER
+
+    path, _ = import_paths([shared_data / rel], tmp_path / "p.aiprof")
+    with open_profile(path) as p:
+        tl = Timeline(p)
+        got = describe(p, "p", "p", tl)["span_ns"]
+        kept = (path / FOLDER).is_dir()
+        assert tl.built == kept
+        fresh = Timeline(p)
+        fresh.build()
+        assert got == list(fresh.span) and got[1] > got[0]

@@ -40,6 +40,9 @@ REPORT_VIEWS: dict[str, int | None] = {
     "memory": None,
     "counters": None,
 }
+#: The views that nest every host span (an operator for each row): left out of the
+#: report of a big profile, with the advice.
+NEST_HOST_SPANS = ("operators", "allocations")
 REPORT_ID = "report"
 #: Pixels the embedded memory curves are merged to (the page's chart width).
 MEMORY_WIDTH = 1000
@@ -68,21 +71,14 @@ def report_data(profile: Profile) -> dict[str, Any]:
     }
     span = Window.parse(timeline.span[0], timeline.span[1], MEMORY_WIDTH, None, MAX_ITEMS)
     data[f"{base}/memory/series"] = SeriesQuery(profile, threading.RLock()).memory(span)
-    data[f"{base}/views/allocations"] = _allocations(profile)
-    known = views()
     spans = big_profile(profile.metas)
+    data[f"{base}/views/allocations"] = _allocations(profile) if spans is None else _left_out("allocations", spans)
+    known = views()
     for view, limit in REPORT_VIEWS.items():
         if view not in known:
             continue
-        if view == "operators" and spans is not None:
-            data[f"{base}/views/{view}"] = {
-                "view": view,
-                "columns": [],
-                "rows": [],
-                "total": 0,
-                "error": f"left out of the report on a profile this size ({spans:,} host spans): "
-                "aiprof report PROFILE --view operators computes them (minutes)",
-            }
+        if view in NEST_HOST_SPANS and spans is not None:
+            data[f"{base}/views/{view}"] = _left_out(view, spans)
             continue
         try:
             res = run(profile, view, Query(limit=limit))
@@ -101,6 +97,19 @@ def report_data(profile: Profile) -> dict[str, Any]:
     except Exception as e:
         data[f"{base}/advice"] = {"available": False, "advice": [], "reason": f"the proposer failed: {e}"}
     return data
+
+
+def _left_out(view: str, spans: int) -> dict[str, Any]:
+    """A view left out of a big profile's report (analysis.operators.big_profile): what
+    the page shows instead of its rows."""
+    return {
+        "view": view,
+        "columns": [],
+        "rows": [],
+        "total": 0,
+        "error": f"left out of the report on a profile this size ({spans:,} host spans): "
+        f"aiprof report PROFILE --view {view} computes it (minutes)",
+    }
 
 
 def _allocations(profile: Profile) -> dict[str, Any]:

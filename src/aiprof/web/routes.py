@@ -63,6 +63,20 @@ Rank = Annotated[int | None, Query(description="rank")]
 Device = Annotated[int | None, Query(description="device index")]
 
 
+def _span(profile: Profile, timeline: Timeline) -> list[int]:
+    """The span the timeline covers: its own once built (or kept at import), else by the
+    same rule in one query (store/spans.py), without indexing every event (a 47M-event
+    profile's index takes 7.4 GiB: describing it must not)."""
+    from ..store.spans import spans_by_rank
+    from .timeline_store import load
+
+    if timeline.built or load(profile) is not None:  # kept: read back, not indexed
+        timeline.build()
+        return list(timeline.span)
+    spans = spans_by_rank(profile).values()
+    return [min(lo for lo, _ in spans), max(hi for _, hi in spans)] if spans else [0, 0]
+
+
 def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[str, Any]:
     """One profile's metadata for the API: devices (those the trace lists, and those
     used: devices_used), ranks, steps (the steps view),
@@ -78,8 +92,7 @@ def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[
     if job is not None:
         steps, span, used = job["steps"], job["span_ns"], job["devices_used"]
     else:
-        timeline.build()
-        span, used = list(timeline.span), devices_used(profile)
+        span, used = _span(profile, timeline), devices_used(profile)
         try:
             steps = run(profile, "steps").rows
         except AiprofError as ex:

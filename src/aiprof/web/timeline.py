@@ -140,6 +140,11 @@ class Timeline:
 
     # -- building -------------------------------------------------------------------
 
+    @property
+    def built(self) -> bool:
+        """Whether :meth:`build` has run (the tracks and the span are known)."""
+        return self._built
+
     def build(self) -> None:
         """Make what the track list and wide windows need (once): tl_tracks, tl_names,
         the span and the levels of detail. Read back from the profile when it keeps
