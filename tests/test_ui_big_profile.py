@@ -141,7 +141,6 @@ def test_describing_a_profile_does_not_index_its_timeline(shared_data: Path, tmp
     from aiprof.store import open_profile
     from aiprof.web.routes import describe
     from aiprof.web.timeline import Timeline
-
     from aiprof.web.timeline_store import FOLDER
 
     path, _ = import_paths([shared_data / rel], tmp_path / "p.aiprof")
