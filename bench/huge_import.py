@@ -10,7 +10,12 @@ time and peak RSS (the child's ``ru_maxrss``: Python, Arrow and DuckDB together)
 HTA is not run here: it loads a whole trace into pandas, which on this 24 GiB machine
 a 10 GB trace does not fit (issue 17 cites 950 GB of RAM for 200 GB of traces).
 
-    .venv/bin/python bench/huge_import.py [--gib 10] [--keep DIR]
+    .venv/bin/python bench/huge_import.py [--gib 10] [--keep DIR] [--reuse] [--only VIEW...]
+        [--faces [--advise]]
+
+``--faces`` then times what a user runs on the profile, each as a command: the first
+``aiprof report`` (it computes and keeps the overview), the next one, ``aiprof report
+--html``, and with ``--advise`` ``aiprof advise``.
 """
 
 from __future__ import annotations
@@ -127,6 +132,52 @@ def child(code: str, *args: str, cap: int, timeout: float) -> dict:
     return answer
 
 
+def command(argv: list[str], cap: int, timeout: float) -> dict:
+    """Run ``python -m aiprof ARGV`` as a user does: wall seconds, peak RSS (polled), and
+    an error where it failed or was killed past ``cap`` bytes or ``timeout`` s."""
+    import psutil
+
+    t = time.perf_counter()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "aiprof", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    peak, why = 0, None
+    while p.poll() is None:
+        try:
+            peak = max(peak, psutil.Process(p.pid).memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        if peak > cap or time.perf_counter() - t > timeout:
+            why = f"killed past {cap / 2**30:.0f} GiB of RSS" if peak > cap else f"killed after {timeout:.0f} s"
+            p.kill()
+            break
+        time.sleep(0.2)
+    _, err = p.communicate()
+    seconds = time.perf_counter() - t
+    if not why and p.returncode:
+        why = f"exit {p.returncode}: {err.strip().splitlines()[-1:] or ''}"
+    return {"seconds": seconds, "rss": peak, "error": why}
+
+
+def faces(prof: Path, work: Path, cap: int, timeout: float, with_advise: bool) -> None:
+    """What a user runs on the profile: the report (the first, which computes and keeps
+    overview.json, and the next), the HTML report, and with ``with_advise`` the advice."""
+    kept = prof / "overview.json"
+    kept.unlink(missing_ok=True)
+    runs = [
+        ("aiprof report (first)", ["report", str(prof)]),
+        ("aiprof report (again)", ["report", str(prof)]),
+        ("aiprof report --html", ["report", str(prof), "--html", str(work / "huge.html")]),
+    ]
+    if with_advise:
+        runs.append(("aiprof advise", ["advise", str(prof)]))
+    print(f"{'command':24} {'seconds':>8} {'peak RSS GiB':>13}")
+    for name, argv in runs:
+        r = command(argv, cap, timeout)
+        said = f"  ({r['error']})" if r.get("error") else ""
+        print(f"{name:24} {r['seconds']:8.2f} {r['rss'] / 2**30:13.2f}{said}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=10.0, help="uncompressed size of the trace (GiB)")
@@ -135,6 +186,9 @@ def main() -> int:
     ap.add_argument("--view-timeout", type=float, default=300.0)
     ap.add_argument("--only", nargs="*", help="views to run (default: every view)")
     ap.add_argument("--reuse", action="store_true", help="with --keep: skip the import when the profile is there")
+    ap.add_argument("--faces", action="store_true", help="also time aiprof report, report --html (and --advise)")
+    ap.add_argument("--advise", action="store_true", help="with --faces: also aiprof advise (minutes, GiBs)")
+    ap.add_argument("--face-timeout", type=float, default=1200.0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="aiprof-huge-") as tmpdir:
         work = args.keep or Path(tmpdir)
@@ -182,6 +236,8 @@ def main() -> int:
         )
         worst = max([imp["rss"], *(r["rss"] for r in views.values())])
         print(f"peak RSS over import and views: {worst / 2**30:.2f} GiB ({'under' if worst < 2**31 else 'OVER'} 2 GiB)")
+        if args.faces:
+            faces(prof, work, max(cap, 16 << 30) if args.advise else cap, args.face_timeout, args.advise)
     return 0
 
 

@@ -152,3 +152,19 @@ def test_describing_a_profile_does_not_index_its_timeline(shared_data: Path, tmp
         fresh = Timeline(p)
         fresh.build()
         assert got == list(fresh.span) and got[1] > got[0]
+
+
+def test_the_html_report_pages_say_what_was_left_out(browser: Any, served: Path, tmp_path: Path) -> None:
+    from aiprof.render.html import write_report
+    from aiprof.store import open_profile
+
+    with open_profile(served / "api" / "rank0.aiprof") as p:  # the bound is lowered (served)
+        out = write_report(p, tmp_path / "report.html")
+    url = out.resolve().as_uri()
+    with checked_page(browser, "file://") as pg:
+        pg.goto(url + "#/report/overview")
+        pg.wait_for_selector("text=aiprof advise PROFILE computes it", timeout=60_000)
+        assert "3,606 host spans" in pg.inner_text("body")
+        assert pg.locator("#advice-compute").count() == 0  # no server to ask
+        pg.goto(url + "#/report/operators")
+        pg.wait_for_selector("text=--view operators computes it", timeout=60_000)

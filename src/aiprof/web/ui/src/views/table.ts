@@ -60,6 +60,9 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     const filters = st.filters.split(";").map((s) => s.trim()).filter(Boolean);
     if (EMBED) {
       const all = await api<ViewResult>(profilePath(pid(), "/views/" + view));
+      // A view the report could not compute, or left out (a big profile's operators): why.
+      const why = (all as { error?: unknown }).error;
+      if (typeof why === "string" && why) throw new Error(why);
       let rows = localFilter(all.rows, filters);
       if (st.sort) {
         const desc = st.sort.startsWith("-");
