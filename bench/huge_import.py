@@ -106,13 +106,12 @@ def make_huge(gib: float, dest: Path) -> tuple[int, int]:
     return copies, size
 
 
-def child(code: str, *args: str, cap: int, timeout: float) -> dict:
-    """Run ``code`` in a child; kill it past ``cap`` bytes of RSS or ``timeout`` s (then
-    the answer says so instead of the child's)."""
+def watch(p: subprocess.Popen, cap: int, timeout: float) -> tuple[int, str | None]:
+    """Poll the child ``p`` until it ends: its peak RSS, and why it was killed (past
+    ``cap`` bytes or ``timeout`` s) or None."""
     import psutil
 
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak, why = 0, None
     while p.poll() is None:
         try:
@@ -124,6 +123,15 @@ def child(code: str, *args: str, cap: int, timeout: float) -> dict:
             p.kill()
             break
         time.sleep(0.2)
+    return peak, why
+
+
+def child(code: str, *args: str, cap: int, timeout: float) -> dict:
+    """Run ``code`` in a child; kill it past ``cap`` bytes of RSS or ``timeout`` s (then
+    the answer says so instead of the child's)."""
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, why = watch(p, cap, timeout)
     out, err = p.communicate()
     if why or p.returncode:
         sys.stderr.write(err[-2000:])
@@ -135,23 +143,11 @@ def child(code: str, *args: str, cap: int, timeout: float) -> dict:
 def command(argv: list[str], cap: int, timeout: float) -> dict:
     """Run ``python -m aiprof ARGV`` as a user does: wall seconds, peak RSS (polled), and
     an error where it failed or was killed past ``cap`` bytes or ``timeout`` s."""
-    import psutil
-
     t = time.perf_counter()
     p = subprocess.Popen(
         [sys.executable, "-m", "aiprof", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    peak, why = 0, None
-    while p.poll() is None:
-        try:
-            peak = max(peak, psutil.Process(p.pid).memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        if peak > cap or time.perf_counter() - t > timeout:
-            why = f"killed past {cap / 2**30:.0f} GiB of RSS" if peak > cap else f"killed after {timeout:.0f} s"
-            p.kill()
-            break
-        time.sleep(0.2)
+    peak, why = watch(p, cap, timeout)
     _, err = p.communicate()
     seconds = time.perf_counter() - t
     if not why and p.returncode:
