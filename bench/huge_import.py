@@ -196,7 +196,8 @@ def main() -> int:
         else:
             copies, size = make_huge(args.gib, trace)
         made = time.perf_counter() - t
-        print(f"trace: {SOURCE.name} x{copies}, {size / 2**30:.2f} GiB of JSON (written in {made:.0f} s)")
+        made_how = f"x{copies}, written in {made:.0f} s" if copies >= 0 else "the one kept in --keep"
+        print(f"trace: {SOURCE.name} repeated, {size / 2**30:.2f} GiB of JSON ({made_how})")
         print(f"load (/proc/loadavg): {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
         cap = int(args.cap_gib * 2**30)
         if args.reuse and (prof / "profile.json").is_file():
