@@ -69,7 +69,8 @@ def report_data(profile: Profile) -> dict[str, Any]:
         "/profiles": {"profiles": [{"id": REPORT_ID, "name": name, "status": "ok"}]},
         base: describe(profile, REPORT_ID, name, timeline),
     }
-    span = Window.parse(timeline.span[0], timeline.span[1], MEMORY_WIDTH, None, MAX_ITEMS)
+    t0, t1 = data[base]["span_ns"]  # describe's span: the timeline is not built for it
+    span = Window.parse(t0, t1, MEMORY_WIDTH, None, MAX_ITEMS)
     data[f"{base}/memory/series"] = SeriesQuery(profile, threading.RLock()).memory(span)
     spans = big_profile(profile.metas)
     data[f"{base}/views/allocations"] = _allocations(profile) if spans is None else _left_out("allocations", spans)
