@@ -29,6 +29,9 @@ BIG_PROFILE_HOST_SPANS = 7_000_000
 #: The environment variable that sets another bound (a machine with more memory, or a
 #: test of the big-profile paths on a small one).
 ENV_BIG_PROFILE = "AIPROF_BIG_PROFILE_SPANS"
+#: The views that nest every host span (an operator for each row): on a big profile the
+#: HTML report leaves them out and the web UI computes them only when asked.
+NEST_HOST_SPANS = ("operators", "allocations")
 
 
 def big_profile(metas: list[dict[str, Any]]) -> int | None:
@@ -43,6 +46,12 @@ def big_profile(metas: list[dict[str, Any]]) -> int | None:
     bound = int(raw) if raw.isdigit() else BIG_PROFILE_HOST_SPANS
     n = host_spans(metas)
     return n if n > bound else None
+
+
+def left_out(what: str, spans: int, how: str) -> str:
+    """Why ``what`` (a view, the advice) is not computed yet on a big profile of
+    ``spans`` host spans, and ``how`` to have it: the one wording every face shows."""
+    return f"on a profile this size ({spans:,} host spans) {what} takes minutes and GiBs to compute: {how}"
 
 
 def host_spans(metas: list[dict[str, Any]]) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import Query, run, views
-from ..analysis.operators import big_profile
+from ..analysis.operators import NEST_HOST_SPANS, big_profile, left_out
 from ..errors import AiprofError
 from ..store import Profile
 from ..web.assets import read_asset
@@ -40,9 +40,6 @@ REPORT_VIEWS: dict[str, int | None] = {
     "memory": None,
     "counters": None,
 }
-#: The views that nest every host span (an operator for each row): left out of the
-#: report of a big profile, with the advice.
-NEST_HOST_SPANS = ("operators", "allocations")
 REPORT_ID = "report"
 #: Pixels the embedded memory curves are merged to (the page's chart width).
 MEMORY_WIDTH = 1000
@@ -108,8 +105,8 @@ def _left_out(view: str, spans: int) -> dict[str, Any]:
         "columns": [],
         "rows": [],
         "total": 0,
-        "error": f"left out of the report on a profile this size ({spans:,} host spans): "
-        f"aiprof report PROFILE --view {view} computes it (minutes)",
+        "error": "left out of the report: "
+        + left_out(f"the {view} view", spans, f"aiprof report PROFILE --view {view} computes it"),
     }
 
 

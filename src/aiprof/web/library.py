@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..analysis import Query, Result, run, views
+from ..analysis.operators import NEST_HOST_SPANS, big_profile
 from ..cluster.index import INDEX_META
 from ..cluster.opened import is_job, open_job
 from ..errors import AiprofError
@@ -441,6 +442,12 @@ def query_view(e: Entry, view: str, q: Query, params: dict[str, Any], profile: P
     return Result(view, page, total, eff, full.units)
 
 
+def is_kept(e: Entry, view: str, params: dict[str, Any]) -> bool:
+    """Whether ``view`` (with ``params``) is computed and kept for ``e``."""
+    with e.cache_lock:
+        return _cache_key(view, params) in e.cache
+
+
 def _cache_key(view: str, params: dict[str, Any]) -> str:
     return view + "\x00" + dumps(params).decode()
 
@@ -478,7 +485,11 @@ def warm_up(lib: Library, quiet_s: float = QUIET_S) -> None:
             job = is_job(entry.path)
             if not job:
                 entry.timeline.build()
-            views_done = _warm_views(entry, [v for v in WARM_VIEWS if v in views()], quiet_s)
+            # A big profile's operators and allocations take minutes and GiBs: computed
+            # when asked (routes.view_deferred), never ahead.
+            later = NEST_HOST_SPANS if big_profile(entry.profile.metas) is not None else ()
+            names = [v for v in WARM_VIEWS if v in views() and v not in later]
+            views_done = _warm_views(entry, names, quiet_s)
             if job:
                 views_done.join()
                 entry.timeline.build()

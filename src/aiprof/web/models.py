@@ -59,6 +59,11 @@ class ViewResult(Model):
     limit: int | None
     query: dict[str, Any] | None = None
     profile: str | None = None
+    deferred: bool = False
+    """A view a big profile leaves to be asked for, not computed yet: no rows; ask again
+    with ``compute=true``."""
+    reason: str | None = None
+    """Why the view is deferred, and how to have it."""
 
 
 class ProfileMeta(Model):
@@ -456,6 +461,7 @@ class QueryBody(BaseModel):
     limit: int | None = Field(None, ge=0)
     offset: int = Field(0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
+    compute: bool = Field(False, description="compute a view a big profile leaves to be asked for")
 
 
 class WindowBody(BaseModel):

@@ -30,7 +30,7 @@ from ..errors import AiprofError
 from ..store import Profile
 from . import models as m
 from .jsonio import json_response
-from .library import ApiError, Entry, Library, query_view
+from .library import ApiError, Entry, Library, is_kept, query_view
 from .routes_sql import add_sql_routes
 from .series import SeriesQuery
 from .timeline import MAX_ITEMS, SEARCH_LIMIT, Timeline, Window
@@ -140,7 +140,7 @@ def advice_deferred(profile: Profile, on_request: str = ON_REQUEST) -> dict[str,
     """On a big profile (analysis.operators.big_profile), the answer that says the
     advice is left to be asked for (it takes minutes and GiBs there), and where:
     ``on_request``; None otherwise."""
-    from ..analysis.operators import big_profile
+    from ..analysis.operators import big_profile, left_out
 
     spans = big_profile(profile.metas)
     if spans is None:
@@ -149,8 +149,29 @@ def advice_deferred(profile: Profile, on_request: str = ON_REQUEST) -> dict[str,
         "available": False,
         "deferred": on_request == ON_REQUEST,
         "advice": [],
-        "reason": f"on a profile this size ({spans:,} host spans) the advice takes minutes and GiBs "
-        f"to compute: {on_request}",
+        "reason": left_out("the advice", spans, on_request),
+    }
+
+
+def view_deferred(profile: Profile, view: str) -> dict[str, Any] | None:
+    """On a big profile, the answer of a view that nests every host span
+    (analysis.operators.NEST_HOST_SPANS) before it is asked for with ``compute=true``:
+    no rows, ``deferred`` and the reason. None for any other view or profile."""
+    from ..analysis.operators import NEST_HOST_SPANS, big_profile, left_out
+
+    spans = big_profile(profile.metas) if view in NEST_HOST_SPANS else None
+    if spans is None:
+        return None
+    how = f"the page computes it when asked (or aiprof report PROFILE --view {view})"
+    return {
+        "view": view,
+        "columns": [],
+        "rows": [],
+        "total": 0,
+        "offset": 0,
+        "limit": None,
+        "deferred": True,
+        "reason": left_out(f"the {view} view", spans, how),
     }
 
 
@@ -240,9 +261,13 @@ def build_router(lib: Library) -> APIRouter:
         # Computed once per profile (it does not change while served).
         return json_response(e.once("meta", lambda prof: describe(prof, e.id, e.path.name, tl)))
 
-    def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any]) -> Response:
+    def view_answer(e: Entry, name: str, q: ViewQuery, params: dict[str, Any], compute: bool) -> Response:
         if name not in views():
             raise ApiError(404, f"unknown view {name!r}; views: {', '.join(sorted(views()))}")
+        assert e.profile is not None
+        later = None if compute or is_kept(e, name, params) else view_deferred(e.profile, name)
+        if later is not None:  # not kept (answers.py): once computed, its rows are the answer
+            return json_response({**later, "profile": e.id}, headers={"Cache-Control": "no-store"})
         res = query_view(e, name, _limited(q), params)
         out = res.to_json()
         out["query"] = res.query.to_json()
@@ -264,15 +289,18 @@ def build_router(lib: Library) -> APIRouter:
         sort: Annotated[list[str] | None, Query(description="sort columns, '-col' descending")] = None,
         limit: Annotated[int | None, Query(ge=0, le=MAX_LIMIT)] = None,
         offset: Annotated[int, Query(ge=0)] = 0,
+        compute: Annotated[
+            bool, Query(description="compute a view a big profile leaves to be asked for (operators, allocations)")
+        ] = False,
     ) -> Response:
         q = ViewQuery.parse(filters or [], sort or [], limit, offset)
-        return view_answer(entry(pid), view, q, _param_values(request))
+        return view_answer(entry(pid), view, q, _param_values(request), compute)
 
     @r.post("/profiles/{pid}/views/{view}", response_model=m.ViewResult, summary="Same, the query as JSON")
     def view_post(pid: Pid, view: str, body: Annotated[m.QueryBody | None, Body()] = None) -> Response:
         b = body or m.QueryBody.model_validate({})
-        q = ViewQuery.from_json(b.model_dump(exclude={"params"}))
-        return view_answer(entry(pid), view, q, b.params)
+        q = ViewQuery.from_json(b.model_dump(exclude={"params", "compute"}))
+        return view_answer(entry(pid), view, q, b.params, b.compute)
 
     @r.get("/profiles/{pid}/tracks", response_model=m.TracksResponse, summary="Timeline tracks")
     def tracks(pid: Pid) -> Response:

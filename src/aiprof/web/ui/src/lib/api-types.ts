@@ -898,6 +898,12 @@ export interface components {
          * @description The common query as JSON (POST /views/{view}).
          */
         QueryBody: {
+            /**
+             * Compute
+             * @description compute a view a big profile leaves to be asked for
+             * @default false
+             */
+            compute: boolean;
             /** Filters */
             filters?: (string | {
                 [key: string]: unknown;
@@ -1308,6 +1314,11 @@ export interface components {
         ViewResult: {
             /** Columns */
             columns: components["schemas"]["Column"][];
+            /**
+             * Deferred
+             * @default false
+             */
+            deferred: boolean;
             /** Limit */
             limit: number | null;
             /** Offset */
@@ -1318,6 +1329,8 @@ export interface components {
             query?: {
                 [key: string]: unknown;
             } | null;
+            /** Reason */
+            reason?: string | null;
             /** Rows */
             rows: {
                 [key: string]: unknown;
@@ -3111,6 +3124,8 @@ export interface operations {
                 sort?: string[] | null;
                 limit?: number | null;
                 offset?: number;
+                /** @description compute a view a big profile leaves to be asked for (operators, allocations) */
+                compute?: boolean;
             };
             header?: never;
             path: {

@@ -43,9 +43,10 @@ export async function memoryPage(main: HTMLElement): Promise<void> {
     main.append(h("p", { class: "muted", id: "mem-derived", title: derived.join("\n") },
       "Allocated memory is derived from the running sum of each allocator event's Bytes: the trace records no totals. Memory held before the trace began counts only as far as its frees show."));
   const live = await allocationRows([{ col: "live_at_peak", v: true }]);
+  const again = () => { main.textContent = ""; return memoryPage(main); };
   for (const s of list) {
     const pk = m.peaks.find((p) => key(p) === key(s));
-    main.append(deviceSection(s, pk, live.filter((r) => key(r as unknown as Peak) === key(s)), meta));
+    main.append(deviceSection(s, pk, { ...live, rows: live.rows.filter((r) => key(r as unknown as Peak) === key(s)) }, meta, again));
   }
   main.append(h("h3", {}, "Largest allocations"),
     h("p", { class: "muted small" }, EMBED ? "The report holds the 500 largest allocations and those live at each peak." : "Every block the allocator handed out; filter e.g. device_type=cuda; live_at_peak=true; operator~mm"),
@@ -53,7 +54,11 @@ export async function memoryPage(main: HTMLElement): Promise<void> {
   main.append(h("h3", {}, "Memory by operator at the peak (memory view)"), makeTable("memory", {}));
 }
 
-function deviceSection(s: Series, pk: Peak | undefined, live: Row[], meta: ProfileMeta): HTMLElement {
+/** Allocation rows, or why there are none yet: a big profile computes the allocations
+ * view when asked (``deferred``, the API) or leaves it out of its report (``error``). */
+interface Allocations { rows: Row[]; why?: string; deferred?: boolean }
+
+function deviceSection(s: Series, pk: Peak | undefined, live: Allocations, meta: ProfileMeta, again: () => Promise<void>): HTMLElement {
   const box = h("section", { class: "mem-device", "data-device": key(s) });
   const hasReserved = s.reserved.some((v) => v !== null && v !== undefined && v >= 0);
   box.append(h("h3", {}, `rank ${s.rank}, ${s.device_type}:${s.device}: allocated${hasReserved ? " and reserved" : ""}`));
@@ -77,7 +82,29 @@ function deviceSection(s: Series, pk: Peak | undefined, live: Row[], meta: Profi
     box.append(emptyState("No peak.", "This device's allocator events carry neither totals nor sizes, so the allocated memory is unknown.", RECORD_MEMORY));
     return box;
   }
-  box.append(liveTable(live, peakAt));
+  box.append(live.why ? notComputed(live, peakAt, again) : liveTable(live.rows, peakAt));
+  return box;
+}
+
+/** The live allocations' place on a big profile: why they are not listed yet and, on a
+ * server, a button that computes the allocations view and draws the page again. */
+function notComputed(live: Allocations, peak: { ts: number; v: number }, again: () => Promise<void>): HTMLElement {
+  const box = h("div", { class: "panel live-at-peak", id: "live-at-peak" });
+  box.append(h("b", {}, `Allocations live at the peak (${fmtBytes(peak.v)} at ${fmtNs(peak.ts)})`),
+    h("p", { class: "muted", id: "live-deferred" }, "Not computed yet: " + live.why + "."));
+  if (!live.deferred) return box;
+  const go = h("button", { type: "button", class: "view-compute", id: "live-compute" }, "Compute the allocations") as HTMLButtonElement;
+  go.addEventListener("click", async () => {
+    go.disabled = true;
+    go.textContent = "Computing the allocations (minutes on a profile this size)…";
+    try {
+      await api<ViewResult>(profilePath(pid(), "/views/allocations"), { compute: "true", limit: 1 });
+      await again();
+    } catch (e) {
+      go.replaceWith(h("p", { class: "error" }, "Allocations unavailable: " + (e as Error).message));
+    }
+  });
+  box.append(go);
   return box;
 }
 
@@ -110,12 +137,14 @@ function liveTable(rows: Row[], peak: { ts: number; v: number }): HTMLElement {
 }
 
 /** Rows of the allocations view matching ``filters``, largest first (the report filters its embedded rows). */
-async function allocationRows(filters: { col: string; v: unknown }[]): Promise<Row[]> {
+async function allocationRows(filters: { col: string; v: unknown }[]): Promise<Allocations> {
   const text = filters.map((f) => `${f.col}=${String(f.v)}`);
   if (EMBED) {
     const all = await api<ViewResult>(profilePath(pid(), "/views/allocations"));
-    return localFilter(all.rows, text).sort((a, b) => Number(b.bytes) - Number(a.bytes));
+    const why = (all as { error?: unknown }).error;  // left out of a big profile's report
+    if (typeof why === "string" && why) return { rows: [], why };
+    return { rows: localFilter(all.rows, text).sort((a, b) => Number(b.bytes) - Number(a.bytes)) };
   }
   const res = await api<ViewResult>(profilePath(pid(), "/views/allocations"), { filter: text, sort: "-bytes", limit: 10000 });
-  return res.rows;
+  return res.deferred ? { rows: [], why: res.reason || "", deferred: true } : { rows: res.rows };
 }

@@ -56,6 +56,9 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const exp = exportButtons(pid() + "." + view, all, (e) => { err.textContent = "Export failed: " + e.message; });
   wrap.append(h("div", { class: "tablebar" }, input, apply, prev, next, info, exp), err, tw);
 
+  // A view a big profile computes only when asked (its operators): asked for once the
+  // user pressed its button, then every page of it.
+  let compute = false;
   async function fetchPage(page: { offset: number; limit: number } = st): Promise<ViewResult> {
     const filters = st.filters.split(";").map((s) => s.trim()).filter(Boolean);
     if (EMBED) {
@@ -74,7 +77,23 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     const params: Record<string, string | number | string[]> = { filter: filters, limit: page.limit, offset: page.offset };
     if (st.sort) params.sort = st.sort;
     for (const [k, v] of Object.entries(opts.params || {})) params["param." + k] = v;
+    if (compute) params.compute = "true";
     return api<ViewResult>(profilePath(pid(), "/views/" + view), params);
+  }
+
+  function showDeferred(res: ViewResult): void {
+    tw.textContent = "";
+    const go = h("button", { type: "button", class: "view-compute" }, `Compute the ${view} view`) as HTMLButtonElement;
+    go.addEventListener("click", () => {
+      compute = true;
+      go.disabled = true;
+      go.textContent = `Computing the ${view} view (minutes on a profile this size)…`;
+      void load();
+    });
+    tw.append(h("div", { class: "deferred" }, h("p", { class: "muted view-deferred" }, "Not computed yet: " + (res.reason || "") + "."), go));
+    info.textContent = "not computed yet";
+    info.dataset.total = "";
+    prev.disabled = next.disabled = true;
   }
 
   async function load(): Promise<void> {
@@ -85,6 +104,10 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
       res = await fetchPage();
     } catch (e) {
       err.textContent = (e as Error).message;
+      return;
+    }
+    if (res.deferred) {
+      showDeferred(res);
       return;
     }
     const qsort = (res.query as { sort?: { column: string; desc: boolean }[] } | null | undefined)?.sort;
