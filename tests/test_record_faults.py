@@ -264,9 +264,10 @@ def test_the_raw_data_is_appended_never_rewritten(tmp_path: Path) -> None:
 #: The end of a job that runs on after the recorder lost its room: more steps, then a file.
 RUNS_ON = """
 {make_room}
+from aiprof.record import active
 t1 = time.monotonic()
 after = 0
-while time.monotonic() - t1 < {hold}:
+while time.monotonic() - t1 < {hold} and not ({until}):
     work(2000)
     mark_step()
     after += 1
@@ -277,13 +278,13 @@ open({done!r}, "w").write(str(after))
 
 
 def _runs_on(
-    tmp_path: Path, make_room: str, free: str = "", hold: float = 1.0, pause: float = 0.02
+    tmp_path: Path, make_room: str, free: str = "", hold: float = 1.0, pause: float = 0.02, until: str = "False"
 ) -> tuple[str, Path]:
     """A job of 1.5 s (about 30 steps), then ``make_room``, ``hold`` seconds of steps
-    ``pause`` seconds apart, then ``free``; the file ``done`` it writes at its end holds
-    how many steps came after."""
+    ``pause`` seconds apart (or fewer, once ``until`` is true), then ``free``; the file
+    ``done`` it writes at its end holds how many steps came after."""
     done = tmp_path / "done"
-    body = RUNS_ON.format(make_room=make_room, free=free, done=str(done), hold=hold, pause=pause)
+    body = RUNS_ON.format(make_room=make_room, free=free, done=str(done), hold=hold, pause=pause, until=until)
     return job(tmp_path, 1.5, body), done
 
 
@@ -314,12 +315,13 @@ def test_a_full_disk_stops_the_collectors_the_job_runs_on_and_the_profile_is_kep
 ) -> None:
     filler = small_disk / "filler"
     fill = FILL.format(path=str(filler)) + "f.close()\n"
-    # The job fills the disk, works on for three seconds, then frees the room it took.
-    # The raw data is appended in small records, which fit the last page of a file for
-    # a while; steps marked without a pause while the disk is full write more than a
-    # page's room before the next checkpoint (with 50 steps a second, a loaded machine
-    # once wrote too little in the three seconds to need a new page).
-    script, done = _runs_on(tmp_path, fill, f"os.unlink({str(filler)!r})", hold=3.0, pause=0.0)
+    # The job fills the disk and marks steps until the recording says it stopped (at
+    # most 60 s), then frees the room it took. The raw data is appended in small records,
+    # which fit the last page of a file for a while; steps marked without a pause write
+    # more than a page's room before the next checkpoint. (A fixed three seconds once
+    # passed on a loaded machine without the checkpoint that meets the full disk.)
+    stopped = "active() is not None and active().stopped_early is not None"
+    script, done = _runs_on(tmp_path, fill, f"os.unlink({str(filler)!r})", hold=60.0, pause=0.0, until=stopped)
     out = small_disk / "out"
     rec = aiprof("record", "--sample-inside", "--no-device", "-o", str(out), "--", PY, script)
     assert done.exists(), rec.stderr

@@ -146,6 +146,14 @@ class Profiler:
     def running(self) -> bool:
         return self._controller is not None
 
+    @property
+    def stopped_early(self) -> str | None:
+        """Why the recording stopped before :meth:`stop` (no room left for its raw data),
+        else None. The job runs on either way; a job may check it to stop waiting on data
+        that is no longer recorded."""
+        ctl = self._controller
+        return ctl.disk_full if ctl is not None else None
+
     def _build(self) -> list[Collector]:
         from ..rawfile import raw_location
 
