@@ -198,6 +198,9 @@ def test_the_operators_page_computes_its_table_when_asked(page: Any, base: str, 
     page.wait_for_selector(".view-deferred", timeout=60_000)
     assert "3,606 host spans" in page.locator(".view-deferred").inner_text()
     assert page.locator("table.data tbody tr").count() == 0
+    # Nothing to filter or export yet (an export would be an empty file).
+    for sel in ("button.export-csv", "button.export-json", "input[aria-label=filters]"):
+        assert page.locator(sel).is_disabled(), sel
     page.click("button.view-compute")
     page.wait_for_selector("table.data tbody tr", timeout=600_000)
     cli = _report_json(served / "ui" / "rank0.aiprof", "operators")
@@ -205,6 +208,13 @@ def test_the_operators_page_computes_its_table_when_asked(page: Any, base: str, 
     assert info.get_attribute("data-total") == str(cli["total"])
     names = page.locator("table.data tbody tr td[title]").all_inner_texts()
     assert cli["rows"][0]["name"] in names
+    # Computed: the export holds every row of the view.
+    assert page.locator("button.export-csv").is_enabled()
+    with page.expect_download() as d:
+        page.click("button.export-csv")
+    lines = Path(d.value.path()).read_text().splitlines()
+    assert len(lines) == 1 + min(cli["total"], 10_000)
+    assert cli["rows"][0]["name"].replace('"', '""') in lines[1]
     # The next page is asked for the same way (kept now): no notice again.
     page.click("text=next ›")
     page.wait_for_function("document.querySelector('.pageinfo').textContent.startsWith('rows 51')", timeout=60_000)

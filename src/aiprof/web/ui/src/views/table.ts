@@ -94,6 +94,14 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     info.textContent = "not computed yet";
     info.dataset.total = "";
     prev.disabled = next.disabled = true;
+    setComputed(false);
+  }
+
+  /** The filter and the CSV/JSON buttons work on a computed view only (before, an
+   * export would download an empty table). */
+  function setComputed(on: boolean): void {
+    for (const b of [input, apply, ...Array.from(exp.querySelectorAll("button"))] as (HTMLButtonElement | HTMLInputElement)[]) b.disabled = !on;
+    exp.title = on ? "" : "the view is not computed yet";
   }
 
   async function load(): Promise<void> {
@@ -110,6 +118,7 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
       showDeferred(res);
       return;
     }
+    setComputed(true);
     const qsort = (res.query as { sort?: { column: string; desc: boolean }[] } | null | undefined)?.sort;
     if (!st.sort && qsort && qsort.length) st.sort = (qsort[0]!.desc ? "-" : "") + qsort[0]!.column;
     const t = h("table", { class: "data" });
