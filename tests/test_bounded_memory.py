@@ -10,7 +10,7 @@ import pytest
 
 from aiprof.analysis import intervals as iv
 from aiprof.analysis.common import fetch, unions
-from aiprof.analysis.open_spans import open_at
+from aiprof.analysis.open_spans import each_open, open_at, open_values
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 
@@ -61,3 +61,52 @@ def test_open_at_finds_what_a_scan_finds(profile) -> None:  # type: ignore[no-un
         # Outermost first: starts never decrease.
         assert all(spans["ts"][a] <= spans["ts"][b] for a, b in zip(got[i], got[i][1:]))
     assert all(got[i] == [] for i in range(300, 305)) and sum(map(len, got[:300])) >= 300
+
+
+def _batches(spans: dict[str, np.ndarray], rows: int):  # type: ignore[no-untyped-def]
+    """The spans in SPAN_ORDER (thread, start, the longest first), ``rows`` at a time,
+    each with its index as its value."""
+    order = np.lexsort((-(spans["te"] - spans["ts"]), spans["ts"], spans["tid"] & 0xFFFFFFFF, spans["pid"]))
+    for a in range(0, len(order), rows):
+        sel = order[a : a + rows]
+        yield {k: spans[k][sel] for k in ("pid", "tid", "ts", "te")} | {"value": sel}
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1000, 10**9])
+def test_open_values_read_in_batches_finds_what_each_open_finds(profile, rows: int) -> None:  # type: ignore[no-untyped-def]
+    spans = fetch(
+        profile,
+        "SELECT pid, tid, ts, ts + dur AS te FROM events WHERE device_type = 'cpu' "
+        "AND kind IN ('cpu_op', 'user_annotation', 'python')",
+    )
+    rng = np.random.default_rng(11)
+    pick = rng.choice(len(spans["ts"]), 400, replace=False)
+    # Points inside spans, at a span's first instant (ties with a start, maybe across a
+    # batch's end), at its end (closed there), and on a thread with no spans.
+    ts = np.concatenate([spans["ts"][pick[:200]] + 3, spans["ts"][pick[200:300]], spans["te"][pick[300:]]])
+    points = {"ts": ts, "pid": spans["pid"][pick], "tid": spans["tid"][pick]}
+    points = {k: np.concatenate([v, v[:5] * 0 + (987654321 if k == "tid" else v[:5])]) for k, v in points.items()}
+    want = dict(each_open(points, spans))
+    got = dict(open_values(points, _batches(spans, rows)))
+    assert got.keys() == want.keys() and len(got) >= 300
+    for i, found in want.items():
+        # The same spans, outermost first (ties of start and length in either order).
+        assert sorted(got[i]) == sorted(found)
+        assert [spans["ts"][k] for k in got[i]] == [spans["ts"][k] for k in found]
+
+
+def test_allocations_read_their_spans_in_batches(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from aiprof.analysis import allocations as alloc
+
+    trace = TRACE.parent / "df_index_resolver.json.gz"  # recorded with profile_memory
+    out, _ = import_paths([trace], tmp_path / "d.aiprof")
+    with open_profile(out) as p:
+        whole = alloc.allocations(p, {})
+    monkeypatch.setattr(alloc, "SPAN_BATCH", 5)
+    with open_profile(out) as p:
+        small = alloc.allocations(p, {})
+    assert whole.num_rows == 14005 and small.equals(whole)
+    stacks = whole.column("stack").to_pylist()
+    assert sum(s.count(" > ") >= 2 for s in stacks) > 10_000  # real stacks, found across batches
+    owners = whole.column("operator").to_pylist()
+    assert owners.count("aten::empty") == 2905 and owners.count("aten::mm") == 1470

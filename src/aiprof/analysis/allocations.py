@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from array import array
 from typing import Any
 
 import numpy as np
@@ -10,9 +9,9 @@ import pyarrow as pa
 
 from ..store import Profile
 from .base import analyser
-from .common import fetch
+from .common import arrays_of, fetch
 from .memory import NO_OPERATOR, OWNER_KINDS
-from .open_spans import each_open
+from .open_spans import SPAN_ORDER, open_values
 
 _SCHEMA = pa.schema(
     [
@@ -35,6 +34,8 @@ STACK_KINDS = ("python", "cpu_op", "user_annotation", "dataloader")
 #: Frames kept of a stack (innermost ones); deeper stacks say how many were cut.
 STACK_DEPTH = 32
 STACK_SEP = " > "
+#: Host spans read at a time (their memory is a batch's, whatever the profile's size).
+SPAN_BATCH = 1 << 20
 
 
 @analyser(
@@ -55,7 +56,7 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
         """
         WITH a AS (SELECT rank, device_type, device, ts, bytes, addr, pid, tid FROM memory WHERE bytes > 0),
         f AS (SELECT rank, device_type, device, ts, addr FROM memory WHERE bytes < 0),
-        p AS (SELECT rank, device_type, device, arg_max(ts, allocated) AS pts FROM memory
+        p AS (SELECT rank, device_type, device, arg_max(ts, (allocated, -ts)) AS pts FROM memory
               WHERE allocated IS NOT NULL GROUP BY ALL)
         SELECT a.rank, a.device_type, a.device, a.ts, a.bytes, a.pid, a.tid, f.ts AS freed, f.ts IS NOT NULL AS has_free,
                coalesce(p.pts IS NOT NULL AND a.ts <= p.pts AND (f.ts IS NULL OR f.ts > p.pts), false) AS live
@@ -63,7 +64,7 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
           ON a.rank = f.rank AND a.device_type = f.device_type AND a.device = f.device
              AND a.addr = f.addr AND f.ts >= a.ts
         LEFT JOIN p ON a.rank = p.rank AND a.device_type = p.device_type AND a.device = p.device
-        ORDER BY a.rank, a.pid, a.tid, a.ts
+        ORDER BY a.rank, a.pid, a.tid, a.ts, a.device_type, a.device, a.addr, a.bytes
         """,
         codes=("device_type",),
     )
@@ -74,30 +75,40 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
     kinds = ", ".join(f"'{k}'" for k in STACK_KINDS)
     names: list[str] = []
     stacks: list[str] = []
+    # A stack is the tuple of its spans' values (name code * 2 + is owner), and equal
+    # stacks share one pair of strings; the owner is the innermost open span of
+    # OWNER_KINDS (what memory.owners finds over those spans alone).
+    text: list[str] = []
+    code_of: dict[str, int] = {}
+    said: dict[tuple[int, ...], tuple[str, str]] = {}
+    nothing = (NO_OPERATOR, "")
     for rank in np.unique(t["rank"]).tolist():
         sel = np.flatnonzero(t["rank"] == rank)
-        sub = {k: v[sel] for k, v in t.items()}
-        spans = fetch(
-            profile,
-            f"SELECT pid, tid, name, kind, ts, ts + dur AS te FROM events "
-            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({kinds})",
-            [rank],
-            codes=("name", "kind"),
+        sub = {k: t[k][sel] for k in ("ts", "pid", "tid")}
+        # The host spans of the threads that allocate, read in batches (a big profile's
+        # spans never all in memory: bench/huge_import.py).
+        sql = (
+            f"SELECT e.pid, e.tid, e.ts, e.ts + e.dur AS te, e.name, e.kind FROM events e SEMI JOIN ("
+            f"  SELECT DISTINCT pid, tid & 4294967295 AS t FROM memory WHERE rank = {int(rank)} AND bytes > 0"
+            f") m ON e.pid = m.pid AND (e.tid & 4294967295) = m.t "
+            f"WHERE e.rank = {int(rank)} AND e.device_type = 'cpu' AND e.kind IN ({kinds}) "
+            f"ORDER BY {', '.join('e.' + c for c in SPAN_ORDER.split(', '))}"
         )
-        # One sweep: the owner is the innermost open span of OWNER_KINDS (what
-        # memory.owners finds over those spans alone), and equal stacks share one string.
-        is_owner = np.isin(spans["kind__dict"], OWNER_KINDS)[spans["kind"]]
-        # Names as codes: a stack is the tuple of its spans' (name, is owner) codes, and
-        # each row points at its stack's one pair of strings.
-        code = array("q", (spans["name"] * 2 + is_owner).astype(np.int64).tobytes())
-        text = [str(x) for x in spans["name__dict"]]
-        said: dict[tuple[int, ...], tuple[str, str]] = {}
-        nothing = (NO_OPERATOR, "")
-        rows = [nothing] * len(sub["ts"])
-        for i, o in each_open(sub, spans):
-            key = tuple([code[k] for k in o])
+
+        def valued(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+            spans = arrays_of(batch, codes=("name", "kind"))
+            gid = np.array([code_of.setdefault(str(x), len(code_of)) for x in spans["name__dict"].tolist()], np.int64)
+            is_owner = np.isin(spans["kind__dict"], OWNER_KINDS)[spans["kind"]]
+            spans["value"] = gid[spans["name"]] * 2 + is_owner
+            return spans
+
+        rows = [nothing] * len(sel)
+        for i, key_list in open_values(sub, map(valued, profile.batches(sql, SPAN_BATCH))):
+            key = tuple(key_list)
             got = said.get(key)
             if got is None:
+                if len(text) < len(code_of):
+                    text = list(code_of)
                 owner = next((text[c // 2] for c in reversed(key) if c % 2), NO_OPERATOR)
                 got = said[key] = (owner, _stack([text[c // 2] for c in key]))
             rows[i] = got

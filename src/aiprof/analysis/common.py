@@ -66,7 +66,11 @@ def fetch(
     than Python strings on millions of rows: ``out[c]`` holds int codes and
     ``out[c + "__dict"]`` the distinct values they index.
     """
-    t = profile.sql(sql, params)
+    return arrays_of(profile.sql(sql, params), codes)
+
+
+def arrays_of(t: pa.Table | pa.RecordBatch, codes: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """A table's (or a batch's) columns as numpy arrays, as :func:`fetch` returns them."""
     # Each column's chunks are freed once converted (millions of rows: never every column
     # twice). The numpy arrays are writable copies (astype): callers assign into them.
     names, cols = t.column_names, list(t.columns)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -63,3 +63,72 @@ def each_open(points: dict[str, np.ndarray], spans: dict[str, np.ndarray]) -> It
             found = [index[k] for k in stack if ste[k] > t]
             if found:
                 yield i, found
+
+
+#: The order the spans of :func:`open_values` come in (SQL): thread, then start, the
+#: longest first; ties in the order of the trace's calls (external id), then by name and kind (one answer).
+SPAN_ORDER = "pid, tid & 4294967295, ts, dur DESC, external_id NULLS LAST, name, kind"
+
+
+_PAST = (1 << 63, 1 << 63)  # a thread and an instant after every span's
+
+
+def open_values(
+    points: dict[str, np.ndarray], batches: Iterable[dict[str, np.ndarray]]
+) -> Iterator[tuple[int, list[int]]]:
+    """As :func:`each_open`, with the spans read in batches (``pid``, ``tid``, ``ts``,
+    ``te`` and an int ``value`` each, in :data:`SPAN_ORDER`) so that they never are all
+    in memory: yields (point index, the values of the spans open at it, outermost
+    first). Only the stack of spans open on a thread is kept between batches."""
+    mask = 0xFFFFFFFF
+    n = len(points["ts"])
+    order = np.lexsort((points["ts"], points["tid"] & mask, points["pid"]))
+    ppid, ptid, pts = points["pid"][order], points["tid"][order] & mask, points["ts"][order]
+    done = 0  # points swept so far (in order)
+    thread: tuple[int, int] | None = None  # the thread the stack is on
+    stack: list[tuple[int, int]] = []  # (end, value) of the open spans, outermost first
+
+    def sweep(
+        upto: int, sp: list[int], st: list[int], sts: list[int], ste: list[int], sv: list[int]
+    ) -> Iterator[tuple[int, list[int]]]:
+        nonlocal thread, stack
+        j, m = 0, len(sts)
+        # The points, then an end past every span: the batch's spans after its last
+        # point are pushed too, for the next batch's points.
+        for k in [*range(done, upto), -1]:
+            key, t = ((int(ppid[k]), int(ptid[k])), int(pts[k])) if k >= 0 else (_PAST, _PAST[0])
+            # Push the spans that start before the point (on its thread or one before it).
+            while j < m and ((sp[j], st[j]) < key or ((sp[j], st[j]) == key and sts[j] <= t)):
+                skey = (sp[j], st[j])
+                if skey != thread:
+                    thread, stack = skey, []
+                s = sts[j]
+                while stack and stack[-1][0] <= s:
+                    stack.pop()
+                stack.append((ste[j], sv[j]))
+                j += 1
+            if thread != key:
+                continue
+            while stack and stack[-1][0] <= t:
+                stack.pop()
+            found = [v for e, v in stack if e > t]
+            if found:
+                yield int(order[k]), found
+
+    for b in batches:
+        m = len(b["ts"])
+        if not m or done == n:
+            continue
+        lp, lt, ls = int(b["pid"][-1]), int(b["tid"][-1]) & mask, int(b["ts"][-1])
+        # The points before the batch's last span start (ties wait: a next batch's span
+        # may start with them) are swept with this batch's spans.
+        rest = slice(done, n)
+        before = (ppid[rest] < lp) | (
+            (ppid[rest] == lp) & ((ptid[rest] < lt) | ((ptid[rest] == lt) & (pts[rest] < ls)))
+        )
+        upto = done + int(np.count_nonzero(before))
+        cols = (b["pid"].tolist(), (b["tid"] & mask).tolist(), b["ts"].tolist(), b["te"].tolist(), b["value"].tolist())
+        yield from sweep(upto, *cols)
+        done = upto
+    if done < n:
+        yield from sweep(n, [], [], [], [], [])

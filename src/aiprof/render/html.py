@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import Query, run, views
-from ..analysis.operators import NEST_HOST_SPANS, big_profile, left_out
+from ..analysis.operators import NEST_HOST_SPANS, big_profile, not_computed
 from ..errors import AiprofError
 from ..store import Profile
 from ..web.assets import read_asset
@@ -99,15 +99,10 @@ def report_data(profile: Profile) -> dict[str, Any]:
 
 def _left_out(view: str, spans: int) -> dict[str, Any]:
     """A view left out of a big profile's report (analysis.operators.big_profile): what
-    the page shows instead of its rows."""
-    return {
-        "view": view,
-        "columns": [],
-        "rows": [],
-        "total": 0,
-        "error": "left out of the report: "
-        + left_out(f"the {view} view", spans, f"aiprof report PROFILE --view {view} computes it"),
-    }
+    the page shows instead of its rows (there is no server to compute it: an error)."""
+    out = not_computed(view, spans, f"aiprof report PROFILE --view {view} computes it")
+    out["error"] = "left out of the report: " + out["reason"]
+    return out
 
 
 def _allocations(profile: Profile) -> dict[str, Any]:

@@ -157,22 +157,12 @@ def view_deferred(profile: Profile, view: str) -> dict[str, Any] | None:
     """On a big profile, the answer of a view that nests every host span
     (analysis.operators.NEST_HOST_SPANS) before it is asked for with ``compute=true``:
     no rows, ``deferred`` and the reason. None for any other view or profile."""
-    from ..analysis.operators import NEST_HOST_SPANS, big_profile, left_out
+    from ..analysis.operators import NEST_HOST_SPANS, big_profile, not_computed
 
     spans = big_profile(profile.metas) if view in NEST_HOST_SPANS else None
     if spans is None:
         return None
-    how = f"the page computes it when asked (or aiprof report PROFILE --view {view})"
-    return {
-        "view": view,
-        "columns": [],
-        "rows": [],
-        "total": 0,
-        "offset": 0,
-        "limit": None,
-        "deferred": True,
-        "reason": left_out(f"the {view} view", spans, how),
-    }
+    return not_computed(view, spans, f"the page computes it when asked (or aiprof report PROFILE --view {view})")
 
 
 def _param_values(request: Request) -> dict[str, Any]:
