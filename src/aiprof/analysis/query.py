@@ -167,7 +167,14 @@ class Query:
                 idx = pc.sort_indices(table, sort_keys=[(c, o, "at_end") for c, o in orders])
             else:
                 idx = pc.sort_indices(table, sort_keys=orders, null_placement="at_end")
-            table = table.take(idx)
+            # Only the page's rows are taken (a row per launch of a big profile: the
+            # whole table sorted would be a second copy of it).
+            start = int(self.offset or 0)
+            if self.limit is not None:
+                idx = idx.slice(start, int(self.limit))
+            elif start:
+                idx = idx.slice(start)
+            return table.take(idx)
         start = int(self.offset or 0)
         if self.limit is not None:
             return table.slice(start, int(self.limit))

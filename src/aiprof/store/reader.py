@@ -100,14 +100,21 @@ class Profile:
         except duckdb.Error as e:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 
-    def batches(self, query: str, rows: int = 1 << 20) -> Iterator[pa.RecordBatch]:
+    def batches(self, query: str, rows: int = 1 << 20, params: list[Any] | None = None) -> Iterator[pa.RecordBatch]:
         """Run a SQL query and yield its rows in Arrow batches of about ``rows``: for a
         caller that reduces the rows as they come, so that its memory holds what it
         keeps, not every row. The connection runs nothing else until the iterator is
-        exhausted (DuckDB streams the result from it)."""
+        exhausted (DuckDB streams the result from it). A query with no rows yields
+        one empty batch (its columns)."""
         try:
-            reader = self.con.sql(query).to_arrow_reader(rows)
-            yield from reader
+            rel = self.con.sql(query, params=params) if params else self.con.sql(query)
+            reader = rel.to_arrow_reader(rows)
+            none = True
+            for batch in reader:
+                none = False
+                yield batch
+            if none:
+                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
         except duckdb.Error as e:
             raise AiprofError(f"query failed: {str(e).splitlines()[0]}") from None
 
