@@ -95,18 +95,22 @@ def test_open_values_read_in_batches_finds_what_each_open_finds(profile, rows: i
         assert [spans["ts"][k] for k in got[i]] == [spans["ts"][k] for k in found]
 
 
-def test_allocations_read_their_spans_in_batches(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_allocations_and_memory_read_their_spans_in_batches(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from aiprof.analysis import allocations as alloc
+    from aiprof.analysis import memory, open_spans
 
     trace = TRACE.parent / "df_index_resolver.json.gz"  # recorded with profile_memory
     out, _ = import_paths([trace], tmp_path / "d.aiprof")
     with open_profile(out) as p:
-        whole = alloc.allocations(p, {})
-    monkeypatch.setattr(alloc, "SPAN_BATCH", 5)
+        whole, peak = alloc.allocations(p, {}), memory.memory(p, {})
+    monkeypatch.setattr(open_spans, "SPAN_BATCH", 5)
     with open_profile(out) as p:
-        small = alloc.allocations(p, {})
+        small, small_peak = alloc.allocations(p, {}), memory.memory(p, {})
     assert whole.num_rows == 14005 and small.equals(whole)
     stacks = whole.column("stack").to_pylist()
     assert sum(s.count(" > ") >= 2 for s in stacks) > 10_000  # real stacks, found across batches
     owners = whole.column("operator").to_pylist()
     assert owners.count("aten::empty") == 2905 and owners.count("aten::mm") == 1470
+    assert small_peak.equals(peak) and peak.num_rows >= 3
+    held = {r["operator"]: r["blocks"] for r in peak.to_pylist()}
+    assert sum(held.values()) > 0 and any(k.startswith("aten::") for k in held)

@@ -146,7 +146,8 @@ class Context:
         """All rows of ``view`` as an Arrow table (None when the view is missing or
         fails): for a view of a row per event (``launches``), whose rows as Python
         dicts would take about 1 KB each (GiBs on a big profile), where :meth:`rows`
-        suits a summary."""
+        suits a summary. Its text columns are dictionary-encoded (one string per
+        distinct value: the table is kept for the whole advice)."""
         got: pa.Table | None = self._view("table", view, params)
         return got
 
@@ -159,7 +160,8 @@ class Context:
         key = shape + ":" + view + repr(sorted(params.items()))
         if key not in self._cache:
             try:
-                res = run(self.profile, view, params=params)
+                compact = functools.partial(_compact, view=view) if shape == "table" else None
+                res = run(self.profile, view, params=params, before=compact)
                 self._cache[key] = res.table if shape == "table" else res.rows
             except AiprofError:
                 self._cache[key] = None
@@ -312,3 +314,21 @@ def share(part: float | None, whole: float | None) -> float:
     if not part or not whole:
         return 0.0
     return float(part) / float(whole)
+
+
+def _compact(table: pa.Table, view: str) -> pa.Table:
+    """``table`` with its text columns dictionary-encoded, a column at a time, before the
+    query sorts it (the 5.6M launches of bench/huge_import.py's trace: 1.67 GiB as text,
+    and as much again sorted). ``name``, which breaks the sort's ties, stays text (Arrow
+    sorts no dictionary column), as do the columns ``view`` sorts on by default."""
+    import pyarrow.compute as pc
+
+    from ..analysis.base import views
+
+    keep = {"name"} | {c.lstrip("-") for c in views()[view].default_sort}
+    cols = []
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if name not in keep and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = pc.dictionary_encode(col.combine_chunks())
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)

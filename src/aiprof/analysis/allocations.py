@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from ..store import Profile
 from .base import analyser
-from .common import arrays_of, fetch
+from .common import fetch
 from .memory import NO_OPERATOR, OWNER_KINDS
-from .open_spans import SPAN_ORDER, open_values
+from .open_spans import owned_stacks
 
 _SCHEMA = pa.schema(
     [
@@ -34,8 +34,6 @@ STACK_KINDS = ("python", "cpu_op", "user_annotation", "dataloader")
 #: Frames kept of a stack (innermost ones); deeper stacks say how many were cut.
 STACK_DEPTH = 32
 STACK_SEP = " > "
-#: Host spans read at a time (their memory is a batch's, whatever the profile's size).
-SPAN_BATCH = 1 << 20
 
 
 @analyser(
@@ -72,43 +70,19 @@ def allocations(profile: Profile, params: dict[str, Any]) -> pa.Table:
     if not n:
         return _SCHEMA.empty_table()
     t["device_type"] = t.pop("device_type__dict")[t["device_type"]]  # one string object per type
-    kinds = ", ".join(f"'{k}'" for k in STACK_KINDS)
     names: list[str] = []
     stacks: list[str] = []
-    # A stack is the tuple of its spans' values (name code * 2 + is owner), and equal
-    # stacks share one pair of strings; the owner is the innermost open span of
+    # Equal stacks share one pair of strings; the owner is the innermost open span of
     # OWNER_KINDS (what memory.owners finds over those spans alone).
-    text: list[str] = []
-    code_of: dict[str, int] = {}
     said: dict[tuple[int, ...], tuple[str, str]] = {}
     nothing = (NO_OPERATOR, "")
     for rank in np.unique(t["rank"]).tolist():
         sel = np.flatnonzero(t["rank"] == rank)
         sub = {k: t[k][sel] for k in ("ts", "pid", "tid")}
-        # The host spans of the threads that allocate, read in batches (a big profile's
-        # spans never all in memory: bench/huge_import.py).
-        sql = (
-            f"SELECT e.pid, e.tid, e.ts, e.ts + e.dur AS te, e.name, e.kind FROM events e SEMI JOIN ("
-            f"  SELECT DISTINCT pid, tid & 4294967295 AS t FROM memory WHERE rank = {int(rank)} AND bytes > 0"
-            f") m ON e.pid = m.pid AND (e.tid & 4294967295) = m.t "
-            f"WHERE e.rank = {int(rank)} AND e.device_type = 'cpu' AND e.kind IN ({kinds}) "
-            f"ORDER BY {', '.join('e.' + c for c in SPAN_ORDER.split(', '))}"
-        )
-
-        def valued(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-            spans = arrays_of(batch, codes=("name", "kind"))
-            gid = np.array([code_of.setdefault(str(x), len(code_of)) for x in spans["name__dict"].tolist()], np.int64)
-            is_owner = np.isin(spans["kind__dict"], OWNER_KINDS)[spans["kind"]]
-            spans["value"] = gid[spans["name"]] * 2 + is_owner
-            return spans
-
         rows = [nothing] * len(sel)
-        for i, key_list in open_values(sub, map(valued, profile.batches(sql, SPAN_BATCH))):
-            key = tuple(key_list)
+        for i, key, text in owned_stacks(profile, rank, sub, STACK_KINDS, OWNER_KINDS):
             got = said.get(key)
             if got is None:
-                if len(text) < len(code_of):
-                    text = list(code_of)
                 owner = next((text[c // 2] for c in reversed(key) if c % 2), NO_OPERATOR)
                 got = said[key] = (owner, _stack([text[c // 2] for c in key]))
             rows[i] = got

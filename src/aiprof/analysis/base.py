@@ -106,8 +106,15 @@ def views() -> dict[str, Analyser]:
     return dict(_REGISTRY)
 
 
-def run(profile: Profile, view: str, query: Query | None = None, params: dict[str, Any] | None = None) -> Result:
-    """Run analyser ``view`` on ``profile`` and apply ``query`` to its rows."""
+def run(
+    profile: Profile,
+    view: str,
+    query: Query | None = None,
+    params: dict[str, Any] | None = None,
+    before: Callable[[pa.Table], pa.Table] | None = None,
+) -> Result:
+    """Run analyser ``view`` on ``profile`` and apply ``query`` to its rows (``before``:
+    what to make of the analyser's table first, such as its compact form)."""
     all_views = views()
     a = all_views.get(view)
     if a is None:
@@ -123,5 +130,7 @@ def run(profile: Profile, view: str, query: Query | None = None, params: dict[st
     if isinstance(table, SqlView):
         page, total = q.apply_sql(profile.con, table.sql)
     else:
+        if before is not None:
+            table = before(table)
         page, total = q.apply(table)
     return Result(view, page, total, q, a.units)

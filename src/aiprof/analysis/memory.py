@@ -10,7 +10,7 @@ import pyarrow as pa
 from ..store import Profile
 from .base import analyser
 from .common import fetch
-from .open_spans import open_at
+from .open_spans import owned_stacks
 
 #: Host spans that own an allocation: the innermost one open on the allocating thread.
 OWNER_KINDS = ("cpu_op", "dataloader")
@@ -67,17 +67,11 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
             f AS (SELECT ts, addr FROM m WHERE bytes < 0 AND ts <= ?)
             SELECT a.ts, a.bytes, a.pid, a.tid FROM a
             WHERE NOT EXISTS (SELECT 1 FROM f WHERE f.addr = a.addr AND f.ts >= a.ts)
+            ORDER BY a.ts, a.pid, a.tid, a.addr, a.bytes
             """,
             [r, dt, d, pts, pts],
         )
-        ops = fetch(
-            profile,
-            "SELECT pid, tid, name, ts, ts + dur AS te FROM events "
-            f"WHERE rank = ? AND device_type = 'cpu' AND kind IN ({', '.join(repr(k) for k in OWNER_KINDS)})",
-            [r],
-            codes=("name",),
-        )
-        owner = owners(live, ops)
+        owner = owners(profile, r, live)
         by: dict[str, list[int]] = {}
         for name, b in zip(owner, live["bytes"].tolist()):
             acc = by.setdefault(name, [0, 0])
@@ -111,9 +105,11 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
 
-def owners(live: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> list[str]:
-    """Innermost operator (``ops``: spans of OWNER_KINDS) on the allocating thread whose
-    span holds each allocation, else '(no operator)'. The names come as codes
-    (``fetch(..., codes=("name",))``: one string per distinct name, not per span)."""
-    names, text = ops["name"], ops["name__dict"]
-    return [str(text[names[o[-1]]]) if o else NO_OPERATOR for o in open_at(live, ops)]
+def owners(profile: Profile, rank: int, live: dict[str, np.ndarray]) -> list[str]:
+    """Innermost operator (a span of OWNER_KINDS) on the allocating thread of ``rank``
+    whose span holds each allocation (``ts``, ``pid``, ``tid``), else '(no operator)';
+    the spans are read in batches (open_spans.owned_stacks)."""
+    out = [NO_OPERATOR] * len(live["ts"])
+    for i, stack, names in owned_stacks(profile, rank, live, OWNER_KINDS, OWNER_KINDS):
+        out[i] = names[stack[-1] // 2]
+    return out

@@ -6,6 +6,10 @@ from array import array
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+import pyarrow as pa
+
+from ..store import Profile
+from .common import arrays_of
 
 
 def open_at(points: dict[str, np.ndarray], spans: dict[str, np.ndarray]) -> list[list[int]]:
@@ -132,3 +136,44 @@ def open_values(
         done = upto
     if done < n:
         yield from sweep(n, [], [], [], [], [])
+
+
+#: Host spans read at a time by :func:`owned_stacks` (their memory is a batch's,
+#: whatever the profile's size: bench/huge_import.py).
+SPAN_BATCH = 1 << 20
+
+
+def owned_stacks(
+    profile: Profile, rank: int, points: dict[str, np.ndarray], kinds: tuple[str, ...], owner_kinds: tuple[str, ...]
+) -> Iterator[tuple[int, tuple[int, ...], list[str]]]:
+    """The host spans of ``kinds`` open at each point (``ts``, ``pid``, ``tid``) of
+    ``rank``, read in batches from the events of the points' threads: yields (point
+    index, stack, names) where the stack is its spans' codes outermost first (name code
+    * 2 + 1 for a span of ``owner_kinds``: ``names[c // 2]``), so that equal stacks may
+    share what is derived from them; ``names`` grows as batches are read."""
+    if not len(points["ts"]):
+        return
+    threads = np.unique(np.stack([points["pid"], points["tid"] & 0xFFFFFFFF], axis=1), axis=0)
+    pairs = ", ".join(f"({int(a)}, {int(b)})" for a, b in threads.tolist())
+    order = ", ".join("e." + c for c in SPAN_ORDER.split(", "))
+    sql = (
+        f"SELECT e.pid, e.tid, e.ts, e.ts + e.dur AS te, e.name, e.kind FROM events e "
+        f"SEMI JOIN (VALUES {pairs}) v(p, t) ON e.pid = v.p AND (e.tid & 4294967295) = v.t "
+        f"WHERE e.rank = {int(rank)} AND e.device_type = 'cpu' AND e.kind IN ({', '.join(repr(k) for k in kinds)}) "
+        f"AND e.ts <= {int(points['ts'].max())} ORDER BY {order}"
+    )
+    names: list[str] = []
+    code_of: dict[str, int] = {}
+
+    def coded(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+        spans = arrays_of(batch, codes=("name", "kind"))
+        for x in spans["name__dict"].tolist():
+            if code_of.setdefault(str(x), len(code_of)) == len(names):
+                names.append(str(x))
+        gid = np.array([code_of[str(x)] for x in spans["name__dict"].tolist()], np.int64)
+        owner = np.isin(spans["kind__dict"], owner_kinds)[spans["kind"]]
+        spans["value"] = gid[spans["name"]] * 2 + owner
+        return spans
+
+    for i, found in open_values(points, map(coded, profile.batches(sql, SPAN_BATCH))):
+        yield i, tuple(found), names
