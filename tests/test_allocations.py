@@ -8,6 +8,7 @@ from typing import Any
 from aiprof.analysis import Query, run
 from aiprof.analysis.device_use import devices_used
 from aiprof.importers import import_paths
+from aiprof.render.terminal import format_cell
 from aiprof.store import open_profile
 from kineto_builders import span, write_trace
 
@@ -49,6 +50,9 @@ def test_blocks_lifetimes_peak_owner_and_stack(tmp_path: Path) -> None:
     assert rows[0]["stack"] == "train.py(12): step > aten::linear > aten::mm"
     assert rows[1]["stack"] == "train.py(12): step > aten::linear"
     assert rows[2]["stack"] == "train.py(12): step"
+    # The terminal prints the flag as a word, the numbers as numbers.
+    assert [format_cell(r["live_at_peak"]) for r in rows] == ["yes", "yes", "no"]
+    assert [format_cell(r["bytes"]) for r in rows] == ["1,000", "3,000", "500"]
 
 
 def test_devices_used_is_not_every_device_the_node_lists(shared_data: Path, tmp_path: Path) -> None:

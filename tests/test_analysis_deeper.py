@@ -253,3 +253,21 @@ def test_dataloader_time_per_step(tmp_path: Path) -> None:
             100.0,
             200.0,
         )
+
+
+def test_runtime_of_two_ranks_is_each_rank_alone(shared_data: Path, tmp_path: Path) -> None:
+    # Two real ranks of one job: the view groups each rank's calls on its own (a slice of
+    # the calls in rank order), as it does for that rank imported alone.
+    files = [shared_data / "kineto" / "sampled-128-ranks" / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
+    both, _ = import_paths(files, tmp_path / "both.aiprof")
+    with open_profile(both) as prof:
+        together = rows(prof, "runtime")
+    assert {r["rank"] for r in together} == {0, 1}
+    for r, f in enumerate(files):
+        alone, _ = import_paths([f], tmp_path / f"r{r}.aiprof")
+        with open_profile(alone) as prof:
+            own = rows(prof, "runtime")
+        mine = [x for x in together if x["rank"] == r]
+        assert mine == [x | {"rank": r} for x in own] and len(mine) >= 2
+        launches = next(x for x in mine if x["class"] == "launch" and x["name"] == "(all)")
+        assert launches["calls"] > 100 and launches["total_us"] > 0

@@ -120,6 +120,12 @@ def arrays_of(t: pa.Table | pa.RecordBatch, codes: tuple[str, ...] = ()) -> dict
     return out
 
 
+def rank_slice(ranks: np.ndarray, r: Any) -> slice:
+    """The rows of rank ``r`` in ``ranks``, sorted (a fetch ordered by rank): one slice,
+    so that a rank's columns are views, not copies."""
+    return slice(int(np.searchsorted(ranks, r, "left")), int(np.searchsorted(ranks, r, "right")))
+
+
 def us(ns: Any) -> Any:
     """ns -> µs as float (the unit every view reports times in)."""
     return np.asarray(ns, dtype=np.float64) / 1000.0

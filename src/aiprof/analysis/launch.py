@@ -35,7 +35,7 @@ import pyarrow as pa
 from ..store import Profile
 from . import intervals as iv
 from .base import analyser
-from .common import fetch
+from .common import fetch, rank_slice
 from .communication import intersect
 from .ranks import device_busy, step_windows
 from .runtime import runtime_calls
@@ -237,7 +237,8 @@ def launch(profile: Profile, params: dict[str, Any]) -> pa.Table:
     late_iv = long_delay_intervals(profile)
     empty = np.zeros(0, np.int64)
     for r in np.unique(d["rank"]):
-        sel = d["rank"] == r
+        # The launches and the calls come in rank order: each rank's are one slice, a view.
+        sel = rank_slice(d["rank"], r)
         first, rt, delay = d["first"][sel], d["runtime_ns"][sel], d["delay_ns"][sel]
         kind, kdur = d["kind"][sel] == _code(d, "kind", "kernel"), d["kernel_ns"][sel]
         row = _summary(int(r), ALL, first, rt, delay, kind, kdur)
@@ -245,14 +246,20 @@ def launch(profile: Profile, params: dict[str, Any]) -> pa.Table:
         ms, me = busy.get(int(r), (empty, empty))
         wsel = w["rank"] == r
         ws, we = iv.merge(w["start"][wsel], w["end"][wsel])
-        csel = (calls["rank"] == r) & (calls["class"] == "launch")
-        row["launch_idle_us"] = _idle_inside(ms, me, calls["ts"][csel], calls["te"][csel], ws, we) / 1000.0
+        csel = rank_slice(calls["rank"], r)
+        launching = calls["class"][csel] == "launch"
+        cts, cte = calls["ts"][csel][launching], calls["te"][csel][launching]
+        row["launch_idle_us"] = _idle_inside(ms, me, cts, cte, ws, we) / 1000.0
         ls, le = late_iv.get(int(r), (empty, empty))
         row["delay_idle_us"] = _idle_inside(ms, me, ls, le, ws, we) / 1000.0
         rows.append(row)
+        # Per operator: the rank's launches ordered by operator once, each one a run.
         ops = d["operator"][sel]
         names = d["operator__dict"]
-        for code in sorted(set(ops.tolist()), key=lambda c: str(names[c])):
-            o = ops == code
-            rows.append(_summary(int(r), str(names[code]), first[o], rt[o], delay[o], kind[o], kdur[o]))
+        order = np.argsort(ops, kind="stable")
+        by = [a[order] for a in (ops, first, rt, delay, kind, kdur)]
+        cut = np.flatnonzero(np.diff(by[0])) + 1
+        runs = zip([0, *cut.tolist()], [*cut.tolist(), len(order)], strict=True)
+        for a, b in sorted(runs, key=lambda ab: str(names[by[0][ab[0]]])):
+            rows.append(_summary(int(r), str(names[by[0][a]]), *(x[a:b] for x in by[1:])))
     return pa.Table.from_pylist(rows, schema=_LAUNCH_SCHEMA)

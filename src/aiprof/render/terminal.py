@@ -113,6 +113,8 @@ def format_cell(v: Any) -> str:
             # Three decimals would print a p-value of 4e-05 or a tiny share as "0".
             return f"{v:.3g}"
         return f"{v:.3f}".rstrip("0").rstrip(".") if v else "0"
+    if isinstance(v, bool):  # before int: a flag column (live_at_peak) read as 1 and 0
+        return "yes" if v else "no"
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, list):
