@@ -49,7 +49,7 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     peaks = fetch(
         profile,
         "SELECT rank, device_type, device, arg_max(ts, (allocated, -ts)) AS pts, max(allocated) AS pa_, max(reserved) AS pr, count(reserved) > 0 AS has_r "
-        "FROM memory WHERE allocated IS NOT NULL GROUP BY rank, device_type, device",
+        "FROM memory WHERE allocated IS NOT NULL GROUP BY rank, device_type, device ORDER BY rank, device_type, device",
     )
     rows: list[dict[str, Any]] = []
     for i in range(len(peaks["pts"])):
