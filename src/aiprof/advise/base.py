@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..analysis.base import run
+from ..analysis.base import run, views
 from ..errors import AiprofError
 from ..store import Profile
 
@@ -321,10 +322,6 @@ def _compact(table: pa.Table, view: str) -> pa.Table:
     query sorts it (the 5.6M launches of bench/huge_import.py's trace: 1.67 GiB as text,
     and as much again sorted). ``name``, which breaks the sort's ties, stays text (Arrow
     sorts no dictionary column), as do the columns ``view`` sorts on by default."""
-    import pyarrow.compute as pc
-
-    from ..analysis.base import views
-
     keep = {"name"} | {c.lstrip("-") for c in views()[view].default_sort}
     cols = []
     for name, col in zip(table.column_names, table.columns, strict=True):

@@ -80,9 +80,7 @@ def fetch(
     for c in codes:  # each batch's codes into one dictionary
         seen: dict[Any, int] = {}
         for part in parts:
-            values = part.pop(c + "__dict").tolist()
-            to = np.array([seen.setdefault(v, len(seen)) for v in values] + [-1], dtype=np.int64)
-            part[c] = to[part[c]]  # a null (-1) takes the last entry: -1
+            part[c] = recode(seen, part.pop(c + "__dict").tolist())[part[c]]
         parts[0][c + "__dict"] = np.array(list(seen), dtype=object)
     out: dict[str, np.ndarray] = {}
     for name in list(parts[0]):  # a column at a time, its pieces freed once joined
@@ -118,6 +116,14 @@ def arrays_of(t: pa.Table | pa.RecordBatch, codes: tuple[str, ...] = ()) -> dict
         else:
             out[name] = np.array(arr.to_pylist(), dtype=object)
     return out
+
+
+def recode(seen: dict[Any, int], values: list[Any]) -> np.ndarray:
+    """A batch's dictionary (``values``) as codes into one dictionary of every batch
+    (``seen``: value -> code, in order of first appearance, extended here). The result
+    maps a batch code to its code in ``seen``; its last entry is -1, so that a null
+    code (-1) stays -1."""
+    return np.array([seen.setdefault(v, len(seen)) for v in values] + [-1], dtype=np.int64)
 
 
 def rank_slice(ranks: np.ndarray, r: Any) -> slice:

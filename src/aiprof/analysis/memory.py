@@ -42,8 +42,8 @@ def memory(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per (rank, device, operator) holding memory at the device's peak:
     peak_allocated_bytes and peak_reserved_bytes of the device (reserved is null when
     the trace has no reserved totals), peak_ts_us (µs; the first instant of the peak,
-    when it is reached again later), the operator (innermost host operator running when the block was allocated,
-    '(no operator)', or '(allocated before the trace)' for the part of the peak whose
+    when it is reached again later), the operator (innermost host operator running when
+    the block was allocated, '(no operator)', or '(allocated before the trace)' for the part of the peak whose
     allocation was not recorded), live_bytes and blocks it holds at the peak, pct_of_peak (%).
     Devices without allocator events have no rows."""
     peaks = fetch(

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..store import Profile
-from .common import arrays_of
+from .common import arrays_of, recode
 
 
 def open_at(points: dict[str, np.ndarray], spans: dict[str, np.ndarray]) -> list[list[int]]:
@@ -70,7 +70,8 @@ def each_open(points: dict[str, np.ndarray], spans: dict[str, np.ndarray]) -> It
 
 
 #: The order the spans of :func:`open_values` come in (SQL): thread, then start, the
-#: longest first; ties in the order of the trace's calls (external id), then by name and kind (one answer).
+#: longest first; ties in the order of the trace's calls (external id), then by name
+#: and kind (one answer).
 SPAN_ORDER = "pid, tid & 4294967295, ts, dur DESC, external_id NULLS LAST, name, kind"
 
 
@@ -167,10 +168,8 @@ def owned_stacks(
 
     def coded(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
         spans = arrays_of(batch, codes=("name", "kind"))
-        for x in spans["name__dict"].tolist():
-            if code_of.setdefault(str(x), len(code_of)) == len(names):
-                names.append(str(x))
-        gid = np.array([code_of[str(x)] for x in spans["name__dict"].tolist()], np.int64)
+        gid = recode(code_of, [str(x) for x in spans["name__dict"].tolist()])
+        names.extend(list(code_of)[len(names) :])
         owner = np.isin(spans["kind__dict"], owner_kinds)[spans["kind"]]
         spans["value"] = gid[spans["name"]] * 2 + owner
         return spans

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from .base import analyser
-from .common import arrays_of
+from .common import arrays_of, recode
 from .tensor_cores import tensor_core_sql
 
 #: The host spans the view nests, one thread at a time (its cost grows with their count).
@@ -372,9 +372,7 @@ class _Nesting:
 
     def _codes(self, h: dict[str, np.ndarray]) -> np.ndarray:
         """The batch's operator keys as rows (-1 for the spans that are not operators)."""
-        index = self.index
-        rows = np.array([index.setdefault(str(k), len(index)) for k in h["opkey__dict"].tolist()] + [-1], np.int64)
-        out: np.ndarray = rows[h["opkey"]]  # a null key (-1) takes the last entry: -1
+        out: np.ndarray = recode(self.index, [str(k) for k in h["opkey__dict"].tolist()])[h["opkey"]]
         return out
 
     def _stack_codes(self, h: dict[str, np.ndarray], parent: np.ndarray, frames: Any) -> np.ndarray:

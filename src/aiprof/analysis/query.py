@@ -157,6 +157,7 @@ class Query:
         for c, _ in self.sort:
             if c not in table.schema.names:
                 raise QueryError(f"no column {c!r} to sort on; columns: {', '.join(table.schema.names)}")
+        start = int(self.offset or 0)
         if self.sort and table.num_rows > 1:
             orders = [(c, "descending" if desc else "ascending") for c, desc in self.sort]
             # Ties in the same order whatever order the view's rows came in (a view
@@ -169,13 +170,11 @@ class Query:
                 idx = pc.sort_indices(table, sort_keys=orders, null_placement="at_end")
             # Only the page's rows are taken (a row per launch of a big profile: the
             # whole table sorted would be a second copy of it).
-            start = int(self.offset or 0)
             if self.limit is not None:
                 idx = idx.slice(start, int(self.limit))
             elif start:
                 idx = idx.slice(start)
             return table.take(idx)
-        start = int(self.offset or 0)
         if self.limit is not None:
             return table.slice(start, int(self.limit))
         return table.slice(start) if start else table

@@ -140,7 +140,8 @@ def runtime(profile: Profile, params: dict[str, Any]) -> pa.Table:
         kc = np.zeros(len(cls), dtype=np.int64)
         for i, k in enumerate(RUNTIME_CLASSES):
             kc[cls == k] = i
-        keys, group = np.unique(kc * max(len(text), 1) + names, return_inverse=True)
+        width = max(len(text), 1)
+        keys, group = np.unique(kc * width + names, return_inverse=True)
         group = group.reshape(-1)
         dur = te - ts
         calls = np.bincount(group, minlength=len(keys))
@@ -148,7 +149,7 @@ def runtime(profile: Profile, params: dict[str, Any]) -> pa.Table:
         held = np.bincount(group, weights=inside, minlength=len(keys))
         longest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(longest, group, dur)
-        labels = [(RUNTIME_CLASSES[int(g) // max(len(text), 1)], str(text[int(g) % max(len(text), 1)])) for g in keys]
+        labels = [(RUNTIME_CLASSES[int(g) // width], str(text[int(g) % width])) for g in keys]
         for j in sorted(range(len(keys)), key=lambda j: labels[j]):
             rows.append(
                 {
