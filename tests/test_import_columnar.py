@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aiprof.importers import import_paths
-from aiprof.importers.jsonstream import TraceStream
+from aiprof.importers.jsonstream import ArrayParts, TraceStream
 from aiprof.importers.kineto import columnar as kineto_columnar
 from aiprof.store import open_profile
 from kineto_builders import kernel, launch, span, two_step_trace, write_trace
@@ -259,3 +259,106 @@ def test_engines_agree_on_a_bare_array(tmp_path: Path, monkeypatch: pytest.Monke
     assert json.loads((tmp_path / "x.json").read_bytes()) == _odd_trace()
     a, ctx_a, b, ctx_b = _both(src, tmp_path, monkeypatch)
     assert _tables(a) == _tables(b) and ctx_a.kinds == ctx_b.kinds
+
+
+def _kineto_layout(events: list[dict[str, Any]]) -> bytes:
+    """The layout torch.profiler writes: one key per line in an event, args indented."""
+    head = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n'
+    return (
+        head + ",\n".join("  " + json.dumps(e, indent=2) for e in events) + '\n  ],\n  "traceName": "t"\n}'
+    ).encode()
+
+
+@pytest.mark.parametrize("layout", ["kineto", "compact"])
+def test_array_parts_are_cut_between_events(tmp_path: Path, layout: str) -> None:
+    # The event list copied out as several arrays: each file is valid JSON, together
+    # they hold every event in order, and they are about the size asked for.
+    events = [
+        span(f"op{i}", "cpu_op", i * 10, 5) | {"args": {"External id": i, "Input Dims": [[2, 3], []]}}
+        for i in range(3000)
+    ]
+    text = _kineto_layout(events) if layout == "kineto" else json.dumps({"traceEvents": events}).encode()
+    src = tmp_path / "t.json"
+    src.write_bytes(text)
+    parts = ArrayParts(tmp_path / "parts", 16 << 10)
+    (tmp_path / "parts").mkdir()
+    assert TraceStream(src).copy_events(parts)
+    parts.close()
+    got = [json.loads(p.read_bytes()) for p in parts.paths]
+    assert [e for part in got for e in part] == events
+    assert len(parts.paths) >= len(text) // (16 << 10) - 1
+    assert all(len(p) > 0 for p in got)
+
+
+def _nested_last(i: int) -> dict[str, Any]:
+    # An event whose last key holds objects in a list: its text has '}, {' inside it,
+    # where a cut made by the layout alone falls inside the event.
+    return span(f"n{i}", "cpu_op", 100_000 + i * 10, 5) | {
+        "args": {"External id": 50_000 + i, "dims": [{"a": i}, {"b": i}]}
+    }
+
+
+def test_a_cut_inside_an_event_is_refused_and_the_list_read_as_one_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every event holds '}, {': some cuts fall inside an event. DuckDB refuses those
+    # parts before any row is written and the list is read again as one file: the
+    # profile is the event path's.
+    monkeypatch.setattr(kineto_columnar, "PIECE_BYTES", 4 << 10)
+    events = [_nested_last(i) for i in range(2000)]
+    src = tmp_path / "t.json"
+    src.write_bytes(json.dumps({"traceEvents": events}).encode())
+    with caplog.at_level("INFO", logger="aiprof.import"):
+        a, ctx_a, b, ctx_b = _both(src, tmp_path, monkeypatch)
+    assert any("reading them as one file" in r.getMessage() for r in caplog.records)
+    ta, tb = _tables(a), _tables(b)
+    assert len(tb["events"]) == 2000 and ta == tb and ctx_a.kinds == ctx_b.kinds
+
+
+def test_a_cut_inside_an_event_after_rows_were_written_starts_over_in_one_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first parts are sound and their rows are written; a later cut falls inside an
+    # event: the import starts over with the list read as one file (not by the slow
+    # event path), and the profile is the event path's.
+    monkeypatch.setattr(kineto_columnar, "PIECE_BYTES", 4 << 10)
+    monkeypatch.setattr(kineto_columnar, "ORIGIN_EVENTS", 64)
+    monkeypatch.setattr(kineto_columnar, "_BATCH", 64)
+    events = [span(f"op{i}", "cpu_op", i * 10, 5) for i in range(2000)] + [_nested_last(i) for i in range(2000)]
+    src = tmp_path / "t.json"
+    src.write_bytes(json.dumps({"traceEvents": events}).encode())
+    with caplog.at_level("INFO", logger="aiprof.import"):
+        a, ctx_a, b, ctx_b = _both(src, tmp_path, monkeypatch)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("importing again in one part" in m for m in messages)
+    assert not any("event by event" in m for m in messages)
+    ta, tb = _tables(a), _tables(b)
+    assert len(tb["events"]) == 4000 and ta == tb and ctx_a.kinds == ctx_b.kinds
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "A100-nccl-parser/nccl_data.json.gz",
+        "sampled-128-ranks/sampled_rank-0.json.gz",
+        "V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ],
+)
+def test_engines_agree_when_the_events_are_read_in_small_parts(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Real traces cut into 64 KiB parts, parsed two at a time: the same profile as the
+    # event path, whatever the cuts.
+    monkeypatch.setattr(kineto_columnar, "PIECE_BYTES", 64 << 10)
+    parts: list[int] = []
+    spool = kineto_columnar.spool_events
+
+    def counted(*a: Any) -> Any:
+        got = spool(*a)
+        parts.append(len(got[1]))
+        return got
+
+    monkeypatch.setattr(kineto_columnar, "spool_events", counted)
+    a, ctx_a, b, ctx_b = _both(shared_data / "kineto" / name, tmp_path, monkeypatch)
+    assert parts and parts[0] > 8
+    assert _tables(a) == _tables(b) and ctx_a.kinds == ctx_b.kinds and ctx_a.tables == ctx_b.tables

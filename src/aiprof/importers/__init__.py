@@ -183,11 +183,19 @@ def import_paths(
     ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs).
     ``keep_events``: leave the events table as written in ``ctx.writer.kept_events``
     (store/writer.py), for a caller that summarises it without reading it back."""
-    from .kineto.columnar import ColumnarUnavailable
+    from .kineto.columnar import ColumnarUnavailable, PartsRefused
 
     chosen = [(p, choose(p, forced)) for p in paths]
     try:
-        return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns, keep=keep_events)
+        try:
+            return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns, keep=keep_events)
+        except PartsRefused as e:
+            # A trace's events read in parts stopped after rows were written: read again
+            # as one file each (a cut inside an event is refused, never read).
+            log.info("columnar import in parts stopped (%s); importing again in one part", e)
+            return _import(
+                chosen, out, rank, progress, columnar=True, parts=False, interval=sample_interval_ns, keep=keep_events
+            )
     except ColumnarUnavailable as e:
         # DuckDB stopped part-way through a trace (a damaged event deep in the file):
         # the half-written profile is gone; the event path reads what can be read.
@@ -221,6 +229,7 @@ def _import(
     progress: Callable[[int], None],
     *,
     columnar: bool,
+    parts: bool = True,
     interval: int | None = None,
     keep: bool = False,
 ) -> tuple[Path, ImportContext]:
@@ -228,7 +237,14 @@ def _import(
     from .kineto.columnar import ColumnarUnavailable
 
     with ProfileWriter(out, derive=_derive_at_import, keep_events=keep) as writer:
-        ctx = ImportContext(writer=writer, progress=progress, rank=rank, columnar=columnar, sample_interval_ns=interval)
+        ctx = ImportContext(
+            writer=writer,
+            progress=progress,
+            rank=rank,
+            columnar=columnar,
+            columnar_parts=parts,
+            sample_interval_ns=interval,
+        )
         for p, imp in chosen:
             try:
                 imp.load(p, ctx)

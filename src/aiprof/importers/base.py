@@ -51,6 +51,9 @@ class ImportContext:
     warnings: list[str] = field(default_factory=list)
     columnar: bool = False
     """May Chrome traces take the columnar path (importers/kineto/columnar.py)?"""
+    columnar_parts: bool = True
+    """May the columnar path read a trace's events as several files, one per core at a
+    time (off once DuckDB refused such a read: it then reads them as one file)?"""
     sample_interval_ns: int | None = None
     """Time between samples of a log without timestamps, as the user gave it (``--interval``)."""
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import tempfile
 import threading
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from ..jsonstream import TraceStream
+from ..jsonstream import ArrayParts, TraceStream, balanced_array
 from .decode import Ev
 from .rules import (
     C10_DEVICE_TYPES,
@@ -108,6 +109,10 @@ _EVENTS_IN = (
 _MEMORY_IN = ("ts_ns", "pid_i", "tid_i", "m_type", "m_device", "m_addr", "m_bytes", "m_allocated", "m_reserved")
 
 
+#: Bytes of event text per file handed to DuckDB, which parses each file on one core:
+#: the list is cut into files of about this size (:class:`..jsonstream.ArrayParts`).
+PIECE_BYTES = 8 << 20
+
 #: Below these sizes the event path is faster (DuckDB's start costs ~50 ms): gzip
 #: (compressed bytes) and plain JSON.
 MIN_GZIP_BYTES = 256 << 10
@@ -135,6 +140,12 @@ class ColumnarUnavailable(Exception):
     """DuckDB could not take these events; the caller uses the event path instead."""
 
 
+class PartsRefused(ColumnarUnavailable):
+    """DuckDB stopped on events read in parts after rows were written: one cut between
+    parts may have fallen inside an event (:class:`..jsonstream.ArrayParts`); the
+    caller imports again with the list read as one file."""
+
+
 def _ns(col: str) -> str:
     """SQL: a µs text (number or string) -> int64 ns, rounded half up at the ns.
     Integers (most traces) skip the decimal cast, which costs ten times more."""
@@ -153,10 +164,12 @@ def _int(col: str) -> str:
     )
 
 
-def _select(events: Path) -> str:
+def _select(events: list[Path]) -> str:
     """SQL: one row per event, typed, with ``sql_row``: whether Arrow makes this row."""
     a_col = f"CASE WHEN args IS NOT NULL AND ph NOT IN {_FLOWS} THEN json_extract(args, {_ARGS_PATHS}) END"
     written = ", ".join(f"CASE WHEN NOT sql_row THEN {c}::VARCHAR END AS w_{c}" for c in _AS_WRITTEN)
+    quoted = ("'" + p.as_posix().replace("'", "''") + "'" for p in events)
+    files = "[" + ", ".join(quoted) + "]"
     return f"""
         SELECT ph, cat, coalesce(name, '') AS name, pid_i, tid_i, ts_ns, dur_ns, sql_row,
           sql_row AND ph IN {_FLOWS} AND coalesce(aiprof_synthetic::VARCHAR, '') = 'true' AS drawn,
@@ -187,39 +200,50 @@ def _select(events: Path) -> str:
             ) AS sql_row
           FROM (
             SELECT *, {_ns("ts")} AS ts_ns, {_ns("dur")} AS dur_ns, {_int("pid")} AS pid_i, {_int("tid")} AS tid_i
-            FROM read_json('{events.as_posix().replace("'", "''")}', format = 'array', columns = {_COLUMNS},
+            FROM read_json({files}, format = 'array', columns = {_COLUMNS},
                            maximum_object_size = {_MAX_EVENT})))
     """
 
 
-def spool_events(path: Path, dest: Path, ctx: ImportContext) -> tuple[TraceStream, bool]:
-    """Write the complete events of ``path`` to ``dest`` as one JSON array: copied whole
-    when the file is intact, else cut event by event by the scanner (which keeps every
-    complete event and says what was lost). Returns the stream (header, completeness,
-    problems) and whether any event was written."""
+def spool_events(path: Path, folder: Path, ctx: ImportContext, piece: int) -> tuple[TraceStream, list[Path]]:
+    """Write the complete events of ``path`` into ``folder`` as JSON array files of about
+    ``piece`` bytes each, cut between events (one file when ``piece`` is 0): copied
+    whole when the file is intact, else cut event by event by the scanner (which keeps
+    every complete event and says what was lost). Returns the stream (header,
+    completeness, problems) and the files, in order (none when the list is empty)."""
     stream = TraceStream(path)
-    with dest.open("wb") as out:
-        if stream.copy_events(out, ctx.progress):
-            return stream, out.tell() > 2
-    stream = TraceStream(path)
-    runs = 0
-    with dest.open("wb") as out:
-        out.write(b"[")
+    parts = ArrayParts(folder, piece)
+    try:
+        copied = stream.copy_events(parts, ctx.progress)
+    finally:
+        parts.close()
+    if not copied:
+        for p in parts.paths:
+            p.unlink()
+        stream = TraceStream(path)
+        parts = ArrayParts(folder, piece)
+        runs = 0
+        parts.write(b"[")
 
         def sink(text: bytes) -> list[Any]:
             nonlocal runs
             body = text[1:-1]  # the scanner hands "[ev, ...]"
             if body.strip():
                 if runs:
-                    out.write(b",")
-                out.write(body)
+                    parts.write(b",")
+                parts.write(body)
                 runs += 1
             return []
 
-        for _ in stream.batches(sink, sink):
-            pass
-        out.write(b"]")
-    return stream, runs > 0
+        try:
+            for _ in stream.batches(sink, sink):
+                pass
+            parts.write(b"]")
+        finally:
+            parts.close()
+    if len(parts.paths) == 1 and parts.paths[0].stat().st_size <= 2:
+        return stream, []
+    return stream, parts.paths
 
 
 def _connect(tmp: Path) -> duckdb.DuckDBPyConnection:
@@ -228,72 +252,164 @@ def _connect(tmp: Path) -> duckdb.DuckDBPyConnection:
     return duck.connect(threads=None, spill=tmp.as_posix())
 
 
-def _batches(con: duckdb.DuckDBPyConnection, events: Path) -> _Prefetch | None:
-    """The Arrow batches of :func:`_select`, in file order (None: no rows); the first
-    is fetched here so that a file DuckDB cannot read fails before anything is written."""
-    import duckdb
+def _batches(con: duckdb.DuckDBPyConnection, events: list[Path]) -> _Parts | None:
+    """The Arrow batches of :func:`_select` over the event files, in file order (None: no
+    rows); the first is fetched here so that a file DuckDB cannot read fails before
+    anything is written."""
+    import os
 
+    parts = _Parts(con, events, workers=max(1, min(len(events), os.cpu_count() or 1)))
     try:
-        reader = con.sql(_select(events)).to_arrow_reader(_BATCH)
-        first = reader.read_next_batch()
+        parts.fetch_first()
     except StopIteration:
+        parts.close()
         return None
-    except (duckdb.Error, ValueError, OverflowError, OSError) as e:
-        raise ColumnarUnavailable(str(e).splitlines()[0]) from e
-    return _Prefetch(first, reader)
+    except BaseException:
+        parts.close()
+        raise
+    return parts
 
 
-class _Prefetch:
-    """Yield ``first`` then the reader's batches, fetched one ahead by a thread: DuckDB
-    parses the next batch (without the GIL) while this one is converted and written.
-    :meth:`close` stops the thread (before the connection may be closed)."""
+class _Parts:
+    """The batches of :func:`_select` over each event file in turn, in file order.
+
+    DuckDB parses one JSON array file on one thread, and the order of rows read from
+    several files at once is not kept by a query that computes columns; so each file is
+    read by a query of its own, up to ``workers`` files at once, each on its own cursor
+    in a thread of its own (DuckDB works without the GIL), ahead of the consumer, which
+    converts and writes the batches in order. A file's batches wait in a short queue
+    (one file that is the whole list streams through it in bounded memory).
+
+    The first batch holds at least ``rules.ORIGIN_EVENTS`` rows (from as many files as
+    it takes), as the one-file read gives it, so the time origin is the same.
+    :meth:`close` stops the threads (before the connection may be closed)."""
 
     _DONE = object()
+    _QUEUED = 4
+    """Batches a file's queue holds before its reader waits."""
 
-    def __init__(self, first: Any, reader: Any) -> None:
-        self.first = first
-        self.reader = reader
-        self.q: queue.Queue[Any] = queue.Queue(maxsize=2)
+    def __init__(self, con: duckdb.DuckDBPyConnection, files: list[Path], *, workers: int) -> None:
+        self.files = files
+        self.queues: dict[int, queue.Queue[Any]] = {}
+        self.cond = threading.Condition()
+        self.next_file = 0
+        self.reading = 0
+        """The file the consumer reads now; readers stay within ``workers`` of it."""
+        self.workers = workers
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._fetch, name="aiprof-import-prefetch", daemon=True)
-        self.thread.start()
+        self.first: Any = None
+        self.rest: Any = None
+        self.threads = [
+            threading.Thread(target=self._read, args=(con.cursor(),), name="aiprof-import-parse", daemon=True)
+            for _ in range(workers)
+        ]
+        for t in self.threads:
+            t.start()
 
-    def _put(self, item: Any) -> bool:
+    def _read(self, cur: duckdb.DuckDBPyConnection) -> None:
+        try:
+            while True:
+                with self.cond:
+                    while not self.stop.is_set() and self.next_file >= self.reading + self.workers:
+                        self.cond.wait(0.1)
+                    if self.stop.is_set() or self.next_file >= len(self.files):
+                        return
+                    k = self.next_file
+                    self.next_file += 1
+                    q: queue.Queue[Any] = queue.Queue(maxsize=self._QUEUED)
+                    self.queues[k] = q
+                    self.cond.notify_all()
+                try:
+                    for b in cur.sql(_select([self.files[k]])).to_arrow_reader(_BATCH):
+                        if not self._put(q, b):
+                            return
+                    self._put(q, self._DONE)
+                except BaseException as e:  # handed to the consumer
+                    self._put(q, e)
+                    return
+        finally:
+            cur.close()
+
+    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
         while not self.stop.is_set():
             try:
-                self.q.put(item, timeout=0.1)
+                q.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def _fetch(self) -> None:
+    def _all(self) -> Any:
+        """Every batch, in file order; DuckDB's errors as they come."""
+        for k in range(len(self.files)):
+            with self.cond:
+                self.reading = k
+                self.cond.notify_all()
+                while k not in self.queues:
+                    self.cond.wait(0.1)
+                q = self.queues.pop(k)
+            while True:
+                item = q.get()
+                if item is self._DONE:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+
+    def fetch_first(self) -> None:
+        """Read the first batch (StopIteration: no rows; ColumnarUnavailable: DuckDB
+        cannot read the events)."""
+        import duckdb
+        import pyarrow as pa
+
+        self.rest = self._all()
+        got: list[Any] = []
+        rows = 0
         try:
-            for b in self.reader:
-                if not self._put(b):
-                    return
-            self._put(self._DONE)
-        except BaseException as e:  # handed to the consumer
-            self._put(e)
+            while rows < ORIGIN_EVENTS:
+                b = next(self.rest, None)
+                if b is None:
+                    break
+                got.append(b)
+                rows += b.num_rows
+        except (duckdb.Error, ValueError, OverflowError, OSError) as e:
+            refused = PartsRefused if self.cut_suspected(e) else ColumnarUnavailable
+            raise refused(str(e).splitlines()[0]) from e
+        if not got:
+            raise StopIteration
+        self.first = got[0] if len(got) == 1 else pa.Table.from_batches(got).combine_chunks().to_batches()[0]
 
     def __iter__(self) -> Any:
         import duckdb
 
         yield self.first
-        while True:
-            item = self.q.get()
-            if item is self._DONE:
-                return
-            if isinstance(item, BaseException):
-                if isinstance(item, (duckdb.Error, ValueError, OverflowError, OSError)):
-                    # Past the first batch rows are written: the caller starts over.
-                    raise ColumnarUnavailable(str(item).splitlines()[0]) from item
-                raise item
-            yield item
+        try:
+            yield from self.rest
+        except (duckdb.Error, ValueError, OverflowError, OSError) as e:
+            # Past the first batch rows are written: the caller starts over.
+            refused = PartsRefused if self.cut_suspected(e) else ColumnarUnavailable
+            raise refused(str(e).splitlines()[0]) from e
+
+    def cut_suspected(self, e: BaseException) -> bool:
+        """May DuckDB's error come from a cut between two files that fell inside an
+        event? Not when the file it names holds whole values from its '[' to its ']'
+        (its brackets balance, by the exact scan of :mod:`..jsonstream`): the events
+        themselves are damaged then, and reading them as one file would fail alike."""
+        if len(self.files) < 2:
+            return False
+        named = re.search(r'file "([^"]+)"', str(e))
+        if named is None:
+            return True
+        try:
+            text = Path(named.group(1)).read_bytes().rstrip()
+        except OSError:
+            return True
+        return not balanced_array(text)
 
     def close(self) -> None:
         self.stop.set()
-        self.thread.join()
+        for t in self.threads:
+            t.join()
 
 
 class BatchConverter:
@@ -517,14 +633,19 @@ def load(
     cannot read its events (nothing has been written then)."""
     with tempfile.TemporaryDirectory(prefix="aiprof-import-") as tmpdir:
         tmp = Path(tmpdir)
-        events = tmp / "events.json"
-        stream, any_events = spool_events(path, events, ctx)
+        piece = PIECE_BYTES if ctx.columnar_parts else 0
+        stream, events = spool_events(path, tmp, ctx, piece)
         con = _connect(tmp)
-        batches: _Prefetch | None = None
+        batches: _Parts | None = None
         try:
-            if any_events:
+            if events:
                 try:
                     batches = _batches(con, events)
+                except PartsRefused as e:
+                    # Maybe a cut inside an event: the list again, as one file.
+                    log.info("events in parts refused (%s); reading them as one file", e)
+                    ctx.columnar_parts = False
+                    return load(path, ctx, converter)
                 except ColumnarUnavailable as e:
                     log.info("columnar import not possible (%s); using the event path", e)
                     return None
