@@ -114,3 +114,32 @@ def test_allocations_and_memory_read_their_spans_in_batches(monkeypatch, tmp_pat
     assert small_peak.equals(peak) and peak.num_rows >= 3
     held = {r["operator"]: r["blocks"] for r in peak.to_pylist()}
     assert sum(held.values()) > 0 and any(k.startswith("aten::") for k in held)
+
+
+@pytest.mark.parametrize("keys", [1, 2, 3])
+def test_unions_group_their_keys_as_numpy_does_rows(keys: int) -> None:
+    # The keys of a batch are grouped by one int64 code per row (analysis.common._group):
+    # the same distinct rows, in the same order, with the same row-to-key index, as
+    # numpy's unique over rows (the old grouping), nulls (-1) and negatives included.
+    from aiprof.analysis.common import _group
+
+    rng = np.random.default_rng(keys)
+    cols = [rng.integers(-3, 40, size=5000).astype(np.int64) for _ in range(keys)]
+    cols[0][::7] = -1
+    distinct, inverse = _group(cols)
+    rows, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    assert distinct == [tuple(r) for r in rows.tolist()]
+    assert np.array_equal(inverse, inv.reshape(-1))
+    assert len(distinct) > 40
+
+
+def test_unions_group_keys_past_one_int64_by_rows() -> None:
+    # Four columns of 70,000 distinct values each: more combinations than one int64
+    # holds, so the rows are grouped as numpy does them; the same answer.
+    from aiprof.analysis.common import _group
+
+    rng = np.random.default_rng(4)
+    cols = [rng.integers(0, 1 << 40, size=70_000).astype(np.int64) for _ in range(4)]
+    distinct, inverse = _group(cols)
+    rows, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    assert distinct == [tuple(r) for r in rows.tolist()] and np.array_equal(inverse, inv.reshape(-1))

@@ -43,12 +43,12 @@ def unions(
         if keys == 0:
             parts.setdefault((), []).append(iv.merge(ts, te))
             continue
-        key = np.stack(cols[:keys], axis=1) if keys > 1 else cols[0][:, None]
-        distinct, inverse = np.unique(key, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        for i, k in enumerate(distinct.tolist()):
-            m = inverse == i
-            parts.setdefault(tuple(k), []).append(iv.merge(ts[m], te[m]))
+        distinct, inverse = _group(cols[:keys])
+        # Each key's rows in their order (a stable sort by key), split at the keys.
+        order = np.argsort(inverse, kind="stable")
+        groups = np.split(order, np.cumsum(np.bincount(inverse, minlength=len(distinct)))[:-1])
+        for k, rows_k in zip(distinct, groups, strict=True):
+            parts.setdefault(k, []).append(iv.merge(ts[rows_k], te[rows_k]))
     out = {}
     for k, got in parts.items():
         if len(got) == 1:
@@ -57,6 +57,25 @@ def unions(
             out[k] = iv.merge(np.concatenate([a for a, _ in got]), np.concatenate([b for _, b in got]))
         got.clear()
     return out
+
+
+def _group(keys: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct rows of the integer columns ``keys``, in ascending order (as
+    ``np.unique(axis=0)``), and each row's index among them. The columns are coded one
+    by one and the codes combined into one int64, which numpy sorts many times faster
+    than rows of several columns."""
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    span = 1
+    for col in keys:
+        values, inverse = np.unique(col, return_inverse=True)
+        span *= len(values)
+        if span >= 1 << 62:  # too many combinations for one int64: rows, as numpy does them
+            rows, inv = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+            return [tuple(r) for r in rows.tolist()], inv.reshape(-1)
+        code = code * len(values) + inverse.reshape(-1)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    distinct = list(zip(*(col[first].tolist() for col in keys), strict=True))
+    return distinct, inverse.reshape(-1)
 
 
 #: Rows a fetch converts at a time: DuckDB's whole result is never in memory beside its
