@@ -32,8 +32,13 @@ PROFILE_SUFFIX = ".aiprof"
 META_FILE = "profile.json"
 
 #: Events are held back until commit (steps are only known once all are seen); past
-#: this many bytes of Arrow data they spill to a temporary Parquet file.
+#: this many bytes of Arrow data they spill to a temporary Arrow IPC file (lz4 buffers:
+#: written and read back 3x faster than lz4 Parquet, whose encodings are not needed for
+#: a file read once; about twice the size).
 SPOOL_BYTES = 64 << 20
+SPILL = ".events.spill.arrow"
+#: Rows per row group of an events table written back from the spill.
+SPILL_ROW_GROUP = 1 << 17
 #: With ``keep_events``, the other tables are kept too (``kept_table``) while all of
 #: them together hold no more than this many bytes of Arrow data.
 KEPT_TABLE_BYTES = 64 << 20
@@ -83,7 +88,7 @@ class ProfileWriter:
         self._steps = StepIndex()
         self._spool: list[pa.RecordBatch] = []
         self._spool_bytes = 0
-        self._spill: pq.ParquetWriter | None = None
+        self._spill: pa.ipc.RecordBatchFileWriter | None = None
         self.rows: dict[str, int] = {}
         """Rows written so far, per table."""
         self.unfit: Counter[str] = Counter()
@@ -213,8 +218,8 @@ class ProfileWriter:
             self._spool.append(b)
             self._spool_bytes += b.nbytes
             if self._spool_bytes > SPOOL_BYTES:
-                self._spill = pq.ParquetWriter(
-                    self._tmp / ".events.spill.parquet", SCHEMAS["events"], compression="lz4"
+                self._spill = pa.ipc.new_file(
+                    self._tmp / SPILL, SCHEMAS["events"], options=pa.ipc.IpcWriteOptions(compression="lz4")
                 )
                 for sb in self._spool:
                     self._spill.write_batch(sb)
@@ -226,11 +231,21 @@ class ProfileWriter:
         if self._spill is not None:
             self._spill.close()
             self._spill = None
-            spill = self._tmp / ".events.spill.parquet"
-            pf = pq.ParquetFile(spill)
-            for b in pf.iter_batches(batch_size=1 << 17):
-                self._write("events", self._steps.apply(b))
-            del pf
+            spill = self._tmp / SPILL
+            with pa.memory_map(str(spill)) as source:
+                reader = pa.ipc.open_file(source)
+                held: list[pa.RecordBatch] = []
+                rows = 0
+                for i in range(reader.num_record_batches):
+                    held.append(reader.get_batch(i))
+                    rows += held[-1].num_rows
+                    if rows >= SPILL_ROW_GROUP or i == reader.num_record_batches - 1:
+                        # Row groups of about SPILL_ROW_GROUP rows, whatever the batches.
+                        group = pa.Table.from_batches(held, schema=SCHEMAS["events"]).combine_chunks()
+                        for b in group.to_batches():
+                            self._write("events", self._steps.apply(b))
+                        held, rows = [], 0
+                del reader
             spill.unlink()
         else:
             # One write of the batches (one row group, each column compressed once), not
@@ -296,7 +311,10 @@ class ProfileWriter:
         """Drop everything written so far."""
         self._spool.clear()
         if self._spill is not None:
-            self._writers["_spill"] = self._spill
+            try:
+                self._spill.close()
+            except Exception:
+                pass
             self._spill = None
         for w in self._writers.values():
             try:
