@@ -232,7 +232,8 @@ class ProfileWriter:
             self._spill.close()
             self._spill = None
             spill = self._tmp / SPILL
-            with pa.memory_map(str(spill)) as source:
+            # Read, not mapped: mapped pages count in the process's RSS until unmapped.
+            with pa.OSFile(str(spill)) as source:
                 reader = pa.ipc.open_file(source)
                 held: list[pa.RecordBatch] = []
                 rows = 0
