@@ -362,3 +362,18 @@ def test_engines_agree_when_the_events_are_read_in_small_parts(
     a, ctx_a, b, ctx_b = _both(shared_data / "kineto" / name, tmp_path, monkeypatch)
     assert parts and parts[0] > 8
     assert _tables(a) == _tables(b) and ctx_a.kinds == ctx_b.kinds and ctx_a.tables == ctx_b.tables
+
+
+def test_a_bare_array_of_torch_events_is_a_kineto_trace(shared_data: Path, tmp_path: Path) -> None:
+    # A Chrome trace written as a bare array whose events carry a category is the Kineto
+    # importer's (cpu_op spans on the host), not a MindSpore 1.x timeline (whose events
+    # have no category and are all NPU ops); the MindSpore sample is still MindSpore's.
+    from aiprof.importers import choose
+
+    src = tmp_path / "bare.json"
+    src.write_text(json.dumps([span(f"op{i}", "cpu_op", i * 10, 5) for i in range(50)]))
+    assert choose(src).name == "kineto"
+    _, ctx = import_paths([src], tmp_path / "bare.aiprof")
+    assert ctx.kinds == {"cpu_op": 50}
+    timeline = shared_data / "ascend" / "mindspore-1.x" / "ascend_timeline_display_1.json"
+    assert choose(timeline).name == "mindspore-legacy"

@@ -51,6 +51,9 @@ CSV_KINDS: list[tuple[frozenset[str], str, str, str | None]] = [
     (frozenset({"op_id", "op_type", "num_workers"}), "minddata_pipeline", "op_type", "op_id"),
 ]
 _TIMELINE_RE = re.compile(rb'^\s*\[\s*\{[^{}]*"ph"\s*:\s*"X"')
+#: A first event with a category: a Chrome trace written by another tool as a bare array
+#: (torch.profiler's events, for one); MindSpore 1.x timeline events have none.
+_CATEGORY_RE = re.compile(rb'^\s*\[\s*\{[^{}]*"cat"\s*:')
 
 
 def csv_kind(header: list[str]) -> tuple[str, str, str | None] | None:
@@ -75,7 +78,7 @@ def file_kind(path: Path) -> str | None:
     if k2 is not None:
         return k2
     if path.suffix == ".json" or head.lstrip()[:1] in (b"[", b"{"):
-        if _TIMELINE_RE.match(head) and not looks_like_ascend_trace(head):
+        if _TIMELINE_RE.match(head) and not _CATEGORY_RE.match(head) and not looks_like_ascend_trace(head):
             return "timeline"
         if b'"sampling_interval"' in head and b'"device_info"' in head:
             return "minddata_cpu_utilization"
