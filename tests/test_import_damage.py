@@ -273,3 +273,50 @@ def test_an_importer_bug_is_our_error_with_the_file_named(tmp_path: Path) -> Non
     assert str(e.value).startswith(f"{p}: cannot read this strict-format input")
     assert "KeyError" in str(e.value)
     assert not list(tmp_path.glob("*.aiprof")) and not list(tmp_path.glob(".o.aiprof*"))
+
+
+def _unterminated(events: list[dict[str, Any]], at: int, layout_indent: int | None) -> tuple[bytes, int]:
+    """A trace whose event ``at`` has a string that never closes; and where it starts."""
+    text = json.dumps({"traceEvents": events}, indent=layout_indent).encode()
+    mark = f'"op{at}"'.encode()
+    i = text.index(mark)
+    return text[:i] + b'"op' + text[i + len(mark) :], i
+
+
+@pytest.mark.parametrize("layout_indent", [2, None])
+def test_an_unterminated_string_says_how_much_it_cost(tmp_path: Path, layout_indent: int | None) -> None:
+    # A string that never closes in the middle of the trace: the events before it are
+    # kept, and the warning says how many bytes and about how many events could not be
+    # read (it said "1 malformed trace event", or "trace cut short" of a whole file).
+    n = 20_000
+    events = [span(f"op{i}", "cpu_op", i * 10, 5) for i in range(n)]
+    text, at = _unterminated(events, n // 2, layout_indent)
+    src = tmp_path / "t.json"
+    src.write_bytes(text)
+    out, ctx = import_paths([src], tmp_path / "t.aiprof")
+    kept = len(_events(out))
+    assert n // 2 - 2_000 <= kept < n // 2 + 1
+    (said,) = [w for w in ctx.warnings if "unterminated" in w]
+    lost = int(said.split("about ")[1].split(" events")[0].replace(",", ""))
+    assert abs((n - kept) - lost) <= 2, said
+    if "at byte" in said:  # the whole rest of the list could not be cut into events
+        assert f"at byte {at:,}" in said or int(said.split("at byte ")[1].split(" ")[0].replace(",", "")) <= at
+
+
+def test_an_unreadable_stretch_of_a_run_counts_its_events(tmp_path: Path) -> None:
+    # The event path's slow lane: a run of events that does not parse is cut by
+    # structure; an unterminated string makes the rest of the run one piece, and the
+    # warning counts the events in it, not one.
+    from aiprof.importers.kineto.decode import decode_events
+    from aiprof.store.writer import ProfileWriter
+
+    events = [span(f"op{i}", "cpu_op", i * 10, 5) for i in range(300)]
+    text, _ = _unterminated(events, 100, 2)
+    run = text[text.index(b"[") : text.rindex(b"]") + 1]
+    w = ProfileWriter(tmp_path / "w")
+    ctx = ImportContext(writer=w)
+    got = decode_events(run, ctx)
+    w.abort()
+    assert len(got) == 100
+    (said,) = ctx.warnings
+    assert "1 malformed stretch of the trace skipped" in said and "about 200 events" in said, said

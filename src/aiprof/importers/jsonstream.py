@@ -262,8 +262,18 @@ class TraceStream:
             else:
                 self.complete = tail == b"}"
         else:
-            self.lost = len(buf.strip(_WS + b","))
-            if self.lost:
+            body = buf.strip(_WS + b",")
+            self.lost = len(body)
+            if self.lost and self._list_end(buf[-_TAIL:]) is not None:
+                # The document ends as it should: the damage is inside, not at the end.
+                at = self.bytes_in - len(buf) + (len(buf) - len(buf.lstrip(_WS + b",")))
+                events = body.count(b'"ph"')
+                self.problems.append(
+                    f"malformed JSON at byte {at:,} of the trace (an unterminated string or a broken event): "
+                    f"the {self.lost:,} bytes from there to the end of the event list, about "
+                    f"{events:,} events, could not be read"
+                )
+            elif self.lost:
                 self.problems.append(f"trace cut short: the last {self.lost} bytes hold an incomplete event")
             else:
                 self.problems.append("trace cut short: the event list never closes")
@@ -528,7 +538,9 @@ def balanced_array(text: bytes) -> bool:
 
 def split_events(array_text: bytes) -> list[bytes]:
     """The texts of the top-level values of ``b"[v, v, ...]"``, cut by structure alone,
-    so that one malformed event (an unquoted word, a stray comma) costs only itself."""
+    so that one malformed event (an unquoted word, a stray comma) costs only itself.
+    Text the structure cannot cut (after an unterminated string, the brackets seem to
+    close the array early) is the last piece, whole: its reader counts it as lost."""
     body_start = array_text.find(b"[") + 1
     bpos, depth, _ = _structure(array_text, body_start, 0)
     out: list[bytes] = []
@@ -542,6 +554,10 @@ def split_events(array_text: bytes) -> list[bytes]:
             start = end
         elif d < 0:
             break
+    rest = array_text[start:].strip(_WS + b",")
+    rest = rest[:-1].strip(_WS + b",") if rest.endswith(b"]") else rest
+    if rest:
+        out.append(rest)
     return out
 
 

@@ -107,6 +107,10 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
         return got
     # Slow path: decode one by one so one bad event does not cost the batch.
     bad = 0
+    # Text that does not parse: its bytes and the events it seems to hold (an
+    # unterminated string makes the text after it one unreadable piece, up to where the
+    # structure comes right again; that piece holds many events, not one).
+    lost_bytes = lost_events = 0
     try:
         items = orjson.loads(batch)
     except (orjson.JSONDecodeError, RecursionError):
@@ -118,6 +122,8 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
                 items.append(orjson.loads(piece))
             except (orjson.JSONDecodeError, RecursionError):
                 bad += 1
+                lost_bytes += len(piece)
+                lost_events += max(1, piece.count(b'"ph"'))
         if not items and not bad:
             ctx.warn(f"a run of events could not be parsed; {len(batch)} bytes skipped")
             return []
@@ -132,7 +138,13 @@ def decode_events(batch: bytes, ctx: ImportContext) -> list[Ev]:
                 bad += 1
             else:
                 out.append(ev)
-    if bad:
+    if lost_events > bad:
+        ctx.warn(
+            f"{bad} malformed {'stretch' if bad == 1 else 'stretches'} of the trace skipped "
+            f"({lost_bytes:,} bytes, about {lost_events:,} events: "
+            "an unterminated string or a broken event leaves the text after it unreadable)"
+        )
+    elif bad:
         ctx.warn(f"{bad} malformed trace events (not objects or unreadable fields) skipped")
     return out
 
