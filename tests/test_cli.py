@@ -148,3 +148,19 @@ def test_tables_print_brackets_as_text(tmp_path: Path) -> None:
     r = cli("report", tmp_path / "run.aiprof")
     assert r.returncode == 0, r.stderr
     assert "ranks: [0]" in r.stdout
+
+
+def test_an_empty_table_says_why(tmp_path: Path) -> None:
+    # A view with no rows prints one line that says why (found by a new-user trial: an
+    # empty 18-column box on a CPU-only trace), for a filter and for the profile itself;
+    # the CSV and JSON stay machine-readable, with nothing added.
+    events = [e for e in two_step_trace() if e.get("cat") not in ("kernel", "cuda_runtime", "ac2g")]
+    trace = write_trace(tmp_path / "cpu.json", events)
+    r = cli("report", trace, "--view", "kernels")
+    assert r.returncode == 0 and "Kernels: no rows (no device kernels" in r.stderr, r.stderr
+    r = cli("report", trace, "--view", "operators", "--filter", "name~zzz")
+    assert r.returncode == 0 and "Operators: no rows (none match --filter name~zzz)" in r.stderr
+    r = cli("report", trace, "--view", "operators")
+    assert r.returncode == 0 and "no rows" not in r.stderr
+    r = cli("report", trace, "--view", "kernels", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["total"] == 0 and "no rows" not in r.stderr

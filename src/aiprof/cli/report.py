@@ -15,6 +15,14 @@ from .overview import compute_items, print_overview, read_summary, single_profil
 
 VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "python", "events")
 
+#: Why a view has no rows on a profile, where one reason is by far the likeliest.
+_EMPTY = {
+    "kernels": "no device kernels: a CPU-only profile, or one recorded without device activity",
+    "memory": "no memory events: torch.profiler records them with profile_memory=True",
+    "allocations": "no memory events: torch.profiler records them with profile_memory=True",
+    "communication": "no collectives: a single-process job, or none were traced",
+}
+
 
 @click.command("report")
 @click.argument("profile", nargs=-1, required=True)
@@ -83,6 +91,14 @@ def command(
                 err=True,
             )
         title = views()[view].title
+        if res.total == 0 and fmt == "table" and view != "energy":
+            # An empty box alone reads as a fault; say why there is nothing.
+            why = (
+                "none match " + " ".join(f"--filter {f}" for f in filters)
+                if filters
+                else _EMPTY.get(view, "this profile holds nothing this view reads")
+            )
+            click.echo(f"aiprof: {title}: no rows ({why})", err=True)
         emit_table(
             res.table,
             fmt,
