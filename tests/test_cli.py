@@ -164,3 +164,13 @@ def test_an_empty_table_says_why(tmp_path: Path) -> None:
     assert r.returncode == 0 and "no rows" not in r.stderr
     r = cli("report", trace, "--view", "kernels", "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["total"] == 0 and "no rows" not in r.stderr
+
+
+def test_an_imported_trace_without_steps_is_not_told_to_mark_them_with_aiprof(tmp_path: Path) -> None:
+    # aiprof.record.mark_step() is for a recording; an imported trace's steps are its
+    # profiler's (prof.step()).
+    events = [e for e in two_step_trace() if not str(e.get("name", "")).startswith("ProfilerStep")]
+    r = cli("report", write_trace(tmp_path / "nosteps.json", events))
+    assert r.returncode == 0, r.stderr
+    assert "steps: none in the trace (torch.profiler marks them when the loop calls prof.step())" in r.stdout
+    assert "mark_step" not in r.stdout

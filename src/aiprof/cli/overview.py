@@ -255,8 +255,13 @@ def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
     for r in steps:
         if r["step"] is not None:
             per[r["rank"]] = per.get(r["rank"], 0) + 1
-    if not per:
+    recorded = any(m.get("record") for m in metas)
+    if not per and recorded:
         text = "steps: none found (mark them with aiprof.record.mark_step())"
+    elif not per:
+        # An imported trace: its profiler marks steps (torch.profiler's prof.step(),
+        # ProfilerStep#N), or it has none.
+        text = "steps: none in the trace (torch.profiler marks them when the loop calls prof.step())"
     elif len(set(per.values())) == 1:
         n = next(iter(per.values()))
         text = f"steps: {n}" + (f" per rank ({len(per)} ranks)" if len(per) > 1 else "")
