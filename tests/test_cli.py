@@ -174,3 +174,12 @@ def test_an_imported_trace_without_steps_is_not_told_to_mark_them_with_aiprof(tm
     assert r.returncode == 0, r.stderr
     assert "steps: none in the trace (torch.profiler marks them when the loop calls prof.step())" in r.stdout
     assert "mark_step" not in r.stdout
+
+
+def test_each_input_is_detected_once(tmp_path: Path) -> None:
+    # The CLI checks its inputs before it writes anything and hands what it found to the
+    # import: `-v` tells each file's format once.
+    a = write_trace(tmp_path / "a.json", two_step_trace())
+    r = cli("-v", "import", a, "-o", tmp_path / "run")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("as kineto") == 1, r.stderr

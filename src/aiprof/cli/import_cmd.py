@@ -105,8 +105,7 @@ def command(
             raise AiprofError(f"{output}: URLs other than file:// are for the rank files of a job")
         output = str(local)
     out = profile_path(Path(output)) if output else default_output(paths[0])
-    for p in paths:
-        choose(p, forced)  # fail before writing anything, with the reason
+    chosen = [choose(p, forced) for p in paths]  # fail before writing anything, with the reason
     total = sum(p.stat().st_size for p in paths if p.is_file())
     interval_ns = round(interval * 1e9) if interval else None
     from rich.console import Console
@@ -130,9 +129,12 @@ def command(
                 rank=rank,
                 progress=lambda n: bar.advance(task, n),
                 sample_interval_ns=interval_ns,
+                chosen_for=chosen,
             )
     else:
-        path, ctx = import_paths(paths, out, forced=forced, rank=rank, sample_interval_ns=interval_ns)
+        path, ctx = import_paths(
+            paths, out, forced=forced, rank=rank, sample_interval_ns=interval_ns, chosen_for=chosen
+        )
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(ctx.kinds.items(), key=lambda kv: -kv[1]))
     tables = ", ".join(f"{k} {v:,}" for k, v in ctx.tables.items() if v)
     click.echo(f"wrote {path}")

@@ -11,7 +11,7 @@ import fnmatch
 import importlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,15 +177,20 @@ def import_paths(
     progress: Callable[[int], None] = lambda _n: None,
     sample_interval_ns: int | None = None,
     keep_events: bool = False,
+    chosen_for: Sequence[Importer] | None = None,
 ) -> tuple[Path, ImportContext]:
     """Import ``paths`` into one profile at ``out`` (written atomically).
 
     ``sample_interval_ns``: time between samples of logs without timestamps (SMI logs).
+    ``chosen_for``: the importer of each path, as :func:`choose` found them (a caller that
+    checked its inputs first; each file is then detected once).
     ``keep_events``: leave the events table as written in ``ctx.writer.kept_events``
     (store/writer.py), for a caller that summarises it without reading it back."""
     from .kineto.columnar import ColumnarUnavailable, PartsRefused
 
-    chosen = [(p, choose(p, forced)) for p in paths]
+    chosen = (
+        list(zip(paths, chosen_for, strict=True)) if chosen_for is not None else [(p, choose(p, forced)) for p in paths]
+    )
     try:
         try:
             return _import(chosen, out, rank, progress, columnar=True, interval=sample_interval_ns, keep=keep_events)
