@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from aiprof.importers import import_paths
+from aiprof.importers import import_paths, jsonstream
 from aiprof.importers.jsonstream import ArrayParts, TraceStream
 from aiprof.importers.kineto import columnar as kineto_columnar
 from aiprof.store import open_profile
@@ -377,3 +377,20 @@ def test_a_bare_array_of_torch_events_is_a_kineto_trace(shared_data: Path, tmp_p
     assert ctx.kinds == {"cpu_op": 50}
     timeline = shared_data / "ascend" / "mindspore-1.x" / "ascend_timeline_display_1.json"
     assert choose(timeline).name == "mindspore-legacy"
+
+
+def test_both_engines_take_the_time_origin_from_as_many_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The event path reads 8 MiB at a time; here its first read holds fewer than
+    # ORIGIN_EVENTS events, and the earliest of the first ORIGIN_EVENTS comes after it.
+    # Both engines hold their first reads until they have ORIGIN_EVENTS events, so both
+    # take the same origin (found by a new-user trial: 79.5 ms apart on a real trace).
+    pad = "x" * 400
+    events = [span(f"op{i}", "cpu_op", 1_000_000 + i * 10, 5) | {"args": {"pad": pad}} for i in range(66_000)]
+    events[60_000]["ts"] = 500_000  # the earliest of the first ORIGIN_EVENTS, past the first reads
+    src = tmp_path / "t.json"
+    src.write_bytes(json.dumps({"traceEvents": events}).encode())
+    assert src.stat().st_size > 3 * jsonstream.CHUNK
+    a, _, b, _ = _both(src, tmp_path, monkeypatch)
+    with open_profile(a) as pa_, open_profile(b) as pb:
+        assert pa_.metas[0]["time_origin_ns"] == pb.metas[0]["time_origin_ns"] == 500_000_000
+        assert pa_.sql("SELECT min(ts) AS t FROM events").to_pylist() == [{"t": 0}]

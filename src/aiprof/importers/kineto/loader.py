@@ -8,9 +8,9 @@ from pathlib import Path
 from ...errors import ImportFormatError
 from ..base import Detection, ImportContext, Importer, no, yes
 from ..jsonstream import TraceStream
-from .decode import decode_events, try_decode
+from .decode import Ev, decode_events, try_decode
 from .events import NAME, ChromeTraceConverter
-from .rules import time_origin
+from .rules import ORIGIN_EVENTS, time_origin
 
 
 def load_chrome_trace(
@@ -33,13 +33,22 @@ def load_chrome_trace(
     batches = stream.batches(try_decode, lambda b: decode_events(b, ctx))
     done = 0
     early_rank = False
+    held: list[Ev] = []
+    """The first events, held until there are ORIGIN_EVENTS of them: the time origin is
+    taken from as many events as the columnar path takes it from, whatever the reads."""
     for evs in batches:
         if conv is None:
             conv = converter(ctx, stream.header)
             early_rank = "distributedInfo" in stream.header
-        conv.add_batch(evs)
+        if ctx.origin_raw_ns is None and len(held) + len(evs) < ORIGIN_EVENTS:
+            held.extend(evs)
+        else:
+            conv.add_batch(held + evs if held else evs)
+            held = []
         ctx.progress(stream.bytes_in - done)
         done = stream.bytes_in
+    if conv is not None and held:
+        conv.add_batch(held)
     if conv is None:
         conv = converter(ctx, stream.header)
     else:

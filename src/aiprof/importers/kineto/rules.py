@@ -52,8 +52,8 @@ CATEGORY_KINDS: dict[str, str] = {
 }
 
 #: The time origin (ts = 0) is the earliest time among this many first events of a
-#: trace, the same for both engines whatever their batches (a file whose first read
-#: holds fewer events uses those).
+#: trace (metadata left out), the same for both engines whatever their batches: each
+#: holds its first reads until it has this many (or the trace ends).
 ORIGIN_EVENTS = 1 << 16
 
 #: Kinds whose events run on a device queue (stream), not a host thread.
