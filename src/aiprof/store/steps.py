@@ -62,6 +62,14 @@ class StepIndex:
     def has_steps(self) -> bool:
         return bool(self._steps)
 
+    def repeated(self) -> list[tuple[int, int, int]]:
+        """(rank, step, spans) of each step number that marks more than one span of its
+        rank (at different times): their events all take that one number."""
+        spans: dict[tuple[int, int], set[int]] = {}
+        for r, t, _, n in self._steps:
+            spans.setdefault((r, n), set()).add(t)
+        return sorted((r, n, len(ts)) for (r, n), ts in spans.items() if len(ts) > 1)
+
     def _prepare(self) -> None:
         if self._ready:
             return

@@ -228,6 +228,14 @@ class ProfileWriter:
 
     def _flush_events(self) -> None:
         total = self.rows.pop("events", 0)
+        repeated = self._steps.repeated()
+        if repeated:
+            r, n, k = repeated[0]
+            more = f" (and {len(repeated) - 1} more step numbers)" if len(repeated) > 1 else ""
+            self.warn(
+                f"step {n} of rank {r} marks {k} spans at different times{more}: the events of all of them "
+                "count as that one step (a trace joined from several runs? import each run on its own)"
+            )
         if self._spill is not None:
             self._spill.close()
             self._spill = None
