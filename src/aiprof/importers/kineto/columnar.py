@@ -258,8 +258,6 @@ def _batches(con: duckdb.DuckDBPyConnection, events: list[Path]) -> _Parts | Non
     """The Arrow batches of :func:`_select` over the event files, in file order (None: no
     rows); the first is fetched here so that a file DuckDB cannot read fails before
     anything is written."""
-    import os
-
     parts = _Parts(con, events, workers=max(1, min(len(events), os.cpu_count() or 1)))
     try:
         parts.fetch_first()
