@@ -121,7 +121,10 @@ def import_stages(
             t, c = time.perf_counter(), cpu()
             import_paths([big], out)
             got = (time.perf_counter() - t, cpu() - c)
-            (runs.append((*got, stages.times)) if parts else one_file.append(got))
+            if parts:
+                runs.append((*got, stages.times))
+            else:
+                one_file.append(got)
     columnar.PIECE_BYTES = piece
     shutil.rmtree(out, ignore_errors=True)
     import_paths([big], out)

@@ -77,17 +77,23 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         open_profile(tmp_path / "d.aiprof")
 
 
+def _write_steps(dest: Path, numbers: list[int]) -> None:
+    """A profile of one step span (ProfilerStep#N, 100 ns) and three operators in it per
+    number, the steps 100 ns apart."""
+    with ProfileWriter(dest) as w:
+        for i, n in enumerate(numbers):
+            ev = _events(4, t0=i * 100)
+            ev["kind"] = ["step"] + ["cpu_op"] * 3
+            ev["name"] = [f"ProfilerStep#{n}"] + ["op"] * 3
+            ev["dur"] = [100, 5, 5, 5]
+            w.append("events", ev)
+
+
 def test_events_spill_past_the_memory_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import aiprof.store.writer as writer
 
     monkeypatch.setattr(writer, "SPOOL_BYTES", 1)  # spill from the first batch on
-    with ProfileWriter(tmp_path / "e") as w:
-        for i in range(3):
-            ev = _events(4, t0=i * 100)
-            ev["kind"] = ["step"] + ["cpu_op"] * 3
-            ev["name"] = [f"ProfilerStep#{i}"] + ["op"] * 3
-            ev["dur"] = [100, 5, 5, 5]
-            w.append("events", ev)
+    _write_steps(tmp_path / "e", [0, 1, 2])
     with open_profile(tmp_path / "e.aiprof") as p:
         rows = p.sql("SELECT step, count(*) AS n FROM events GROUP BY step ORDER BY step").to_pylist()
     assert rows == [{"step": 0, "n": 4}, {"step": 1, "n": 4}, {"step": 2, "n": 4}]
@@ -97,21 +103,9 @@ def test_events_spill_past_the_memory_budget(tmp_path: Path, monkeypatch: pytest
 def test_a_step_number_marking_several_spans_is_said(tmp_path: Path) -> None:
     # Two runs joined into one trace: ProfilerStep#0 twice on rank 0. Their events share
     # the number, so the profile says so (the step would otherwise silently span both).
-    with ProfileWriter(tmp_path / "j") as w:
-        for i in range(4):
-            ev = _events(4, t0=i * 100)
-            ev["kind"] = ["step"] + ["cpu_op"] * 3
-            ev["name"] = [f"ProfilerStep#{i % 2}"] + ["op"] * 3
-            ev["dur"] = [100, 5, 5, 5]
-            w.append("events", ev)
+    _write_steps(tmp_path / "j", [0, 1, 0, 1])
     meta = json.loads((tmp_path / "j.aiprof" / "profile.json").read_text())
     (said,) = [m for m in meta["warnings"] if "marks" in m]
     assert said.startswith("step 0 of rank 0 marks 2 spans at different times (and 1 more step numbers)")
-    with ProfileWriter(tmp_path / "k") as w:  # each number once: nothing said
-        for i in range(2):
-            ev = _events(4, t0=i * 100)
-            ev["kind"] = ["step"] + ["cpu_op"] * 3
-            ev["name"] = [f"ProfilerStep#{i}"] + ["op"] * 3
-            ev["dur"] = [100, 5, 5, 5]
-            w.append("events", ev)
+    _write_steps(tmp_path / "k", [0, 1])  # each number once: nothing said
     assert json.loads((tmp_path / "k.aiprof" / "profile.json").read_text())["warnings"] == []

@@ -36,6 +36,7 @@ META_FILE = "profile.json"
 #: written and read back 3x faster than lz4 Parquet, whose encodings are not needed for
 #: a file read once; about twice the size).
 SPOOL_BYTES = 64 << 20
+#: The spill's file, in the profile's temporary folder.
 SPILL = ".events.spill.arrow"
 #: Rows per row group of an events table written back from the spill.
 SPILL_ROW_GROUP = 1 << 17
