@@ -4,6 +4,7 @@ decoder, the handshake, and ``aiprof record`` sampling its job without a thread 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -102,19 +103,34 @@ def test_reader_walks_a_parked_thread_like_its_frames(layout: dict[str, int]) ->
         t.join()
 
 
-def test_a_walk_reads_each_code_object_once(layout: dict[str, int]) -> None:
-    """A recursion 30 deep is 30 frames of one code object: the walk reads that code
-    object once (to check it is still the one remembered), not once per frame, and
-    still gives every frame."""
+@contextlib.contextmanager
+def parked_reader(
+    depth: int, layout: dict[str, int]
+) -> Iterator[tuple[threading.Thread, pystate.MemReader, pystate.StackReader, int]]:
+    """A thread parked ``depth`` calls deep in :func:`park_in`, a reader of this
+    process's memory that has walked its stack once (every code object read and
+    remembered), and the thread's current frame."""
     ready, release = threading.Event(), threading.Event()
-    t = threading.Thread(target=park_in, args=(30, ready, release), name="parked")
+    t = threading.Thread(target=park_in, args=(depth, ready, release), name="parked")
     t.start()
     try:
         assert ready.wait(10)
         mem = pystate.MemReader(os.getpid())
         reader = pystate.StackReader(mem, layout)
         frame = {ident: frame for ident, _n, frame, _ts in reader.threads()}[t.ident]
-        assert reader.walk(frame) is not None  # every code object read and remembered
+        assert reader.walk(frame) is not None
+        yield t, mem, reader, frame
+        mem.close()
+    finally:
+        release.set()
+        t.join()
+
+
+def test_a_walk_reads_each_code_object_once(layout: dict[str, int]) -> None:
+    """A recursion 30 deep is 30 frames of one code object: the walk reads that code
+    object once (to check it is still the one remembered), not once per frame, and
+    still gives every frame."""
+    with parked_reader(30, layout) as (t, mem, reader, frame):
         reads: list[int] = []
         plain_read = mem.read
 
@@ -131,10 +147,37 @@ def test_a_walk_reads_each_code_object_once(layout: dict[str, int]) -> None:
         assert reads.count(id(park_in.__code__)) == 1
         assert sorted(a for a in reads if a in set(codes)) == sorted(set(codes)), "each code read once"
         mem.read = plain_read  # type: ignore[method-assign]
-        mem.close()
-    finally:
-        release.set()
-        t.join()
+
+
+def test_a_deep_walk_reads_its_frames_a_block_at_a_time(layout: dict[str, int]) -> None:
+    """A recursion 600 deep spans several of the data stack's 16 KiB chunks: the walk
+    gives every frame, as the interpreter sees them, from a few reads of whole blocks
+    (a read that starts below a chunk fails and the next starts a page higher), not
+    one read per frame."""
+    with parked_reader(600, layout) as (t, mem, reader, frame):
+        reads: list[int] = []
+        plain_read = mem.read
+
+        def counting(addr: int, size: int) -> bytes | None:
+            got = plain_read(addr, size)
+            if got is not None and size >= pystate._PAGE:
+                reads.append(size)
+            return got
+
+        mem.read = counting  # type: ignore[method-assign]
+        walk = reader.walk(frame)
+        mem.read = plain_read  # type: ignore[method-assign]
+        assert walk is not None
+        got = [
+            (info.name, info.file, pystate.line_of(info, walk[i + 1]))
+            for i in range(0, len(walk), 2)
+            if (info := reader.code(walk[i]))
+        ]
+        assert got == frames_of(sys._current_frames()[t.ident])
+        assert [g[0] for g in got].count("park_in") == 601
+        # 601 frames of park_in alone take more than 50 KiB: at least 4 blocks, and far
+        # fewer reads than frames.
+        assert 4 <= len(reads) < 60, reads
 
 
 def test_the_server_tells_when_an_offer_is_answered(serving: tuple[StackServer, FakeClock]) -> None:

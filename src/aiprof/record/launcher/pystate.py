@@ -38,6 +38,12 @@ SUPPORTED = ((3, 11), (3, 12))
 MAX_DEPTH = 2048
 
 _U64 = struct.Struct("<Q")
+#: Bytes read at once up to a frame that is not in the block read last: CPython keeps a
+#: thread's frames one above the other in its data stack, in chunks of 16 KiB mapped
+#: each on its own, so one read holds up to a chunk's frames (a recursion 500 deep: 13
+#: reads per sample instead of 510, 0.3 instead of 1.2 ms).
+FRAME_BLOCK = 16 << 10
+_PAGE = 4096
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 
@@ -165,13 +171,14 @@ class StackReader:
         root, or None if the stack changed under the walk (a frame that is no longer
         one, or a chain that ends in a generator: it was read while it yielded).
 
-        Each distinct code object is checked once per walk (one read of it, against
-        what is remembered of it), not once per frame: a recursion 500 deep is 500
-        frame reads and one code read, not 1,000 reads. Within one walk that is kept
+        The frames are read a block at a time (:meth:`_block`), and each distinct code
+        object is checked once per walk (one read of it, against what is remembered of
+        it), not once per frame: a recursion 500 deep is a few block reads and one code
+        read, not 1,000 reads. Within one walk that is kept
         (:meth:`settled_walk`: its leaf still runs) the frames below the leaf did not
         change, and they hold their code objects alive, so a code checked at one frame
         is the same object at every other frame of the walk."""
-        L, read = self.lay, self.mem.read
+        L = self.lay
         size, off_code, off_prev, off_instr = self._fr_size, L["fr_code"], L["fr_previous"], L["fr_instr"]
         adaptive = L["co_code"]
         codes = self._codes
@@ -181,11 +188,17 @@ class StackReader:
         push = out.append
         depth = 0
         code = 0
+        b, lo, hi = b"", 0, 0
+        """The block read last: the bytes from address ``lo`` to ``hi``."""
         while frame:
-            b = read(frame, size)
-            if b is None:
-                return None
-            code = unpack(b, off_code)[0]
+            if not (lo <= frame and frame + size <= hi):
+                got = self._block(frame, size)
+                if got is None:
+                    return None
+                b, lo = got
+                hi = lo + len(b)
+            at = frame - lo
+            code = unpack(b, at + off_code)[0]
             if code not in checked:
                 info = codes.get(code)
                 if info is None or not self._same(code, info):
@@ -194,8 +207,8 @@ class StackReader:
                     return None
                 checked.add(code)
             push(code)
-            push((unpack(b, off_instr)[0] - code - adaptive) >> 1)  # -1 before the first
-            frame = unpack(b, off_prev)[0]
+            push((unpack(b, at + off_instr)[0] - code - adaptive) >> 1)  # -1 before the first
+            frame = unpack(b, at + off_prev)[0]
             depth += 1
             if depth > MAX_DEPTH:
                 return None
@@ -203,6 +216,20 @@ class StackReader:
         if root is not None and root.resumable:
             return None
         return out
+
+    def _block(self, frame: int, size: int) -> tuple[bytes, int] | None:
+        """(bytes, their address) holding the ``size`` bytes of the frame at ``frame``
+        and what lies below it (older frames), from as far down as can be read within
+        :data:`FRAME_BLOCK`, a page at a time (below a data stack chunk is often an
+        unmapped page: such a read fails at once), else the frame alone."""
+        end = frame + size
+        page = frame & -_PAGE
+        below = [page - k * _PAGE for k in range(FRAME_BLOCK // _PAGE - 1, 0, -1) if page > k * _PAGE]
+        for start in (*below, page, frame):
+            b = self.mem.read(start, end - start)
+            if b is not None:
+                return b, start
+        return None
 
     def settled_walk(self, frame: int, tstate: int) -> list[int] | None:
         """:meth:`walk`, kept only if the thread still runs the same leaf frame (same
