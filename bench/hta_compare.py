@@ -68,6 +68,7 @@ def run_hta(files: list[Path], no_rounding: bool) -> dict[str, dict[str, Any]]:
 
 
 _OURS = r"""
+from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
 import json, resource, sys, time
 from pathlib import Path
 from aiprof.importers import import_paths

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
 
 _IMPORT = """
+from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
 import json, resource, sys, time
 from pathlib import Path
 def cpu():

@@ -199,6 +199,9 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=8)
     ap.add_argument("--no-hta", action="store_true", help="skip HTA's load (it takes a minute)")
     args = ap.parse_args()
+    from aiprof.allocators import use_lean
+
+    use_lean()  # the CLI's allocators, before pyarrow loads (aiprof/allocators.py)
     cores = os.cpu_count() or 1
     small = DATA / "V100" / "df_index_resolver.json.gz"
     with tempfile.TemporaryDirectory(prefix="aiprof-floor-") as tmpdir:

@@ -26,7 +26,11 @@ from pathlib import Path
 
 import orjson
 
-from aiprof.importers import import_paths
+from aiprof.allocators import use_lean
+
+use_lean()  # the CLI's allocators, before pyarrow loads (aiprof/allocators.py)
+
+from aiprof.importers import import_paths  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PEER = "kineto"

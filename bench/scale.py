@@ -44,6 +44,7 @@ from make_fleet import SMALL_TEMPLATE, make_fleet  # noqa: E402
 VIEWS = ("ranks", "stragglers", "collectives", "links", "exposed_comm")
 
 _SERIAL = r"""
+from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
 import json, sys, time
 from pathlib import Path
 import aiprof.importers.kineto  # module imports are not timed (HTA's are not either)
@@ -57,6 +58,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
 
 _PARALLEL = r"""
+from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
 import json, sys, time
 from pathlib import Path
 import aiprof.importers.kineto, distributed  # module imports are not timed (as for the others)

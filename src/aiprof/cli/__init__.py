@@ -93,6 +93,9 @@ def cli(verbose: int, quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point."""
+    from ..allocators import use_lean
+
+    use_lean()
     try:
         return cli.main(args=argv, prog_name="aiprof", standalone_mode=True)
     except AiprofError as e:

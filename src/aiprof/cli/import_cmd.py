@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from ..importers import choose, import_paths
 from ..store.writer import profile_path
 
 PROGRESS_MIN_BYTES = 32 << 20
+
+log = logging.getLogger(__name__)
 
 
 def default_output(first: Path) -> Path:
@@ -106,6 +109,9 @@ def command(
         output = str(local)
     out = profile_path(Path(output)) if output else default_output(paths[0])
     chosen = [choose(p, forced) for p in paths]  # fail before writing anything, with the reason
+    from ..allocators import describe
+
+    log.debug("memory: %s", describe())
     total = sum(p.stat().st_size for p in paths if p.is_file())
     interval_ns = round(interval * 1e9) if interval else None
     from rich.console import Console

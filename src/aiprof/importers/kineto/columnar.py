@@ -112,8 +112,11 @@ _MEMORY_IN = ("ts_ns", "pid_i", "tid_i", "m_type", "m_device", "m_addr", "m_byte
 #: Bytes of event text per file handed to DuckDB, which parses each file on one core:
 #: the list is cut into files of about this size (:class:`..jsonstream.ArrayParts`).
 #: Each file costs a query (about 17 ms of planning here): 8 MiB files cost more CPU
-#: than they saved on 2 cores; 32 MiB ones made a 2 GiB trace's parse 1.5x faster.
-PIECE_BYTES = 32 << 20
+#: than they saved on 2 cores (32 MiB ones made a 2 GiB trace's parse 1.5x faster). Each
+#: file read at once holds DuckDB's parse of it: 16 MiB files took the peak RSS of a
+#: 342.7 MB import from 1.55-1.63x the JSON to 1.26-1.37x (aiprof/allocators.py), at
+#: the same CPU time within this machine's noise.
+PIECE_BYTES = 16 << 20
 
 #: Below these sizes the event path is faster (DuckDB's start costs ~50 ms): gzip
 #: (compressed bytes) and plain JSON.

@@ -77,8 +77,11 @@ def wrap_python(cmd: list[str]) -> list[str]:
 
 
 def record_env(output: Path, options: dict[str, Any], base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment that makes a job's processes record into ``output``."""
-    env = dict(os.environ if base is None else base)
+    """The environment that makes a job's processes record into ``output`` (without the
+    allocator settings aiprof made for itself: aiprof/allocators.py)."""
+    from ...allocators import job_environment
+
+    env = job_environment(os.environ if base is None else base)
     env[ENV_OUT] = str(output)
     env[ENV_OPTIONS] = json.dumps(options)
     env[ENV_DEFER] = "1"

@@ -1,0 +1,110 @@
+"""aiprof's own processes choose lean allocators (aiprof/allocators.py); a recorded job
+keeps its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiprof import allocators
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
+PY = sys.executable
+LEAN_ENV = tuple(allocators.LEAN)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lean allocators are Linux's")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LEAN_ENV}
+    env.update(extra)
+    return env
+
+
+def python(code: str, **extra: str) -> str:
+    done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120, env=clean_env(**extra))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_use_lean_gives_arrow_the_jemalloc_pool_before_it_loads() -> None:
+    code = (
+        "from aiprof.allocators import use_lean\n"
+        "print(sorted(use_lean()))\n"
+        "import os, pyarrow as pa\n"
+        "print(pa.default_memory_pool().backend_name, os.environ['DUCKDB_JE_MALLOC_CONF'])\n"
+    )
+    assert python(code).splitlines() == [
+        "['ARROW_DEFAULT_MEMORY_POOL', 'DUCKDB_JE_MALLOC_CONF']",
+        "jemalloc dirty_decay_ms:0,muzzy_decay_ms:0",
+    ]
+
+
+def test_use_lean_keeps_the_users_choice_and_does_nothing_once_a_library_is_loaded() -> None:
+    code = (
+        "from aiprof.allocators import use_lean\n"
+        "print(use_lean())\n"
+        "import pyarrow as pa\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    assert python(code, ARROW_DEFAULT_MEMORY_POOL="system").splitlines() == ["['DUCKDB_JE_MALLOC_CONF']", "system"]
+    late = "import duckdb\nfrom aiprof.allocators import use_lean\nimport os\nprint(use_lean(), 'DUCKDB_JE_MALLOC_CONF' in os.environ)"
+    assert python(late) == "[] False"
+
+
+def test_job_environment_takes_back_only_what_use_lean_set() -> None:
+    env: dict[str, str] = {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
+    saved = dict(allocators._set_here)
+    allocators._set_here.clear()
+    try:
+        modules = {m: sys.modules.pop(m) for m in ("pyarrow", "duckdb") if m in sys.modules}
+        try:
+            assert allocators.use_lean(env) == ["DUCKDB_JE_MALLOC_CONF"]
+        finally:
+            sys.modules.update(modules)
+        assert env["DUCKDB_JE_MALLOC_CONF"] == allocators.LEAN["DUCKDB_JE_MALLOC_CONF"]
+        assert allocators.job_environment(env) == {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
+    finally:
+        allocators._set_here.clear()
+        allocators._set_here.update(saved)
+
+
+def test_the_import_command_runs_on_the_lean_allocators(tmp_path: Path) -> None:
+    out = tmp_path / "p.aiprof"
+    done = subprocess.run(
+        [PY, "-m", "aiprof", "-vv", "import", str(TRACE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "memory: Arrow's memory pool jemalloc, DuckDB's jemalloc dirty_decay_ms:0,muzzy_decay_ms:0" in done.stderr
+    assert (out / "profile.json").is_file()
+
+
+def test_a_recorded_job_keeps_the_allocators_it_would_have_had(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import os\n"
+        "print('pool', os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), os.environ.get('DUCKDB_JE_MALLOC_CONF'))\n"
+    )
+
+    def record(**extra: str) -> str:
+        done = subprocess.run(
+            [PY, "-m", "aiprof", "record", "-o", str(tmp_path / f"run{len(extra)}"), "--", PY, str(job)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=clean_env(**extra),
+        )
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if line.startswith("pool"))
+
+    assert record() == "pool None None"
+    assert record(ARROW_DEFAULT_MEMORY_POOL="system") == "pool system None"
