@@ -68,7 +68,7 @@ def run_hta(files: list[Path], no_rounding: bool) -> dict[str, dict[str, Any]]:
 
 
 _OURS = r"""
-from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
+from aiprof.allocators import use_lean; use_lean(importing=True)  # as `aiprof import` (aiprof/allocators.py)
 import json, resource, sys, time
 from pathlib import Path
 from aiprof.importers import import_paths
@@ -82,32 +82,46 @@ def cpu():
 t0, c0 = time.perf_counter(), cpu()
 out, ctx = import_paths([Path(sys.argv[1])], Path(sys.argv[2]))
 dt, dc = time.perf_counter() - t0, cpu() - c0
-rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before any view runs
+rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 from aiprof.analysis import Query, run
 from aiprof.analysis.common import hta_device_window_sql
 from aiprof.store import open_profile
 p = open_profile(out)
 dev = run(p, "overview", Query.parse(["section=device"])).rows
 win = p.sql(f"SELECT rank, count(*) AS n, sum(dur) AS d FROM ({hta_device_window_sql()}) GROUP BY rank").to_pylist()
-view_s = {}
-if len(sys.argv) > 3:
-    # Cold: each view on a freshly opened profile, so none reuses another's work.
-    for v in ("overview", "steps", "kernels", "operators", "idle", "memory", "counters", "events"):
-        fresh = open_profile(out)
-        t = time.perf_counter()
-        run(fresh, v, Query.parse([], None, 50))
-        view_s[v] = time.perf_counter() - t
-        fresh.close()
 print(json.dumps({"seconds": dt, "cpu_seconds": dc, "events": sum(ctx.kinds.values()), "rss": rss_import,
-  "device": dev, "window": [{k: (int(v) if v is not None else None) for k, v in r.items()} for r in win], "views": view_s}))
+  "device": dev, "window": [{k: (int(v) if v is not None else None) for k, v in r.items()} for r in win]}))
+"""
+
+_VIEWS = r"""
+from aiprof.allocators import use_lean; use_lean()  # as `aiprof report` (aiprof/allocators.py)
+import json, sys, time
+from aiprof.analysis import Query, run
+from aiprof.store import open_profile
+view_s = {}
+# Cold: each view on a freshly opened profile, so none reuses another's work.
+for v in ("overview", "steps", "kernels", "operators", "idle", "memory", "counters", "events"):
+    fresh = open_profile(sys.argv[1])
+    t = time.perf_counter()
+    run(fresh, v, Query.parse([], None, 50))
+    view_s[v] = time.perf_counter() - t
+    fresh.close()
+print(json.dumps(view_s))
 """
 
 
 def run_ours(path: Path, views: bool = False) -> dict[str, Any]:
+    """The import (in a child process, as ``aiprof import`` runs it) and, with ``views``,
+    each view timed in another child (as ``aiprof report`` runs them)."""
     with tempfile.TemporaryDirectory(prefix="aiprof-bench-") as tmp:
-        args = [sys.executable, "-c", _OURS, str(path), str(Path(tmp) / "p.aiprof")] + (["views"] if views else [])
-        out = subprocess.run(args, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        prof = str(Path(tmp) / "p.aiprof")
+        out = subprocess.run([sys.executable, "-c", _OURS, str(path), prof], capture_output=True, text=True, check=True)
+        res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        res["views"] = {}
+        if views:
+            out = subprocess.run([sys.executable, "-c", _VIEWS, prof], capture_output=True, text=True, check=True)
+            res["views"] = json.loads(out.stdout.strip().splitlines()[-1])
+    return res
 
 
 def make_big(repeat: int, dest: Path) -> Path:

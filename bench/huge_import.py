@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
 
 _IMPORT = """
-from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
+from aiprof.allocators import use_lean; use_lean(importing=True)  # as `aiprof import` (aiprof/allocators.py)
 import json, resource, sys, time
 from pathlib import Path
 def cpu():
@@ -48,6 +48,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": cpu() - c0
 """
 
 _VIEW = """
+from aiprof.allocators import use_lean; use_lean()  # as `aiprof report` (aiprof/allocators.py)
 import json, resource, sys, time
 from aiprof.analysis import Query, run
 from aiprof.errors import AiprofError

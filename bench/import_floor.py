@@ -201,7 +201,7 @@ def main() -> int:
     args = ap.parse_args()
     from aiprof.allocators import use_lean
 
-    use_lean()  # the CLI's allocators, before pyarrow loads (aiprof/allocators.py)
+    use_lean(importing=True)  # as `aiprof import`, before pyarrow loads (aiprof/allocators.py)
     cores = os.cpu_count() or 1
     small = DATA / "V100" / "df_index_resolver.json.gz"
     with tempfile.TemporaryDirectory(prefix="aiprof-floor-") as tmpdir:

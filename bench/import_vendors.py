@@ -28,7 +28,7 @@ import orjson
 
 from aiprof.allocators import use_lean
 
-use_lean()  # the CLI's allocators, before pyarrow loads (aiprof/allocators.py)
+use_lean(importing=True)  # as `aiprof import`, before pyarrow loads (aiprof/allocators.py)
 
 from aiprof.importers import import_paths  # noqa: E402
 

@@ -44,7 +44,7 @@ from make_fleet import SMALL_TEMPLATE, make_fleet  # noqa: E402
 VIEWS = ("ranks", "stragglers", "collectives", "links", "exposed_comm")
 
 _SERIAL = r"""
-from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
+from aiprof.allocators import use_lean; use_lean(importing=True)  # as `aiprof import` (aiprof/allocators.py)
 import json, sys, time
 from pathlib import Path
 import aiprof.importers.kineto  # module imports are not timed (HTA's are not either)
@@ -58,7 +58,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
 
 _PARALLEL = r"""
-from aiprof.allocators import use_lean; use_lean()  # the CLI's allocators (aiprof/allocators.py)
+from aiprof.allocators import use_lean; use_lean(importing=True)  # as `aiprof import` (aiprof/allocators.py)
 import json, sys, time
 from pathlib import Path
 import aiprof.importers.kineto, distributed  # module imports are not timed (as for the others)
@@ -83,6 +83,7 @@ print(json.dumps({"seconds": dt, "ranks": len(a.t.traces), "rss": resource.getru
 """
 
 _VIEWS = r"""
+from aiprof.allocators import use_lean; use_lean()  # as `aiprof report` (aiprof/allocators.py)
 import json, resource, sys, time
 from aiprof.analysis import Query, run
 from aiprof.advise import advise

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from aiprof import allocators
+from aiprof.cli import verb
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT.parent / "shared" / "data" / "kineto" / "V100" / "df_index_resolver.json.gz"
 PY = sys.executable
-LEAN_ENV = tuple(allocators.LEAN)
+LEAN_ENV = (*allocators.LEAN, *allocators.IMPORTING)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lean allocators are Linux's")
 
@@ -32,28 +33,39 @@ def python(code: str, **extra: str) -> str:
     return done.stdout.strip()
 
 
-def test_use_lean_gives_arrow_the_jemalloc_pool_before_it_loads() -> None:
+def test_use_lean_gives_arrow_the_jemalloc_pool_before_it_loads_and_an_import_duckdbs_decay() -> None:
     code = (
+        "import sys\n"
         "from aiprof.allocators import use_lean\n"
-        "print(sorted(use_lean()))\n"
+        "print(sorted(use_lean(importing=sys.argv[1] == 'import')))\n"
         "import os, pyarrow as pa\n"
-        "print(pa.default_memory_pool().backend_name, os.environ['DUCKDB_JE_MALLOC_CONF'])\n"
+        "print(pa.default_memory_pool().backend_name, os.environ.get('DUCKDB_JE_MALLOC_CONF'))\n"
     )
-    assert python(code).splitlines() == [
+
+    def run(verb: str) -> list[str]:
+        done = subprocess.run([PY, "-c", code, verb], capture_output=True, text=True, timeout=120, env=clean_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert run("import") == [
         "['ARROW_DEFAULT_MEMORY_POOL', 'DUCKDB_JE_MALLOC_CONF']",
         "jemalloc dirty_decay_ms:0,muzzy_decay_ms:0",
     ]
+    assert run("report") == ["['ARROW_DEFAULT_MEMORY_POOL']", "jemalloc None"]
 
 
 def test_use_lean_keeps_the_users_choice_and_does_nothing_once_a_library_is_loaded() -> None:
     code = (
         "from aiprof.allocators import use_lean\n"
-        "print(use_lean())\n"
+        "print(use_lean(importing=True))\n"
         "import pyarrow as pa\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
     assert python(code, ARROW_DEFAULT_MEMORY_POOL="system").splitlines() == ["['DUCKDB_JE_MALLOC_CONF']", "system"]
-    late = "import duckdb\nfrom aiprof.allocators import use_lean\nimport os\nprint(use_lean(), 'DUCKDB_JE_MALLOC_CONF' in os.environ)"
+    late = (
+        "import duckdb\nfrom aiprof.allocators import use_lean\nimport os\n"
+        "print(use_lean(importing=True), 'DUCKDB_JE_MALLOC_CONF' in os.environ)"
+    )
     assert python(late) == "[] False"
 
 
@@ -64,20 +76,26 @@ def test_job_environment_takes_back_only_what_use_lean_set() -> None:
     try:
         modules = {m: sys.modules.pop(m) for m in ("pyarrow", "duckdb") if m in sys.modules}
         try:
-            assert allocators.use_lean(env) == ["DUCKDB_JE_MALLOC_CONF"]
+            assert allocators.use_lean(env, importing=True) == ["DUCKDB_JE_MALLOC_CONF"]
         finally:
             sys.modules.update(modules)
-        assert env["DUCKDB_JE_MALLOC_CONF"] == allocators.LEAN["DUCKDB_JE_MALLOC_CONF"]
+        assert env["DUCKDB_JE_MALLOC_CONF"] == allocators.IMPORTING["DUCKDB_JE_MALLOC_CONF"]
         assert allocators.job_environment(env) == {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
     finally:
         allocators._set_here.clear()
         allocators._set_here.update(saved)
 
 
+def test_only_the_import_verb_imports() -> None:
+    assert verb(["-v", "-v", "import", "t.json", "-o", "p"]) == "import"
+    assert verb(["-q", "report", "import.aiprof"]) == "report"
+    assert verb(["--version"]) is None
+
+
 def test_the_import_command_runs_on_the_lean_allocators(tmp_path: Path) -> None:
     out = tmp_path / "p.aiprof"
     done = subprocess.run(
-        [PY, "-m", "aiprof", "-vv", "import", str(TRACE), "-o", str(out)],
+        [PY, "-m", "aiprof", "-v", "-v", "import", str(TRACE), "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=300,

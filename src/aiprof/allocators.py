@@ -7,8 +7,13 @@ ten seconds in each of its arenas, so the peak RSS of importing a trace is mostl
 memory that is free. On df_index_resolver repeated 8 times (342.7 MB of JSON,
 2 cores), the import's peak RSS was 2.10-2.15x the JSON with the defaults, 1.61-1.68x
 with Arrow on jemalloc, and 1.29-1.37x with DuckDB's jemalloc also returning freed pages
-at once (``dirty_decay_ms:0``) and 16 MiB parts (importers/kineto/columnar.py). The
-cost: about 1.1 s more system CPU (pages given back and faulted in again) in 10-11 s.
+at once (``dirty_decay_ms:0``) and 16 MiB parts (importers/kineto/columnar.py).
+
+Arrow's jemalloc costs nothing measurable, so every aiprof command has it (:data:`LEAN`).
+DuckDB's immediate return costs system CPU (pages given back and faulted in again):
+about 1 s in an import's 10-11 s, but 25% of ``aiprof advise``'s time on
+df_index_resolver, whose queries allocate and free much more than they keep; so only a
+process that imports a trace has it (:data:`IMPORTING`).
 
 :func:`use_lean` sets them in ``os.environ`` before either library is loaded, unless the
 user set them; :func:`job_environment` takes back out what it set, so that a job that
@@ -26,11 +31,14 @@ from collections.abc import Mapping, MutableMapping
 
 log = logging.getLogger(__name__)
 
-#: Environment variable -> value, read when the library loads.
+#: Environment variable -> value, read when the library loads: every aiprof process.
 LEAN: dict[str, str] = {
     # Arrow's pool: jemalloc (bundled in pyarrow's Linux builds) returns freed pages on
     # its own; mimalloc, the default, kept ~130 MB after the parse of the trace above.
     "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+}
+#: And for a process that imports traces (``aiprof import``, its Dask workers).
+IMPORTING: dict[str, str] = {
     # DuckDB's jemalloc (https://duckdb.org/docs/current/internals/jemalloc): freed pages
     # go back to the system at once instead of after 10 s.
     "DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0",
@@ -41,8 +49,9 @@ _set_here: dict[str, str] = {}
 """What :func:`use_lean` put in this process's environment (the user's values are not here)."""
 
 
-def use_lean(environ: MutableMapping[str, str] = os.environ) -> list[str]:
-    """Set :data:`LEAN` in ``environ`` where the user did not; the names it set.
+def use_lean(environ: MutableMapping[str, str] = os.environ, *, importing: bool = False) -> list[str]:
+    """Set :data:`LEAN` (and :data:`IMPORTING` for a process that imports traces) in
+    ``environ`` where the user did not; the names it set.
 
     Nothing is set on a platform other than Linux (pyarrow's jemalloc is bundled there)
     or once pyarrow or duckdb is loaded (their allocator is chosen by then)."""
@@ -53,7 +62,7 @@ def use_lean(environ: MutableMapping[str, str] = os.environ) -> list[str]:
         log.debug("allocators left as they are: %s already loaded", ", ".join(loaded))
         return []
     names = []
-    for name, value in LEAN.items():
+    for name, value in ({**LEAN, **IMPORTING} if importing else LEAN).items():
         if name not in environ:
             environ[name] = value
             _set_here[name] = value
@@ -74,4 +83,4 @@ def describe() -> str:
     return f"Arrow's memory pool {pa.default_memory_pool().backend_name}, DuckDB's jemalloc {duck}"
 
 
-__all__ = ["LEAN", "describe", "job_environment", "use_lean"]
+__all__ = ["IMPORTING", "LEAN", "describe", "job_environment", "use_lean"]

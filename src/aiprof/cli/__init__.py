@@ -91,11 +91,16 @@ def cli(verbose: int, quiet: bool) -> None:
     logging.basicConfig(level=level, format="aiprof: %(levelname)s: %(message)s", stream=sys.stderr, force=True)
 
 
+def verb(args: list[str]) -> str | None:
+    """The verb of a command line (the group's own options take no values)."""
+    return next((a for a in args if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point."""
     from ..allocators import use_lean
 
-    use_lean()
+    use_lean(importing=verb(sys.argv[1:] if argv is None else argv) == "import")
     try:
         return cli.main(args=argv, prog_name="aiprof", standalone_mode=True)
     except AiprofError as e:
