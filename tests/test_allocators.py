@@ -4,9 +4,12 @@ keeps its own."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,6 +22,7 @@ PY = sys.executable
 LEAN_ENV = (*allocators.LEAN, *allocators.IMPORTING)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lean allocators are Linux's")
+x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="pyarrow bundles jemalloc on x86-64 Linux")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -33,6 +37,7 @@ def python(code: str, **extra: str) -> str:
     return done.stdout.strip()
 
 
+@x86_64
 def test_use_lean_gives_arrow_the_jemalloc_pool_before_it_loads_and_an_import_duckdbs_decay() -> None:
     code = (
         "import sys\n"
@@ -54,6 +59,7 @@ def test_use_lean_gives_arrow_the_jemalloc_pool_before_it_loads_and_an_import_du
     assert run("report") == ["['ARROW_DEFAULT_MEMORY_POOL']", "jemalloc None"]
 
 
+@x86_64
 def test_use_lean_keeps_the_users_choice_and_does_nothing_once_a_library_is_loaded() -> None:
     code = (
         "from aiprof.allocators import use_lean\n"
@@ -69,21 +75,34 @@ def test_use_lean_keeps_the_users_choice_and_does_nothing_once_a_library_is_load
     assert python(late) == "[] False"
 
 
-def test_job_environment_takes_back_only_what_use_lean_set() -> None:
-    env: dict[str, str] = {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
+@pytest.fixture
+def unloaded() -> Iterator[None]:
+    """As if pyarrow and duckdb were not loaded yet, and use_lean had set nothing."""
     saved = dict(allocators._set_here)
     allocators._set_here.clear()
+    modules: dict[str, ModuleType] = {m: sys.modules.pop(m) for m in ("pyarrow", "duckdb") if m in sys.modules}
     try:
-        modules = {m: sys.modules.pop(m) for m in ("pyarrow", "duckdb") if m in sys.modules}
-        try:
-            assert allocators.use_lean(env, importing=True) == ["DUCKDB_JE_MALLOC_CONF"]
-        finally:
-            sys.modules.update(modules)
-        assert env["DUCKDB_JE_MALLOC_CONF"] == allocators.IMPORTING["DUCKDB_JE_MALLOC_CONF"]
-        assert allocators.job_environment(env) == {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
+        yield
     finally:
+        sys.modules.update(modules)
         allocators._set_here.clear()
         allocators._set_here.update(saved)
+
+
+def test_arm_linux_gets_duckdbs_setting_but_not_a_pool_its_pyarrow_lacks(
+    unloaded: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    env: dict[str, str] = {}
+    assert allocators.use_lean(env, importing=True) == ["DUCKDB_JE_MALLOC_CONF"]
+    assert allocators.use_lean({}) == []
+
+
+def test_job_environment_takes_back_only_what_use_lean_set(unloaded: None) -> None:
+    env: dict[str, str] = {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
+    assert allocators.use_lean(env, importing=True) == ["DUCKDB_JE_MALLOC_CONF"]
+    assert env["DUCKDB_JE_MALLOC_CONF"] == allocators.IMPORTING["DUCKDB_JE_MALLOC_CONF"]
+    assert allocators.job_environment(env) == {"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/bin"}
 
 
 def test_only_the_import_verb_imports() -> None:
@@ -92,6 +111,7 @@ def test_only_the_import_verb_imports() -> None:
     assert verb(["--version"]) is None
 
 
+@x86_64
 def test_the_import_command_runs_on_the_lean_allocators(tmp_path: Path) -> None:
     out = tmp_path / "p.aiprof"
     done = subprocess.run(
@@ -106,6 +126,7 @@ def test_the_import_command_runs_on_the_lean_allocators(tmp_path: Path) -> None:
     assert (out / "profile.json").is_file()
 
 
+@x86_64
 def test_a_recorded_job_keeps_the_allocators_it_would_have_had(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import sys
 from collections.abc import Mapping, MutableMapping
 
@@ -53,16 +54,21 @@ def use_lean(environ: MutableMapping[str, str] = os.environ, *, importing: bool 
     """Set :data:`LEAN` (and :data:`IMPORTING` for a process that imports traces) in
     ``environ`` where the user did not; the names it set.
 
-    Nothing is set on a platform other than Linux (pyarrow's jemalloc is bundled there)
-    or once pyarrow or duckdb is loaded (their allocator is chosen by then)."""
+    Nothing is set on a platform other than Linux (DuckDB's jemalloc is Linux's, and
+    pyarrow's wheels bundle jemalloc on x86-64 Linux only: Arrow warns on every start
+    when asked for a pool it lacks), or once pyarrow or duckdb is loaded (their
+    allocator is chosen by then)."""
     if not sys.platform.startswith("linux"):
         return []
     loaded = [m for m in _LIBRARIES if m in sys.modules]
     if loaded:
         log.debug("allocators left as they are: %s already loaded", ", ".join(loaded))
         return []
+    wanted = {**LEAN, **IMPORTING} if importing else dict(LEAN)
+    if platform.machine() not in ("x86_64", "AMD64"):
+        wanted.pop("ARROW_DEFAULT_MEMORY_POOL")
     names = []
-    for name, value in ({**LEAN, **IMPORTING} if importing else LEAN).items():
+    for name, value in wanted.items():
         if name not in environ:
             environ[name] = value
             _set_here[name] = value
