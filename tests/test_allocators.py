@@ -147,3 +147,20 @@ def test_a_recorded_job_keeps_the_allocators_it_would_have_had(tmp_path: Path) -
 
     assert record() == "pool None None"
     assert record(ARROW_DEFAULT_MEMORY_POOL="system") == "pool system None"
+
+
+@x86_64
+def test_the_dask_workers_of_an_import_have_its_allocators() -> None:
+    code = (
+        "from aiprof.allocators import use_lean\n"
+        "use_lean(importing=True)\n"
+        "from aiprof.cluster.engine import Where, client\n"
+        "def probe():\n"
+        "    import os, pyarrow as pa\n"
+        "    return pa.default_memory_pool().backend_name, os.environ.get('DUCKDB_JE_MALLOC_CONF')\n"
+        "if __name__ == '__main__':\n"
+        "    with client(Where('local', None, 2)) as c:\n"
+        "        for got in sorted(c.run(probe).values()):\n"
+        "            print(*got)\n"
+    )
+    assert python(code).splitlines() == ["jemalloc dirty_decay_ms:0,muzzy_decay_ms:0"] * 2
