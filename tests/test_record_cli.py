@@ -326,3 +326,16 @@ for _ in range(20):
     rep = aiprof("report", str(tmp_path / "p.aiprof"))
     assert rep.returncode == 0 and "rank 0: no device activity in the profile" in rep.stdout
     assert "device time" not in rep.stdout
+
+
+def test_the_finalizers_modules_are_warmed_up_before_the_job_ends() -> None:
+    code = (
+        "import sys\n"
+        "from aiprof.record.finalizer import warm_up\n"
+        "before = [m for m in ('pyarrow', 'duckdb', 'aiprof.store.writer') if m in sys.modules]\n"
+        "warm_up()\n"
+        "print(before, [m for m in ('pyarrow', 'duckdb', 'aiprof.store.writer') if m in sys.modules])\n"
+    )
+    done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] ['pyarrow', 'duckdb', 'aiprof.store.writer']"

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from ..environment import (
     RUNNER,
     SITE_DIR,
 )
-from ..finalizer import RecordSummary, finalize, find_raw
+from ..finalizer import RecordSummary, finalize, find_raw, warm_up
 from ..rawfile import DISK_FULL, MAIN_RAW_SUFFIX
 
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -170,6 +171,9 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             # started are dropped at the merge anyway.
             _await_offer(stacks, child)
         poller.start()
+        # The profile's modules load beside the job, not after it (a daemon thread: a
+        # job that ends first just waits for the imports, as it would have anyway).
+        threading.Thread(target=warm_up, name="aiprof-warm-up", daemon=True).start()
         rc = child.wait()
     finally:
         signal.signal(signal.SIGTERM, prev_term)
