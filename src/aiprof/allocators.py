@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 #: Environment variable -> value, read when the library loads: every aiprof process.
 LEAN: dict[str, str] = {
-    # Arrow's pool: jemalloc (bundled in pyarrow's Linux builds) returns freed pages on
+    # Arrow's pool: jemalloc (bundled in pyarrow's x86-64 Linux wheels) returns freed pages on
     # its own; mimalloc, the default, kept ~130 MB after the parse of the trace above.
     "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
 }
