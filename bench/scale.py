@@ -63,11 +63,10 @@ import json, sys, time
 from pathlib import Path
 import aiprof.importers.kineto, distributed  # module imports are not timed (as for the others)
 from aiprof.cluster.engine import Where
-from aiprof.cluster.job import expand, plan
+from aiprof.cluster.job import expand
 from aiprof.cluster.parallel import run_import
 t0 = time.perf_counter()
-job = plan(expand([Path(sys.argv[1])]))
-rep = run_import(job, sys.argv[2], Where("local", None, int(sys.argv[3])))
+rep = run_import(expand([Path(sys.argv[1])]), sys.argv[2], Where("local", None, int(sys.argv[3])))
 print(json.dumps({"seconds": time.perf_counter() - t0, "rss": rep.client_peak_rss, "ranks": len(rep.imported)}))
 """
 

@@ -349,6 +349,24 @@ def test_mixed_jobs_and_duplicate_ranks_are_refused(tmp_path: Path, shared_data:
     assert r.returncode == 2 and "rank 0 twice" in r.stderr
 
 
+def test_a_scheduler_that_cannot_be_reached_is_one_line_and_leaves_no_folder(tmp_path: Path, shared_data: Path) -> None:
+    # The cluster is reached while the rank files are planned (engine.Starting): its
+    # failure still comes out as the one-line error, before anything is written.
+    ranks = shared_data / "kineto" / "sampled-128-ranks"
+    r = cli(
+        "import",
+        ranks / "sampled_rank-0.json.gz",
+        ranks / "sampled_rank-1.json.gz",
+        "-o",
+        tmp_path / "job",
+        "--scheduler",
+        "bogus://nowhere:1",
+    )
+    assert r.returncode == 2, r.stderr
+    assert "cannot reach the Dask scheduler bogus://nowhere:1" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "job").exists()
+
+
 def test_allow_mixed_on_an_existing_cluster(tmp_path: Path, shared_data: Path) -> None:
     from distributed import LocalCluster
 

@@ -10,7 +10,7 @@ import click
 from ..errors import AiprofError, ImportFormatError
 from ..importers import choose
 from .engine import resolve
-from .job import expand, plan
+from .job import expand
 from .parallel import run_import
 from .storage import locate
 
@@ -56,7 +56,6 @@ def import_job(
         raise AiprofError(f"{out}: a {out.split(':')[0]}:// folder lives in one process, gone when aiprof exits")
     if loc.local is not None and loc.local.exists() and not loc.local.is_dir():
         raise AiprofError(f"{out}: exists and is not a folder")
-    job = plan(paths)
     where = resolve(workers, scheduler, scheduler_file)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -70,7 +69,7 @@ def import_job(
         console=err,
         disable=not sys.stderr.isatty(),
     ) as bar:
-        task = bar.add_task(f"ranks on {where.kind} Dask", total=len(job.files))
+        task = bar.add_task(f"ranks on {where.kind} Dask", total=len(paths))
 
         def changed(done: int, failed: int, running: int) -> None:
             bar.update(
@@ -79,7 +78,7 @@ def import_job(
                 description=f"ranks: {done} done, {failed} failed, {running} running",
             )
 
-        rep = run_import(job, out, where, forced=forced, allow_mixed=allow_mixed, on_change=changed)
+        rep = run_import(paths, out, where, forced=forced, allow_mixed=allow_mixed, on_change=changed)
     click.echo(
         f"wrote {len(rep.imported)} ranks to {out}/rank<N>.aiprof in {rep.seconds:.1f} s ({where.kind} Dask cluster)"
     )

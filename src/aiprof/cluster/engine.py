@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -145,6 +146,56 @@ def client(where: Where) -> Iterator[Any]:
         cluster.close()
         if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
             _stop_forkserver()
+
+
+class Starting:
+    """A :func:`client` started in a thread of its own, so that the caller's work before
+    its first task (reading every rank file's header to rank it) runs while the local
+    cluster's fork server imports its modules and forks the workers; on a 2-core machine
+    the two use different cores. :meth:`get` waits for the client; :meth:`stop_soon`
+    shuts it down in the background (the index is written meanwhile); :meth:`close`
+    waits for either, and is safe to call more than once."""
+
+    def __init__(self, where: Where) -> None:
+        self.where = where
+        self._cm = client(where)
+        self._client: Any = None
+        self._error: BaseException | None = None
+        self._stopper: threading.Thread | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._start, name="aiprof-dask-start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            self._client = self._cm.__enter__()
+        except BaseException as e:  # handed to the caller by get()
+            self._error = e
+
+    def get(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._client
+
+    def _stop(self) -> None:
+        self._thread.join()
+        if self._error is None:
+            self._cm.__exit__(None, None, None)
+
+    def stop_soon(self) -> None:
+        if self._stopper is None and not self._closed:
+            self._stopper = threading.Thread(target=self._stop, name="aiprof-dask-stop", daemon=True)
+            self._stopper.start()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._stopper is not None:
+            self._stopper.join()
+        else:
+            self._stop()
 
 
 #: Imported by the fork server besides Dask's own list: what every rank task needs.

@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +30,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import AiprofError
-from .engine import Outcome, Where, client, map_tasks
+from .engine import Outcome, Starting, Where, map_tasks
 from .index import write_index
-from .job import Job, RankFile, disagreements
+from .job import Job, RankFile, disagreements, plan
 from .storage import locate
 
 RANK_DIR = "rank{rank}.aiprof"
@@ -138,7 +138,7 @@ def _import_into(rf: RankFile, target: Path, forced: str | None, warning: str | 
 
 
 def run_import(
-    job: Job,
+    ranks: Job | Sequence[Path],
     out: str | os.PathLike[str],
     where: Where,
     *,
@@ -146,10 +146,33 @@ def run_import(
     allow_mixed: bool = False,
     on_change: Callable[[int, int, int], None] = lambda _d, _f, _r: None,
 ) -> Report:
-    """Import every rank of ``job`` under ``out`` (a path or an fsspec URL) and write the
-    cluster index."""
+    """Import every rank under ``out`` (a path or an fsspec URL) and write the cluster
+    index. ``ranks``: the planned job, or its files, ranked (:func:`.job.plan`) while the
+    cluster starts."""
     t0 = time.perf_counter()
+    started = Starting(where)
+    try:
+        job = ranks if isinstance(ranks, Job) else plan(list(ranks))
+        rep = _run(job, out, started, forced=forced, allow_mixed=allow_mixed, on_change=on_change)
+    finally:
+        started.close()
+    rep.seconds = time.perf_counter() - t0
+    rep.client_peak_rss = peak_rss()
+    return rep
+
+
+def _run(
+    job: Job,
+    out: str | os.PathLike[str],
+    started: Starting,
+    *,
+    forced: str | None,
+    allow_mixed: bool,
+    on_change: Callable[[int, int, int], None],
+) -> Report:
+    where = started.where
     mixed_warning = _mixed(job.mixed, allow_mixed)
+    c = started.get()  # a cluster that cannot be reached leaves no folder behind
     loc = locate(out)
     loc.mkdir()
     rep = Report(out=loc.url)
@@ -170,8 +193,8 @@ def run_import(
         rep.warnings.extend(f"rank {rf.rank}: {w}" for w in o.value["warnings"])
         dists.append(RankFile(rf.path, rf.rank, rf.how, o.value["distributed"]))
 
-    with client(where) as c:
-        map_tasks(c, import_rank, job.files, (loc.url, forced, mixed_warning), on_change, gathered)
+    map_tasks(c, import_rank, job.files, (loc.url, forced, mixed_warning), on_change, gathered)
+    started.stop_soon()  # the cluster shuts down while the index is written
     # distributedInfo written after the events is only known once imported.
     late = disagreements(dists)
     if late and not job.mixed:
@@ -192,8 +215,6 @@ def run_import(
             "cluster": {"kind": where.kind, "address": where.address, "workers": where.workers},
         },
     )
-    rep.seconds = time.perf_counter() - t0
-    rep.client_peak_rss = peak_rss()
     return rep
 
 
