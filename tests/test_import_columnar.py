@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -269,17 +270,19 @@ def _kineto_layout(events: list[dict[str, Any]]) -> bytes:
     ).encode()
 
 
+@pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize("layout", ["kineto", "compact"])
-def test_array_parts_are_cut_between_events(tmp_path: Path, layout: str) -> None:
-    # The event list copied out as several arrays: each file is valid JSON, together
-    # they hold every event in order, and they are about the size asked for.
+def test_array_parts_are_cut_between_events(tmp_path: Path, layout: str, gz: bool) -> None:
+    # The event list copied out as several arrays (from a plain file: each part's range
+    # copied by the kernel; from gzip: as it is inflated): each file is valid JSON,
+    # together they hold every event in order, and they are about the size asked for.
     events = [
         span(f"op{i}", "cpu_op", i * 10, 5) | {"args": {"External id": i, "Input Dims": [[2, 3], []]}}
         for i in range(3000)
     ]
     text = _kineto_layout(events) if layout == "kineto" else json.dumps({"traceEvents": events}).encode()
-    src = tmp_path / "t.json"
-    src.write_bytes(text)
+    src = tmp_path / ("t.json.gz" if gz else "t.json")
+    src.write_bytes(gzip.compress(text) if gz else text)
     parts = ArrayParts(tmp_path / "parts", 16 << 10)
     (tmp_path / "parts").mkdir()
     assert TraceStream(src).copy_events(parts)
@@ -291,10 +294,10 @@ def test_array_parts_are_cut_between_events(tmp_path: Path, layout: str) -> None
 
 
 def _nested_last(i: int) -> dict[str, Any]:
-    # An event whose last key holds objects in a list: its text has '}, {' inside it,
-    # where a cut made by the layout alone falls inside the event.
+    # An event whose last key holds objects in a list: most of its text is '}, {'
+    # inside it, where a cut made by the layout alone falls inside the event.
     return span(f"n{i}", "cpu_op", 100_000 + i * 10, 5) | {
-        "args": {"External id": 50_000 + i, "dims": [{"a": i}, {"b": i}]}
+        "args": {"External id": 50_000 + i, "dims": [{"a": i + k} for k in range(40)]}
     }
 
 
@@ -394,3 +397,25 @@ def test_both_engines_take_the_time_origin_from_as_many_events(tmp_path: Path, m
     with open_profile(a) as pa_, open_profile(b) as pb:
         assert pa_.metas[0]["time_origin_ns"] == pb.metas[0]["time_origin_ns"] == 500_000_000
         assert pa_.sql("SELECT min(ts) AS t FROM events").to_pylist() == [{"t": 0}]
+
+
+def test_parts_are_copied_through_memory_where_the_kernel_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # copy_file_range refused (another file system, an old kernel): the same parts,
+    # copied by reads and writes.
+    events = [span(f"op{i}", "cpu_op", i * 10, 5) for i in range(3000)]
+    src = tmp_path / "t.json"
+    src.write_bytes(_kineto_layout(events))
+
+    def refuse(*_a: Any) -> int:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    (tmp_path / "parts").mkdir()
+    parts = ArrayParts(tmp_path / "parts", 16 << 10)
+    stream = TraceStream(src)
+    assert stream.copy_events(parts) and stream.complete and stream.header["traceName"] == "t"
+    parts.close()
+    assert len(parts.paths) > 3
+    assert [e for p in parts.paths for e in json.loads(p.read_bytes())] == events

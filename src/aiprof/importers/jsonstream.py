@@ -29,6 +29,8 @@ from .jsondoc import prune
 CHUNK = 8 << 20
 #: Bytes kept back from the end of a copied file to find where its event list closes.
 _TAIL = 4 << 20
+#: Bytes before a part's size in which :class:`ArrayParts` looks for a cut between events.
+_CUT_WINDOW = 1 << 20
 
 _QUOTE, _BSLASH, _LBRACE, _RBRACE, _LBRACK, _RBRACK = 34, 92, 123, 125, 91, 93
 _STRUCT = np.zeros(256, dtype=bool)
@@ -291,7 +293,7 @@ class TraceStream:
         """
         with self.path.open("rb") as f:
             plain = f.read(2) != b"\x1f\x8b"
-        if plain and hasattr(os, "copy_file_range") and not isinstance(dest, ArrayParts):
+        if plain:
             return self._copy_plain(dest, progress)
         chunks, self.problems = open_bytes(self.path)
         it = iter(chunks)
@@ -311,8 +313,10 @@ class TraceStream:
             return False
         return self._close_list(dest, tail)
 
-    def _copy_plain(self, dest: IO[bytes], progress: Callable[[int], None]) -> bool:
-        """:meth:`copy_events` for an uncompressed file: the bulk is copied by the kernel."""
+    def _copy_plain(self, dest: IO[bytes] | ArrayParts, progress: Callable[[int], None]) -> bool:
+        """:meth:`copy_events` for an uncompressed file: the list's bounds are read from
+        its first and last bytes, and the bulk between them is copied by the kernel
+        (:func:`copy_range`), into one file or into :class:`ArrayParts`' parts."""
         size = self.path.stat().st_size
         with self.path.open("rb") as f:
             opened = self._open_list(iter(lambda: f.read(CHUNK), b""), lambda _n: None)
@@ -320,19 +324,23 @@ class TraceStream:
                 return False
             _, pos = opened
             tail_at = max(pos, size - _TAIL)
-            dest.write(b"[")
-            dest.flush()
-            src, dst, off = f.fileno(), dest.fileno(), pos
-            while off < tail_at:
-                n = os.copy_file_range(src, dst, tail_at - off, off)
-                if n <= 0:
-                    return False
-                off += n
-                progress(n)
             f.seek(tail_at)
-            tail = f.read()
-        progress(len(tail) + pos)
-        return self._close_list(dest, tail)
+            end = self._list_end(f.read())
+            if end is None:
+                return False
+            stop = tail_at + end  # the list's ']'
+            if isinstance(dest, ArrayParts):
+                if not dest.copy_array(f.fileno(), pos, stop, progress):
+                    return False
+            else:
+                dest.write(b"[")
+                dest.flush()
+                if not copy_range(f.fileno(), dest.fileno(), pos, stop - pos, progress):
+                    return False
+                dest.write(b"]")
+        progress(size - (stop - pos))
+        self.complete = True
+        return True
 
     def _close_list(self, dest: IO[bytes] | ArrayParts, tail: bytes) -> bool:
         end = self._list_end(tail)
@@ -464,6 +472,9 @@ class ArrayParts:
     valid JSON (the first ends inside an object or a string), so the parser refuses
     them and a wrong cut is never read as events: the caller then reads the list as one
     file (:attr:`paths` has one entry when ``piece`` is 0 or the text is short).
+
+    Text comes by :meth:`write` (an inflated gzip) or, from an uncompressed file, by
+    :meth:`copy_array`, which reads only the bytes around each cut.
     """
 
     def __init__(self, folder: Path, piece: int) -> None:
@@ -514,6 +525,39 @@ class ArrayParts:
             return out
         return out
 
+    def copy_array(self, fd: int, start: int, stop: int, progress: Callable[[int], None]) -> bool:
+        """Write bytes ``start`` to ``stop`` of the file ``fd``, the inside of an event
+        list, as the parts (instead of :meth:`write`): each cut is found by
+        :func:`_guess_cut` in the last bytes before the part's size, read alone, and the
+        bulk of each part is copied by the kernel. False when the file ends early."""
+        while True:
+            cut = next_start = None
+            target = start + self.piece if self.piece else stop
+            while target < stop:
+                lo = max(start, target - _CUT_WINDOW)
+                window = os.pread(fd, target - lo, lo)
+                at = _guess_cut(window)
+                if at > 0:
+                    cut, next_start = lo + at, lo + window.index(b",", at) + 1
+                    break
+                target += self.piece  # no cut found near this size: a longer part
+            if not self._copy_part(fd, start, stop if cut is None else cut, progress):
+                return False
+            if cut is None or next_start is None:
+                return True
+            start = next_start
+
+    def _copy_part(self, fd: int, start: int, stop: int, progress: Callable[[int], None]) -> bool:
+        if self._out is not None:
+            self._out.close()
+        out = self._open()
+        out.write(b"[")
+        out.flush()
+        copied = copy_range(fd, out.fileno(), start, stop - start, progress)
+        out.write(b"]")
+        out.close()
+        return copied
+
     def flush(self) -> None:
         """Nothing to do (the held text is written at :meth:`close`)."""
 
@@ -523,6 +567,32 @@ class ArrayParts:
             out.write(b)
         self._held.clear()
         out.close()
+
+
+def copy_range(src: int, dst: int, offset: int, count: int, progress: Callable[[int], None]) -> bool:
+    """Copy ``count`` bytes of the file ``src`` from ``offset`` to where ``dst`` stands:
+    by the kernel (``copy_file_range``) where it can, else through memory. False when
+    ``src`` ends first."""
+    kernel = hasattr(os, "copy_file_range")
+    while count > 0:
+        n = 0
+        if kernel:
+            try:
+                n = os.copy_file_range(src, dst, count, offset)
+            except OSError:  # across file systems, say
+                kernel = False
+        if not kernel:
+            data = os.pread(src, min(count, CHUNK), offset)
+            n = len(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(dst, view) :]
+        if n <= 0:
+            return False
+        offset += n
+        count -= n
+        progress(n)
+    return True
 
 
 def balanced_array(text: bytes) -> bool:
