@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,16 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
         # Forked with what a rank task needs already imported (cluster/preload.py).
         preloaded = c.run(lambda: [m in sys.modules for m in ("aiprof.cluster.preload", "duckdb")])
         assert list(preloaded.values()) == [[True, True], [True, True]]
+        # The fork server, started before Dask spawns a worker, had the nanny's variables:
+        # one hash seed, Dask's, for every worker.
+        seeded = subprocess.run(
+            [sys.executable, "-c", "print(hash('aiprof'))"],
+            env={**os.environ, "PYTHONHASHSEED": "6640"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert list(c.run(lambda: hash("aiprof")).values()) == [int(seeded.stdout)] * 2
         got = map_tasks(
             c, import_rank, job.files, (str(out), None, None), lambda d, f, r: changes.append((d, f, r)), group=4
         )

@@ -94,6 +94,10 @@ def _dask() -> Any:
 @contextmanager
 def client(where: Where) -> Iterator[Any]:
     """A ``distributed.Client`` on the chosen cluster (a local one is shut down after)."""
+    cfg = local_config()
+    forkserver = where.kind == "local" and cfg.get("distributed.worker.multiprocessing-method") == "forkserver"
+    if forkserver:
+        _start_forkserver(cfg)  # its imports run while this thread imports Dask's distributed
     distributed = _dask()
     for name in ("distributed", "tornado", "bokeh"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -114,7 +118,6 @@ def client(where: Where) -> Iterator[Any]:
         return
     import dask
 
-    cfg = local_config()
     # Dask's nanny writes its pre-spawn variables into this process's environment and
     # leaves them there: after any other LocalCluster in this process, the variables our
     # config unsets would reach our workers anyway. Unset them while ours start (only
@@ -127,8 +130,6 @@ def client(where: Where) -> Iterator[Any]:
     }
     try:
         with dask.config.set(cfg):
-            if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
-                _preload_workers()
             cluster = distributed.LocalCluster(
                 n_workers=where.workers,
                 threads_per_worker=1,
@@ -144,7 +145,7 @@ def client(where: Where) -> Iterator[Any]:
     finally:
         c.close()
         cluster.close()
-        if cfg.get("distributed.worker.multiprocessing-method") == "forkserver":
+        if forkserver:
             _stop_forkserver()
 
 
@@ -198,24 +199,55 @@ class Starting:
             self._stop()
 
 
-#: Imported by the fork server besides Dask's own list: what every rank task needs.
+#: Imported by the fork server: what every rank task needs, besides Dask's worker.
 PRELOAD = "aiprof.cluster.preload"
 
 
-def _preload_workers() -> None:
-    """Add :data:`PRELOAD` to the modules the fork server imports before it forks the
-    workers. Dask sets its own list the first time it asks for the context (with the
-    config above); the list is read back from multiprocessing's fork server, and where
-    that is not possible the workers import aiprof themselves, as before."""
+def _start_forkserver(cfg: dict[str, Any]) -> None:
+    """Start the fork server that the local workers are forked from now, importing
+    Dask's worker and :data:`PRELOAD` (about 0.8 s of CPU), rather than when Dask spawns
+    its first worker, after this process has imported ``distributed`` and started the
+    scheduler: the two then run on different cores. It starts with the variables Dask's
+    nanny would have set for it (``distributed.nanny.pre-spawn-environ`` under ``cfg``,
+    where a value the user exported wins; None unsets Dask's own), which the libraries
+    it imports read once (the BLAS threads, malloc's trim threshold, the hash seed).
+    Nothing is done when a fork server already runs in this process."""
+    import multiprocessing
     from multiprocessing import forkserver
 
-    from distributed.utils import get_mp_context
-
-    ctx = get_mp_context()  # type: ignore[no-untyped-call]
+    try:
+        import dask
+    except ImportError:
+        return  # the caller says what to install
     server = getattr(forkserver, "_forkserver", None)
-    current = list(getattr(server, "_preload_modules", None) or [])
-    if server is not None and PRELOAD not in current:
-        ctx.set_forkserver_preload([*current, PRELOAD])
+    if server is None or getattr(server, "_forkserver_pid", None) is not None:
+        return
+    defaults = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    with dask.config.set(cfg):
+        spec = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
+    env: dict[str, str | None] = {}
+    for k, v in spec.items():
+        if v is not None:
+            env[k] = os.environ.get(k, str(v))
+        elif k in os.environ and k in defaults and os.environ[k] == str(defaults[k]):
+            env[k] = None  # Dask's value, left by an earlier nanny: not one the user exported
+    if env.get("PYTHONHASHSEED", os.environ.get("PYTHONHASHSEED")) in (None, "0"):
+        env["PYTHONHASHSEED"] = "6640"  # as the nanny: one hash seed for every worker
+    saved = {k: os.environ.get(k) for k in env}
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", PRELOAD])
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        forkserver.ensure_running()
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
 
 
 def _stop_forkserver() -> None:
