@@ -236,18 +236,19 @@ def _start_forkserver(cfg: dict[str, Any]) -> None:
     saved = {k: os.environ.get(k) for k in env}
     multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", PRELOAD])
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_environ(env)
         forkserver.ensure_running()
     finally:
-        for k, old in saved.items():
-            if old is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = old
+        _set_environ(saved)
+
+
+def _set_environ(values: dict[str, str | None]) -> None:
+    """Set each variable of ``values`` in this process's environment (None: unset it)."""
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _stop_forkserver() -> None:
