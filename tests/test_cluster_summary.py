@@ -201,6 +201,18 @@ def test_rank_tasks_grouped_on_a_local_cluster(tmp_path: Path) -> None:
     assert per_task(17, 2) == 1 and per_task(64, 2) == 4 and per_task(1024, 2) == 4
 
 
+def test_the_last_tasks_are_single_ranks() -> None:
+    # 64 ranks on 2 slots: groups of 4, then shorter ones, then one rank per task, so
+    # that no slot waits on another's last group of 4; every rank once, in order.
+    from aiprof.cluster.engine import task_groups
+
+    groups = task_groups(64, 2, 4)
+    assert [len(g) for g in groups] == [4] * 13 + [3, 3, 2, 1, 1, 1, 1]
+    assert [i for g in groups for i in g] == list(range(64))
+    assert [len(g) for g in task_groups(5, 2, 4)] == [2, 1, 1, 1]
+    assert task_groups(0, 2, 4) == []
+
+
 def test_spawned_workers_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     from aiprof.cluster.engine import ENV_START, local_config
 

@@ -283,6 +283,20 @@ def per_task(n_items: int, slots: int) -> int:
     return max(1, min(MAX_PER_TASK, n_items // max(1, slots * TASKS_PER_SLOT)))
 
 
+def task_groups(n_items: int, slots: int, most: int) -> list[list[int]]:
+    """The items of each task, in order: ``most`` per task, fewer near the end (a task
+    holds at most what is left shared between twice the slots), so that the last
+    tasks are single items and the slots finish together instead of one waiting on
+    another's last group."""
+    out: list[list[int]] = []
+    i = 0
+    while i < n_items:
+        k = max(1, min(most, -(-(n_items - i) // (2 * slots))))
+        out.append(list(range(i, i + k)))
+        i += k
+    return out
+
+
 def run_items(fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list[tuple[bool, Any]]:
     """One task: ``fn(item, *args)`` for each item, each failure kept as its one-line
     error (the others still run)."""
@@ -309,13 +323,15 @@ def map_tasks(
     group: int | None = None,
 ) -> list[Outcome]:
     """Run ``fn(item, *args)`` for each item, ``group`` items per task (default:
-    :func:`per_task`); a failed item is an outcome with its error, never the end of the
-    job (a task that fails whole, its worker lost, fails each of its items).
-    ``on_change(done, failed, running)``."""
+    :func:`per_task`, fewer in the last tasks, :func:`task_groups`); a failed item is an
+    outcome with its error, never the end of the job (a task that fails whole, its
+    worker lost, fails each of its items). ``on_change(done, failed, running)``."""
     distributed = _dask()
     slots = max(sum(c.nthreads().values()), 1)
-    k = group or per_task(len(items), slots)
-    chunks = [list(range(i, min(i + k, len(items)))) for i in range(0, len(items), k)]
+    if group:
+        chunks = [list(range(i, min(i + group, len(items)))) for i in range(0, len(items), group)]
+    else:
+        chunks = task_groups(len(items), slots, per_task(len(items), slots))
     futures = {
         c.submit(run_items, fn, [items[i] for i in idx], *args, key=f"aiprof-import-{j}", pure=False): idx
         for j, idx in enumerate(chunks)
