@@ -17,8 +17,10 @@ repeated in time, as ``bench/hta_compare.py --big`` makes it):
      (one core: DuckDB parses one array file on one thread) and from the import's parts
      (``importers.jsonstream.ArrayParts``: every core);
    - write: the events table as Parquet with zstd (the store's codec), lz4 and none;
-3. what the floors allow: the MB/s of parse + write alone on every core, and of the
-   import's own CPU seconds spread over every core (the bound on a CPU-bound machine).
+3. what the floors allow: the MB/s of parse + write alone on every core; the CPU
+   budget the goal gives (its seconds times the cores) and what is left of it once the
+   two floors are paid, beside what the import's other work costs now; and the MB/s of
+   the import's own CPU seconds spread over every core (the bound on a CPU-bound machine).
 
 HTA's load runs once, from its own venv (see bench/hta_compare.py); ``--no-hta`` skips it.
 
@@ -152,8 +154,9 @@ def gunzip_floors(raw: bytes, repeat: int) -> dict[str, float]:
     return out
 
 
-def parse_floors(big: Path, tmp: Path, repeat: int) -> dict[str, float]:
-    """DuckDB reading every field the import reads: one file, and the import's parts."""
+def parse_floors(big: Path, tmp: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """DuckDB reading every field the import reads, (wall, CPU) seconds: one file, and
+    the import's parts."""
     from aiprof.importers.base import ImportContext
     from aiprof.importers.kineto import columnar
     from aiprof.store import duck
@@ -176,20 +179,20 @@ def parse_floors(big: Path, tmp: Path, repeat: int) -> dict[str, float]:
             for _ in con.sql(sql).to_arrow_reader(1 << 16):
                 pass
 
-        out[f"DuckDB, {label}, {len(files)} file(s)"] = best(scan, repeat)[0]
+        out[f"DuckDB, {label}, {len(files)} file(s)"] = best(scan, repeat)
         shutil.rmtree(folder)
     con.close()
     return out
 
 
-def write_floors(profile: Path, tmp: Path, repeat: int) -> dict[str, float]:
+def write_floors(profile: Path, tmp: Path, repeat: int) -> dict[str, tuple[float, float]]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(profile / "events.parquet")
     out = {}
     for codec in ("zstd", "lz4", "none"):
         dest = tmp / f"w-{codec}.parquet"
-        out[f"Parquet {codec}"] = best(lambda c=codec, d=dest: pq.write_table(table, d, compression=c), repeat)[0]
+        out[f"Parquet {codec}"] = best(lambda c=codec, d=dest: pq.write_table(table, d, compression=c), repeat)
     return out
 
 
@@ -229,17 +232,35 @@ def main() -> int:
     for label, s in gz.items():
         print(f"     {label:44} {s:7.3f} s  {gz['zlib'] / s:5.2f}x zlib")
     print("   parse of every field the import reads:")
-    for label, s in parse.items():
-        print(f"     {label:44} {s:7.3f} s  {mb / s:6.1f} MB/s")
+    for label, (w, c) in parse.items():
+        print(f"     {label:44} {w:7.3f} s  {mb / w:6.1f} MB/s  (CPU {c:.3f} s)")
     print("   events table write:")
-    for label, s in write.items():
-        print(f"     {label:44} {s:7.3f} s")
-    floor = min(parse.values()) + min(write.values())
+    for label, (w, c) in write.items():
+        print(f"     {label:44} {w:7.3f} s  (CPU {c:.3f} s)")
+    floor = min(w for w, _ in parse.values()) + min(w for w, _ in write.values())
     print("\n3. what the floors allow")
     print(
         f"   parse (fastest) + write (fastest), nothing else: {floor:.2f} s = {mb / floor:.0f} MB/s "
         f"(goal {GOAL_MB_S:.0f} MB/s)"
     )
+    # On a CPU-bound machine a goal is a CPU budget: what is left of it once the two
+    # floors are paid is all the rest may cost (rows, steps, derived tables, timeline).
+    floors_cpu = min(c for _, c in parse.values()) + min(c for _, c in write.values())
+    spool_cpu = stages.get("spool (copy the event list out)", [0.0, 0.0])[1]
+    beyond = cpu_s - spool_cpu - floors_cpu
+
+    def budget(seconds: float, goal: str) -> None:
+        left = seconds * cores - floors_cpu
+        print(
+            f"   {goal}: {seconds:.2f} s x {cores} cores = {seconds * cores:.2f} s of CPU; the floors "
+            f"(parse and write, least CPU) take {floors_cpu:.2f} s, leaving {left:.2f} s for the rest, "
+            f"which costs {beyond:.2f} s now ({beyond / left:.1f}x)"
+            if left > 0
+            else f"   {goal}: {seconds:.2f} s x {cores} cores = {seconds * cores:.2f} s of CPU, less than "
+            f"the floors' {floors_cpu:.2f} s alone"
+        )
+
+    budget(mb / GOAL_MB_S, f"at {GOAL_MB_S:.0f} MB/s")
     print(
         f"   the import's CPU over {cores} cores: {cpu_s / cores:.2f} s = {mb * cores / cpu_s:.0f} MB/s at most "
         f"(measured {mb / wall:.1f} MB/s)"
@@ -251,6 +272,8 @@ def main() -> int:
         h_big = hta.get(str(big), {}).get("load_seconds") or float("nan")
         print(f"\n4. HTA load: {small.name} {h_small:.3f} s; the large trace {h_big:.2f} s")
         print(f"   aiprof import vs HTA load on the large trace: {h_big / wall:.1f}x (goal 15x)")
+        if h_big == h_big:  # not NaN
+            budget(h_big / 15, "at 15x HTA")
     return 0
 
 
