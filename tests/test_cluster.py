@@ -272,6 +272,17 @@ def test_each_rank_keeps_derived_tables_and_the_job_reads_them(job: tuple[Path, 
     assert len(kept[0]["rank"]) >= 16
 
 
+def test_a_job_without_samples_reads_no_step_windows_for_rank_waits(job: tuple[Path, Any, Any]) -> None:
+    """rank_waits (cluster.backward_wait's view) comes from Python samples: a job of
+    Kineto ranks holds none, so its empty answer reads no rank's derived tables (the
+    step windows of 1,000 ranks took 1.4 s of `aiprof advise`'s 2.8 s)."""
+    out, _, _ = job
+    with open_job(out) as prof:
+        assert not prof.tables.get("samples")
+        assert run(prof, "rank_waits", Query()).rows == []
+        assert "derived_tables" not in prof._memo
+
+
 def _rows(prof: Any, view: str) -> list[dict[str, Any]]:
     from aiprof.analysis import Query
 

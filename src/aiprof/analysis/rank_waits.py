@@ -134,6 +134,10 @@ def rank_waits(profile: Profile, params: dict[str, Any]) -> pa.Table:
     for the others, see :func:`window_waits`), wait_pct (of step_us)."""
     from .ranks import step_windows
 
+    if not profile.tables.get("samples"):
+        # No samples, no sampled phases: nothing to read (the step windows of a job
+        # of 1,000 ranks are a read of each rank's derived tables).
+        return pa.Table.from_pylist([], schema=_WAITS_SCHEMA)
     w = step_windows(profile)
     counts, ns = window_times(profile)
     waits = window_waits(profile)
