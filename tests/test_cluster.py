@@ -272,6 +272,37 @@ def test_each_rank_keeps_derived_tables_and_the_job_reads_them(job: tuple[Path, 
     assert len(kept[0]["rank"]) >= 16
 
 
+def test_the_overview_of_a_job_is_one_table_over_its_ranks(job: tuple[Path, Any, Any]) -> None:
+    """`aiprof report OUT` on 16 ranks: the inputs and ranks in a line each, and one
+    breakdown table over the ranks (not 16 of each) whose sums and largest ranks are the
+    ranks' own rows; the planted straggler has the most kernel time."""
+    out, fleet, _ = job
+    r = cli("report", out)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "ranks: 0-15 (16 ranks)" in text and "... and 13 more" in text
+    assert "over 16 ranks" in text and "rank 3: step time breakdown" not in text
+    rows = [x for x in report(out, "overview") if x["section"] == "breakdown" and x["step"] is None]
+    kernel = {x["rank"]: x["time_us"] for x in rows if x["category"] == "kernel"}
+    assert len(kernel) == 16 and max(kernel, key=lambda k: kernel[k]) == fleet.straggler
+    table = text[text.index("over 16 ranks") :]
+    line = next(ln for ln in table.splitlines() if ln.startswith("│ kernel"))
+    cells = [c.strip() for c in line.strip("│").split("│")]
+    assert cells[-1] == str(fleet.straggler)
+    from aiprof.render.terminal import format_cell
+
+    assert cells[1] == format_cell(sum(kernel.values()) / 1e6)
+    assert cells[4] == format_cell(max(kernel.values()))
+
+
+def test_ranks_are_written_as_runs() -> None:
+    from aiprof.cli.overview import ranks_text
+
+    assert ranks_text([]) == "-" and ranks_text([0]) == "[0]" and ranks_text([0, 1, 2]) == "[0, 1, 2]"
+    assert ranks_text(list(range(12))) == "0-11 (12 ranks)"
+    assert ranks_text([*range(10), 12, *range(14, 1024)]) == "0-9, 12, 14-1023 (1,021 ranks)"
+
+
 def test_a_job_without_samples_reads_no_step_windows_for_rank_waits(job: tuple[Path, Any, Any]) -> None:
     """rank_waits (cluster.backward_wait's view) comes from Python samples: a job of
     Kineto ranks holds none, so its empty answer reads no rank's derived tables (the

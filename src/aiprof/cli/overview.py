@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
+#: Ranks up to which the overview names each input and prints each rank's tables; past
+#: it (a job of many ranks), one table of each kind over all of them.
+RANK_TABLES = 8
 
 Item = dict[str, Any]
 #: A table column: name, justify, overflow (None: rich's default), max width.
@@ -158,14 +161,12 @@ def compute_items(prof: Profile) -> list[Item]:
     ranks = sorted({r for m in metas for r in m.get("ranks", [])})
     srcs = [s for m in metas for s in m.get("sources", [])]
     if srcs:
-        items.append(
-            _line(
-                "sources: "
-                + escape(", ".join(f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs))
-            )
-        )
+        names = [f"{s.get('importer')}:{s.get('path', '').rsplit('/', 1)[-1]}" for s in srcs]
+        if len(names) > RANK_TABLES:
+            names = [*names[:3], f"... and {len(names) - 3:,} more"]
+        items.append(_line("sources: " + escape(", ".join(names))))
     labels = ", ".join(sorted({_device_label(d) for d in prof.devices})) or "-"
-    items.append(_line(escape(f"ranks: {ranks or '-'}   devices: " + labels)))
+    items.append(_line(escape(f"ranks: {ranks_text(ranks)}   devices: " + labels)))
     for w in prof.warnings:
         items.append(_line(f"[yellow]warning:[/yellow] {escape(w)}"))
     if any(m.get("partial") for m in metas):
@@ -174,8 +175,13 @@ def compute_items(prof: Profile) -> list[Item]:
     st = run(prof, "steps", Query()).table
     items.append(_line(escape(steps_line(metas, st.to_pylist()))))
     items.extend(_energy(prof))
-    for rank in sorted({r["rank"] for r in ov}):
-        mine = [r for r in ov if r["rank"] == rank and r["step"] is None]
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for r in ov:
+        by_rank.setdefault(r["rank"], []).append(r)
+    if len(by_rank) > RANK_TABLES:
+        items.extend(_across_ranks(by_rank))
+    for rank in sorted(by_rank) if len(by_rank) <= RANK_TABLES else ():
+        mine = [r for r in by_rank[rank] if r["step"] is None]
         bd = [r for r in mine if r["section"] == "breakdown"]
         ph = [r for r in mine if r["section"] == "phases"]
         # Without operator events the breakdown is all "other": the phases say more.
@@ -184,7 +190,7 @@ def compute_items(prof: Profile) -> list[Item]:
         if ph:
             title = f"rank {rank}: step time by phase (all steps, from Python samples)"
             items.append(_split(title, [r for r in ph if r["time_us"]]))
-        dev = [r for r in ov if r["rank"] == rank and r["section"] in ("device", "utilization")]
+        dev = [r for r in by_rank[rank] if r["section"] in ("device", "utilization")]
         if dev and not any(r["time_us"] for r in dev):
             # A host-only recording: a table of zeros would read as an idle device.
             items.append(_line(f"rank {rank}: no device activity in the profile"))
@@ -196,7 +202,7 @@ def compute_items(prof: Profile) -> list[Item]:
             ]
             cells = [
                 [
-                    {"device_busy": "busy (of step time)"}.get(r["category"], f"{r['category']} (of active span)"),
+                    _DEVICE_FIGURE.get(r["category"], f"{r['category']} (of active span)"),
                     format_cell(r["time_us"]),
                     format_cell(r["percent"]),
                 ]
@@ -247,6 +253,106 @@ def compute_items(prof: Profile) -> list[Item]:
         )
     )
     return items
+
+
+_DEVICE_FIGURE = {"device_busy": "busy (of step time)"}
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """The ranks as runs of consecutive numbers: "0-1023 (1,024 ranks)", "[0]", "-"."""
+    if len(ranks) <= RANK_TABLES:
+        return str(ranks) if ranks else "-"
+    runs: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return f"{', '.join(runs)} ({len(ranks):,} ranks)"
+
+
+def _right(*names: str) -> list[Col]:
+    return [(n, "right", None, None) for n in names]
+
+
+def _across_ranks(by_rank: dict[int, list[dict[str, Any]]]) -> list[Item]:
+    """A job of many ranks: each split of the step time summed over the ranks, with the
+    spread of a rank's own figure (median, and the largest with its rank), and each
+    device figure's share as its median and range over the ranks; then where each
+    rank's own tables are."""
+    import numpy as np
+
+    from ..render.terminal import format_cell
+
+    n = len(by_rank)
+    out: list[Item] = []
+    whole = {rank: [r for r in rows if r["step"] is None] for rank, rows in by_rank.items()}
+    for section, title in (
+        ("breakdown", "step time breakdown (all steps)"),
+        ("phases", "step time by phase (all steps, from Python samples)"),
+    ):
+        per: dict[str, dict[int, float]] = {}
+        for rank, rows in whole.items():
+            for r in rows:
+                if r["section"] == section:
+                    per.setdefault(r["category"], {})[rank] = float(r["time_us"] or 0.0)
+        total = sum(sum(v.values()) for v in per.values())
+        if not per or not total:
+            continue
+        cols: list[Col] = [
+            ("category", "left", "fold", None),
+            *_right("all ranks (s)", "%", "rank median (µs)", "rank max (µs)", "rank"),
+        ]
+        cells = []
+        for cat, v in per.items():
+            top = max(v, key=lambda k: (v[k], -k))
+            cells.append(
+                [
+                    cat,
+                    format_cell(sum(v.values()) / 1e6),
+                    format_cell(100.0 * sum(v.values()) / total),
+                    format_cell(float(np.median(list(v.values())))),
+                    format_cell(v[top]),
+                    str(top),
+                ]
+            )
+        out.append(_table(f"{title}, over {n:,} ranks", cols, cells, plain=False))
+    dev: dict[str, dict[int, float]] = {}
+    busy_any = False
+    for rank, rows in by_rank.items():
+        for r in rows:
+            if r["section"] in ("device", "utilization"):
+                dev.setdefault(r["category"], {})[rank] = float(r["percent"] or 0.0)
+                busy_any = busy_any or bool(r["time_us"])
+    if dev and not busy_any:
+        out.append(_line(f"no device activity in the profiles of the {n:,} ranks"))
+    elif dev:
+        cols = [("figure", "left", None, None), *_right("% median", "% lowest", "rank", "% highest", "rank")]
+        cells = []
+        for cat, v in dev.items():
+            lo = min(v, key=lambda k: (v[k], k))
+            hi = max(v, key=lambda k: (v[k], -k))
+            cells.append(
+                [
+                    _DEVICE_FIGURE.get(cat, f"{cat} (of active span)"),
+                    format_cell(float(np.median(list(v.values())))),
+                    format_cell(v[lo]),
+                    str(lo),
+                    format_cell(v[hi]),
+                    str(hi),
+                ]
+            )
+        out.append(_table(f"device time, over {n:,} ranks", cols, cells, plain=False))
+    out.append(
+        _line(
+            "[dim]each rank: aiprof report PROFILE --filter rank=N (its splits); "
+            "the ranks against each other: aiprof report PROFILE --view stragglers (a job's index)[/dim]"
+        )
+    )
+    return out
 
 
 def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
