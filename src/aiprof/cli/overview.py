@@ -316,7 +316,7 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]]) -> list[Item]:
                     format_cell(100.0 * sum(v.values()) / total),
                     format_cell(float(np.median(list(v.values())))),
                     format_cell(v[top]),
-                    str(top),
+                    str(top) if v[top] else "-",
                 ]
             )
         out.append(_table(f"{title}, over {n:,} ranks", cols, cells, plain=False))
