@@ -303,6 +303,58 @@ def test_ranks_are_written_as_runs() -> None:
     assert ranks_text([*range(10), 12, *range(14, 1024)]) == "0-9, 12, 14-1023 (1,021 ranks)"
 
 
+def test_device_figures_over_ranks_name_the_device_where_a_rank_has_several() -> None:
+    # 9 ranks of 2 devices each: device 1 of rank 4 is the least busy, device 0 of
+    # rank 7 the busiest; the step split sums over the ranks.
+    from aiprof.cli.overview import _across_ranks
+
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in range(9):
+        rows = [
+            {
+                "section": "breakdown",
+                "rank": rank,
+                "device": None,
+                "step": None,
+                "category": "kernel",
+                "time_us": 100.0 * (rank + 1),
+                "percent": 50.0,
+            },
+            {
+                "section": "breakdown",
+                "rank": rank,
+                "device": None,
+                "step": None,
+                "category": "other",
+                "time_us": 100.0,
+                "percent": 50.0,
+            },
+        ]
+        for dev in (0, 1):
+            busy = 90.0 if (rank, dev) == (7, 0) else 10.0 if (rank, dev) == (4, 1) else 50.0
+            rows.append(
+                {
+                    "section": "device",
+                    "rank": rank,
+                    "device": dev,
+                    "step": None,
+                    "category": "device_busy",
+                    "time_us": busy,
+                    "percent": busy,
+                }
+            )
+        by_rank[rank] = rows
+    items = _across_ranks(by_rank)
+    split = next(i for i in items if i["t"] == "table" and i["title"].startswith("step time breakdown"))
+    kernel = next(r for r in split["rows"] if r[0] == "kernel")
+    from aiprof.render.terminal import format_cell
+
+    assert kernel[1] == format_cell(4500 / 1e6) and kernel[4] == format_cell(900.0) and kernel[5] == "8"
+    assert kernel[2] == format_cell(100.0 * 4500 / 5400)
+    device = next(i for i in items if i["t"] == "table" and i["title"].startswith("device time"))
+    assert device["rows"] == [["busy (of step time)", "50", "10", "4 dev 1", "90", "7 dev 0"]]
+
+
 def test_a_job_without_samples_reads_no_step_windows_for_rank_waits(job: tuple[Path, Any, Any]) -> None:
     """rank_waits (cluster.backward_wait's view) comes from Python samples: a job of
     Kineto ranks holds none, so its empty answer reads no rank's derived tables (the

@@ -320,29 +320,36 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]]) -> list[Item]:
                 ]
             )
         out.append(_table(f"{title}, over {n:,} ranks", cols, cells, plain=False))
-    dev: dict[str, dict[int, float]] = {}
+    # A device figure per rank and device (a rank may drive several).
+    dev: dict[str, dict[tuple[int, int], float]] = {}
     busy_any = False
     for rank, rows in by_rank.items():
         for r in rows:
             if r["section"] in ("device", "utilization"):
-                dev.setdefault(r["category"], {})[rank] = float(r["percent"] or 0.0)
+                key = (rank, -1 if r.get("device") is None else int(r["device"]))
+                dev.setdefault(r["category"], {})[key] = float(r["percent"] or 0.0)
                 busy_any = busy_any or bool(r["time_us"])
+    several = any(len({d for _, d in v}) > 1 for v in dev.values())
+
+    def where(key: tuple[int, int]) -> str:
+        return f"{key[0]} dev {key[1]}" if several and key[1] >= 0 else str(key[0])
+
     if dev and not busy_any:
         out.append(_line(f"no device activity in the profiles of the {n:,} ranks"))
     elif dev:
-        cols = [("figure", "left", None, None), *_right("% median", "% lowest", "rank", "% highest", "rank")]
+        cols = [("figure", "left", "fold", None), *_right("% median", "% lowest", "rank", "% highest", "rank")]
         cells = []
-        for cat, v in dev.items():
-            lo = min(v, key=lambda k: (v[k], k))
-            hi = max(v, key=lambda k: (v[k], -k))
+        for cat, figs in dev.items():
+            lo = min(figs, key=lambda k: (figs[k], k))
+            hi = max(figs, key=lambda k: (figs[k], -k[0], -k[1]))
             cells.append(
                 [
                     _DEVICE_FIGURE.get(cat, f"{cat} (of active span)"),
-                    format_cell(float(np.median(list(v.values())))),
-                    format_cell(v[lo]),
-                    str(lo),
-                    format_cell(v[hi]),
-                    str(hi),
+                    format_cell(float(np.median(list(figs.values())))),
+                    format_cell(figs[lo]),
+                    where(lo),
+                    format_cell(figs[hi]),
+                    where(hi),
                 ]
             )
         out.append(_table(f"device time, over {n:,} ranks", cols, cells, plain=False))
