@@ -154,7 +154,6 @@ def compute_items(prof: Profile) -> list[Item]:
     from rich.markup import escape
 
     from ..analysis import Query, run
-    from ..render.terminal import format_cell
 
     items: list[Item] = []
     metas = prof.metas
@@ -180,35 +179,9 @@ def compute_items(prof: Profile) -> list[Item]:
         by_rank.setdefault(r["rank"], []).append(r)
     if len(by_rank) > RANK_TABLES:
         items.extend(_across_ranks(by_rank))
-    for rank in sorted(by_rank) if len(by_rank) <= RANK_TABLES else ():
-        mine = [r for r in by_rank[rank] if r["step"] is None]
-        bd = [r for r in mine if r["section"] == "breakdown"]
-        ph = [r for r in mine if r["section"] == "phases"]
-        # Without operator events the breakdown is all "other": the phases say more.
-        if not ph or any(r["time_us"] for r in bd if r["category"] != "other"):
-            items.append(_split(f"rank {rank}: step time breakdown (all steps)", bd))
-        if ph:
-            title = f"rank {rank}: step time by phase (all steps, from Python samples)"
-            items.append(_split(title, [r for r in ph if r["time_us"]]))
-        dev = [r for r in by_rank[rank] if r["section"] in ("device", "utilization")]
-        if dev and not any(r["time_us"] for r in dev):
-            # A host-only recording: a table of zeros would read as an idle device.
-            items.append(_line(f"rank {rank}: no device activity in the profile"))
-        elif dev:
-            cols: list[Col] = [
-                ("figure", "left", None, None),
-                ("time (µs)", "right", None, None),
-                ("%", "right", None, None),
-            ]
-            cells = [
-                [
-                    _DEVICE_FIGURE.get(r["category"], f"{r['category']} (of active span)"),
-                    format_cell(r["time_us"]),
-                    format_cell(r["percent"]),
-                ]
-                for r in dev
-            ]
-            items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
+    else:
+        for rank in sorted(by_rank):
+            items.extend(_rank_tables(rank, by_rank[rank]))
     from ..analysis import operators
 
     # On a big profile the operators view (and the advice, which reads it and the other
@@ -252,6 +225,39 @@ def compute_items(prof: Profile) -> list[Item]:
             "steps|operators|kernels|idle|memory|counters|energy|python|events[/dim]"
         )
     )
+    return items
+
+
+def _rank_tables(rank: int, rows: list[dict[str, Any]]) -> list[Item]:
+    """One rank's overview tables: its step time split (by category, or by phase from
+    the Python samples) and its device time."""
+    from ..render.terminal import format_cell
+
+    items: list[Item] = []
+    mine = [r for r in rows if r["step"] is None]
+    bd = [r for r in mine if r["section"] == "breakdown"]
+    ph = [r for r in mine if r["section"] == "phases"]
+    # Without operator events the breakdown is all "other": the phases say more.
+    if not ph or any(r["time_us"] for r in bd if r["category"] != "other"):
+        items.append(_split(f"rank {rank}: step time breakdown (all steps)", bd))
+    if ph:
+        title = f"rank {rank}: step time by phase (all steps, from Python samples)"
+        items.append(_split(title, [r for r in ph if r["time_us"]]))
+    dev = [r for r in rows if r["section"] in ("device", "utilization")]
+    if dev and not any(r["time_us"] for r in dev):
+        # A host-only recording: a table of zeros would read as an idle device.
+        items.append(_line(f"rank {rank}: no device activity in the profile"))
+    elif dev:
+        cols: list[Col] = [("figure", "left", None, None), *_right("time (µs)", "%")]
+        cells = [
+            [
+                _DEVICE_FIGURE.get(r["category"], f"{r['category']} (of active span)"),
+                format_cell(r["time_us"]),
+                format_cell(r["percent"]),
+            ]
+            for r in dev
+        ]
+        items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
     return items
 
 

@@ -118,16 +118,7 @@ def client(where: Where) -> Iterator[Any]:
         return
     import dask
 
-    # Dask's nanny writes its pre-spawn variables into this process's environment and
-    # leaves them there: after any other LocalCluster in this process, the variables our
-    # config unsets would reach our workers anyway. Unset them while ours start (only
-    # when they hold Dask's own value: one a user exported is theirs).
-    dask_env = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
-    left = {
-        k: os.environ.pop(k)
-        for k in (key.rsplit(".", 1)[1] for key, v in cfg.items() if key.startswith(_PRE_SPAWN) and v is None)
-        if k in os.environ and k in dask_env and os.environ[k] == str(dask_env[k])
-    }
+    left = {k: os.environ.pop(k) for k in _left_by_dask(cfg)}  # unset while ours start
     try:
         with dask.config.set(cfg):
             cluster = distributed.LocalCluster(
@@ -222,15 +213,10 @@ def _start_forkserver(cfg: dict[str, Any]) -> None:
     server = getattr(forkserver, "_forkserver", None)
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
-    defaults = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
     with dask.config.set(cfg):
         spec = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
-    env: dict[str, str | None] = {}
-    for k, v in spec.items():
-        if v is not None:
-            env[k] = os.environ.get(k, str(v))
-        elif k in os.environ and k in defaults and os.environ[k] == str(defaults[k]):
-            env[k] = None  # Dask's value, left by an earlier nanny: not one the user exported
+    env: dict[str, str | None] = {k: os.environ.get(k, str(v)) for k, v in spec.items() if v is not None}
+    env |= dict.fromkeys(_left_by_dask(cfg))
     if env.get("PYTHONHASHSEED", os.environ.get("PYTHONHASHSEED")) in (None, "0"):
         env["PYTHONHASHSEED"] = "6640"  # as the nanny: one hash seed for every worker
     saved = {k: os.environ.get(k) for k in env}
@@ -240,6 +226,18 @@ def _start_forkserver(cfg: dict[str, Any]) -> None:
         forkserver.ensure_running()
     finally:
         _set_environ(saved)
+
+
+def _left_by_dask(cfg: dict[str, Any]) -> list[str]:
+    """The variables ``cfg`` unsets that hold Dask's own value in this process's
+    environment. Dask's nanny writes its pre-spawn variables there and leaves them: after
+    any other LocalCluster in this process they would reach our workers anyway. One a
+    user exported (another value) is theirs, and kept."""
+    import dask
+
+    dask_env = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    unset = (key.rsplit(".", 1)[1] for key, v in cfg.items() if key.startswith(_PRE_SPAWN) and v is None)
+    return [k for k in unset if k in os.environ and k in dask_env and os.environ[k] == str(dask_env[k])]
 
 
 def _set_environ(values: dict[str, str | None]) -> None:
