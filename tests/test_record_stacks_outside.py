@@ -446,7 +446,10 @@ def test_aiprof_record_samples_from_outside_within_the_schedule(tmp_path: Path) 
     # Active: steps 3, 4, 5 (wait 2, warmup 1); samples only there, about 10 a step.
     lo, hi = span["ProfilerStep#3"][0], span["ProfilerStep#5"][1]
     assert ts and all(lo - 20_000_000 <= t <= hi + 20_000_000 for t in ts), (lo, hi, ts[:3], ts[-3:])
-    assert 20 <= len(ts) <= 40, len(ts)
+    # Every active step is sampled, none more than its ~10 (a loaded machine may delay the
+    # sampler and so miss some: a count is a timing, the coverage is the behaviour).
+    per_step = [sum(span[f"ProfilerStep#{n}"][0] <= t <= span[f"ProfilerStep#{n}"][1] for t in ts) for n in (3, 4, 5)]
+    assert min(per_step) >= 3 and len(ts) <= 40, (per_step, len(ts))
     assert hot is not None and hot[0] in ("busy", "busy.<locals>.<genexpr>")
 
 
