@@ -13,6 +13,7 @@ import pytest
 
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
+from aiprof.store.spans import FLOW_SQL
 from aiprof.store.writer import write_meta
 from aiprof.web import timeline_store
 from aiprof.web.timeline import Timeline, Window
@@ -70,6 +71,26 @@ def test_the_kept_timeline_gives_what_the_events_give(kept: Path) -> None:
                 assert np.array_equal(getattr(x, c), getattr(y, c)), c
             assert [x.kinds[k] for k in x.kind] == [y.kinds[k] for k in y.kind]
         assert _answers(read) == _answers(built)
+
+
+def test_the_timeline_built_from_the_events_names_them_in_byte_order_and_keeps_every_drawable_one(kept: Path) -> None:
+    with open_profile(kept) as p:
+        p.metas[0].pop("timeline")
+        tables = []
+        for _ in range(2):
+            tl = Timeline(p, lod_min_events=0)
+            tl.build()
+            tables.append({n: tl.table(n) for n in ("tl", "tl_tracks", "tl_names")})
+        drawable = p.con.execute(
+            f"SELECT count(*), count(DISTINCT coalesce(name, '')) FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE)"
+        ).fetchall()[0]
+    first, again = tables
+    for name in first:  # ties of start and length nest in the events' order: the same each time
+        assert first[name].equals(again[name]), name
+    names = first["tl_names"].column("name").to_pylist()
+    assert names == sorted(names, key=lambda s: s.encode()) and len(names) == drawable[1]
+    assert first["tl_names"].column("name_id").to_pylist() == list(range(len(names)))
+    assert first["tl"].num_rows == drawable[0] == sum(first["tl_tracks"].column("events").to_pylist())
 
 
 def test_the_first_wide_windows_read_the_coarsest_levels_only(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:

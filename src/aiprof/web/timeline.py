@@ -199,8 +199,21 @@ class Timeline:
                 self._events = True
 
     def _from_events(self) -> tuple[pa.Table, pa.Table, pa.Table, tuple[int, int]]:
-        """tl_tracks, tl_names, tl and the span, computed from the profile's tables."""
+        """tl_tracks, tl_names, tl and the span, computed from the profile's tables.
+
+        The events are read once (their drawable rows and the columns the timeline
+        keeps); the tracks group them in DuckDB, the names are their dictionary (sorted,
+        the ids its order), so no query joins the events on their names."""
         con = self.profile.con
+        ev = arrow_table(
+            self.profile,
+            f"""
+            SELECT rank, pid, tid, device_type, device, kind, coalesce(name, '') AS name, ts,
+                   greatest(dur, 0) AS dur, correlation
+            FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE)
+            """,
+        )
+        con.register("tl_ev", ev)
         tracks = arrow_table(
             self.profile,
             f"""
@@ -208,7 +221,7 @@ class Timeline:
               SELECT rank, pid, tid, any_value(device_type) FILTER (WHERE device_type <> 'cpu') AS dt,
                      any_value(device) FILTER (WHERE device_type <> 'cpu') AS dev,
                      bool_or(kind IN ({_DEVICE_KINDS_SQL})) AS is_device, count(*) AS events
-              FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE) GROUP BY ALL
+              FROM tl_ev GROUP BY ALL
             ), th AS (
               SELECT rank, pid, tid, any_value(thread_name) AS thread_name, min(sort_index) AS sort_index
               FROM tracks WHERE tid <> -1 GROUP BY ALL
@@ -223,26 +236,43 @@ class Timeline:
             ORDER BY track
             """,
         )
-        names = arrow_table(
-            self.profile,
-            f"""
-            SELECT (row_number() OVER (ORDER BY name) - 1)::INTEGER AS name_id, name
-            FROM (SELECT DISTINCT coalesce(name, '') AS name FROM events WHERE NOT coalesce({FLOW_SQL}, FALSE))
-            ORDER BY name_id
-            """,
+        con.unregister("tl_ev")
+        # The names: the distinct ones in byte order (DuckDB's ORDER BY name), each row's
+        # id its name's place there.
+        coded = pc.dictionary_encode(ev.column("name").combine_chunks())
+        order = pc.sort_indices(coded.dictionary).to_numpy()
+        place = np.empty(len(order), dtype=np.int32)
+        place[order] = np.arange(len(order), dtype=np.int32)
+        names = pa.table(
+            {"name_id": pa.array(np.arange(len(order), dtype=np.int32)), "name": coded.dictionary.take(order)}
         )
+        name_id = place[coded.indices.to_numpy(zero_copy_only=False)]
+        ev = pa.table(
+            {
+                "rank": ev.column("rank"),
+                "pid": ev.column("pid"),
+                "tid": ev.column("tid"),
+                "ts": ev.column("ts"),
+                "dur": ev.column("dur"),
+                "name_id": pa.array(name_id, pa.int32()),
+                "kind": ev.column("kind"),
+                "correlation": ev.column("correlation"),
+                "i": pa.array(np.arange(ev.num_rows, dtype=np.int64)),
+            }
+        )
+        del coded, order, place, name_id
+        con.register("tl_ev", ev)
         con.register("tl_tracks", tracks)
         con.register("tl_names", names)
         base = arrow_table(
             self.profile,
-            f"""
-            SELECT t.track, ev.ts, greatest(ev.dur, 0) AS dur, n.name_id, ev.kind, ev.correlation
-            FROM events ev
-            JOIN tl_tracks t USING (rank, pid, tid)
-            JOIN tl_names n ON n.name = coalesce(ev.name, '')
-            WHERE NOT coalesce({FLOW_SQL}, FALSE)
+            """
+            SELECT t.track, ev.ts, ev.dur, ev.name_id, ev.kind, ev.correlation
+            FROM tl_ev ev JOIN tl_tracks t USING (rank, pid, tid) ORDER BY ev.i
             """,
         )
+        con.unregister("tl_ev")
+        del ev
         depth = nesting_depth(
             base.column("track").to_numpy(zero_copy_only=False),
             base.column("ts").to_numpy(zero_copy_only=False),
