@@ -110,6 +110,19 @@ def test_folder_with_nothing_importable_and_missing_file(tmp_path: Path) -> None
     assert r.returncode == 2
 
 
+def test_an_output_that_cannot_be_written_is_named_as_given(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json", two_step_trace())
+    missing = tmp_path / "no" / "such" / "dir"
+    for args, name in (
+        (("timechart", trace, "-o", missing / "x.json"), "x.json"),
+        (("report", trace, "--html", missing / "x.html"), "x.html"),
+    ):
+        r = cli(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        # The file the user named, not the temporary one it is written to first.
+        assert r.stderr.strip() == f"aiprof: error: No such file or directory: {missing / name}", r.stderr
+
+
 def test_bad_query_is_exit_2(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", two_step_trace())
     r = cli("report", trace, "--view", "kernels", "--filter", "nosuch=1")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -96,6 +98,19 @@ def verb(args: list[str]) -> str | None:
     return next((a for a in args if not a.startswith("-")), None)
 
 
+#: The temporary file an output is written to before it takes its name (atomic writes:
+#: ``.NAME.tmp-PID``, the store's ``.NAME.tmp-PID-NS``).
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-\d+(?:-\d+)?$")
+
+
+def as_named(filename: str) -> str:
+    """``filename`` as the user named it: an atomic write's temporary file is the output's
+    own path (an error on it is one on what the user asked for)."""
+    path = Path(filename)
+    m = _TEMP_NAME.match(path.name)
+    return str(path.with_name(m.group("name"))) if m else filename
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point."""
     from ..allocators import use_lean
@@ -113,7 +128,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(0)
     except OSError as e:
         # The machine's answer (a full disk, a permission), not aiprof's bug: one line.
-        where = f": {e.filename}" if e.filename else ""
+        where = f": {as_named(str(e.filename))}" if e.filename else ""
         click.echo(f"aiprof: error: {e.strerror or e}{where}", err=True)
         sys.exit(2)
     except Exception as e:
