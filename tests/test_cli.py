@@ -123,6 +123,23 @@ def test_an_output_that_cannot_be_written_is_named_as_given(tmp_path: Path) -> N
         assert r.stderr.strip() == f"aiprof: error: No such file or directory: {missing / name}", r.stderr
 
 
+def test_the_device_figures_say_their_span_leaves_the_last_step_out(tmp_path: Path) -> None:
+    two = write_trace(tmp_path / "two.json", two_step_trace())
+    r = cli("report", two)
+    assert r.returncode == 0, r.stderr
+    # The second step's kernel (800 µs) is out of HTA's window: compute is the first's 300.
+    device = r.stdout[r.stdout.index("device time") :]
+    assert (
+        "compute (of active span)" in device and "300.0" in device.split("compute (of active span)")[1].split("\n")[0]
+    )
+    assert "active span: the device's first operation to its last one launched before the last step" in " ".join(
+        r.stdout.split()
+    )
+    one = write_trace(tmp_path / "one.json", [e for e in two_step_trace() if e.get("name") != "ProfilerStep#2"])
+    r = cli("report", one)
+    assert r.returncode == 0 and "device time" in r.stdout and "active span: the device" not in r.stdout
+
+
 def test_bad_query_is_exit_2(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", two_step_trace())
     r = cli("report", trace, "--view", "kernels", "--filter", "nosuch=1")

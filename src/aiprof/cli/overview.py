@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 #: Ranks up to which the overview names each input and prints each rank's tables; past
 #: it (a job of many ranks), one table of each kind over all of them.
 RANK_TABLES = 8
@@ -177,11 +177,16 @@ def compute_items(prof: Profile) -> list[Item]:
     by_rank: dict[int, list[dict[str, Any]]] = {}
     for r in ov:
         by_rank.setdefault(r["rank"], []).append(r)
+    # HTA's window leaves a rank's last step out where it has two or more.
+    steps_of: dict[int, int] = {}
+    for r in st.to_pylist():
+        if r["step"] is not None:
+            steps_of[r["rank"]] = steps_of.get(r["rank"], 0) + 1
     if len(by_rank) > RANK_TABLES:
-        items.extend(_across_ranks(by_rank))
+        items.extend(_across_ranks(by_rank, last_step_out=any(n >= 2 for n in steps_of.values())))
     else:
         for rank in sorted(by_rank):
-            items.extend(_rank_tables(rank, by_rank[rank]))
+            items.extend(_rank_tables(rank, by_rank[rank], last_step_out=steps_of.get(rank, 0) >= 2))
     from ..analysis import operators
 
     # On a big profile the operators view (and the advice, which reads it and the other
@@ -228,9 +233,10 @@ def compute_items(prof: Profile) -> list[Item]:
     return items
 
 
-def _rank_tables(rank: int, rows: list[dict[str, Any]]) -> list[Item]:
+def _rank_tables(rank: int, rows: list[dict[str, Any]], last_step_out: bool = False) -> list[Item]:
     """One rank's overview tables: its step time split (by category, or by phase from
-    the Python samples) and its device time."""
+    the Python samples) and its device time (``last_step_out``: its active span leaves
+    the last step out, which a line under the table says)."""
     from ..render.terminal import format_cell
 
     items: list[Item] = []
@@ -258,10 +264,20 @@ def _rank_tables(rank: int, rows: list[dict[str, Any]]) -> list[Item]:
             for r in dev
         ]
         items.append(_table(f"rank {rank}: device time", cols, cells, plain=False))
+        if last_step_out:
+            items.append(_line(ACTIVE_SPAN_NOTE))
     return items
 
 
 _DEVICE_FIGURE = {"device_busy": "busy (of step time)"}
+#: What "active span" means where a rank has two or more steps (analysis/common.py:
+#: hta_device_window_sql): said under the device figures, which otherwise read as the
+#: whole trace's.
+ACTIVE_SPAN_NOTE = (
+    "[dim]active span: the device's first operation to its last one launched before the last step "
+    "(Holistic Trace Analysis's window: the profiler usually cuts the last step short); "
+    "the step time split covers every step[/dim]"
+)
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -284,7 +300,7 @@ def _right(*names: str) -> list[Col]:
     return [(n, "right", None, None) for n in names]
 
 
-def _across_ranks(by_rank: dict[int, list[dict[str, Any]]]) -> list[Item]:
+def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool = False) -> list[Item]:
     """A job of many ranks: each split of the step time summed over the ranks, with the
     spread of a rank's own figure (median, and the largest with its rank), and each
     device figure's share as its median and range over the ranks; then where each
@@ -359,6 +375,8 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]]) -> list[Item]:
                 ]
             )
         out.append(_table(f"device time, over {n:,} ranks", cols, cells, plain=False))
+        if last_step_out:
+            out.append(_line(ACTIVE_SPAN_NOTE))
     out.append(
         _line(
             "[dim]each rank: aiprof report PROFILE --filter rank=N (its splits); "
