@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from aiprof.importers import choose, import_paths
+from aiprof.importers.ascend.tables import csv_header, split_unit
 from aiprof.importers.ascend.trace import npu_task_kind
 from aiprof.importers.base import ImportContext
 from aiprof.store.reader import open_profile
@@ -256,6 +257,12 @@ def test_folder_built_summaries(tmp_path: Path) -> None:
     assert p.sql(q.replace("?", "'step_trace_time'", 1).replace("?", "'Computing'")).to_pylist() == [
         {"kernel": "step", "launch_id": 3, "value": 1000.5}
     ]
+    st = _rows(p, "select metric, unit from kernel_metrics where section='step_trace_time' and metric like 'Comm%'")
+    assert sorted(r["metric"] for r in st) == [
+        "Communication",
+        "Communication(Not Overlapped and Exclude Receive)",
+        "Communication(Not Overlapped)",
+    ] and {r["unit"] for r in st} == {"us"}
     mem = _rows(p, "select ts, bytes, allocated, name from memory order by ts")
     assert mem == [
         {"ts": 0, "bytes": 4096, "allocated": 1 << 20, "name": "aten::empty"},
@@ -331,11 +338,51 @@ def test_cluster_real(shared_data: Path, tmp_path: Path) -> None:
     stage = _rows(p, "select text, value from kernel_metrics where section like '%/stage' and metric='Free'")
     assert stage == [{"text": "(0, 1, 2, 3, 4, 5, 6, 7)", "value": 1488610.0587500026}]
     assert p.metas[0]["world_size"] == 8
+    # "Communication(Not Overlapped)" is its own metric (the suffix is no unit), beside
+    # the real "Communication" column; every figure of the file is in µs.
+    r0 = _rows(
+        p,
+        "select metric, unit, value from kernel_metrics where section='cluster_step_trace_time' and rank=0 "
+        "and metric like 'Communication%' order by metric",
+    )
+    assert r0 == [
+        {"metric": "Communication", "unit": "us", "value": 689255.834328125},
+        {"metric": "Communication(Not Overlapped and Exclude Receive)", "unit": "us", "value": 683731.2897031249},
+        {"metric": "Communication(Not Overlapped)", "unit": "us", "value": 683731.2897031249},
+    ]
+    per_rank = _rows(
+        p,
+        "select count(*) n, count(distinct metric) m, count(*) filter (where unit <> 'us') other_units "
+        "from kernel_metrics where section='cluster_step_trace_time' group by rank",
+    )
+    assert per_rank == [{"n": 8, "m": 8, "other_units": 0}] * 8
+    alone = _rows(
+        p,
+        "select value from kernel_metrics where metric='Communication(Not Overlapped)' and section like '%/stage'",
+    )
+    assert alone == [{"value": 756374.86}]
     for name in ("cluster_step_trace_time.csv", "cluster_communication.json"):
         u = tmp_path / "r" / "unknown"
         u.parent.mkdir(exist_ok=True)
         shutil.copy(src / name, u)
         assert choose(u).name == "ascend-cluster"
+
+
+def test_header_units_real(shared_data: Path, tmp_path: Path) -> None:
+    """The header rule on the real files: a parenthesised suffix is a unit only when it
+    is one (``Duration(us)``, ``cube_utilization(%)``); other suffixes stay in the name."""
+    header = csv_header(shared_data / "ascend/cluster/cluster_step_trace_time.csv")
+    assert header is not None
+    assert [split_unit(h) for h in header if "(" in h] == [
+        ("Communication(Not Overlapped)", None),
+        ("Communication(Not Overlapped and Exclude Receive)", None),
+    ]
+    # kernel_details.csv keeps every unit it gives (14 in µs, one in %).
+    p, _ = _import(shared_data / "ascend/torch_npu/kernel_details.csv", tmp_path / "k")
+    units = _rows(p, "select distinct metric, unit from kernel_metrics where unit is not null order by metric")
+    assert len(units) == 15
+    assert {"metric": "Start Time", "unit": "us"} in units and {"metric": "cube_utilization", "unit": "%"} in units
+    assert not _rows(p, "select metric from kernel_metrics where metric like '%(%'")
 
 
 # -- MindSpore 1.x --------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
   in µs, so it becomes kernel_metrics: kernel ``step``, launch_id = step (null when
   the file leaves it blank), section ``cluster_step_trace_time`` with ``rank`` = the
   rank's Index; ``stage`` rows go to section ``cluster_step_trace_time/stage``, rank
-  null, the stage's rank list in ``text``.
+  null, the stage's rank list in ``text``; metric = the column's header by the rule of
+  :mod:`.tables` (``Communication(Not Overlapped)`` stays whole, unit ``us``).
 - cluster_communication.json gives each communication op its start and elapsed time
   per rank, so each (op, rank) becomes a ``collective`` event on that rank (NPU,
   tid 0), ts from "Start Timestamp(us)" and dur from "Elapse Time(ms)"; the time and

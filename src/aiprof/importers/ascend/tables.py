@@ -1,8 +1,11 @@
 """Shared readers for the CSV and JSON summaries Ascend tools write beside their traces.
 
-Columns are looked up by name; a header like ``Duration(us)`` gives the metric name
-``Duration`` and the unit ``us``. Values are stripped of the padding torch_npu leaves
-in them (``"1736413971558972.912\\t"``).
+Columns are looked up by name. The header rule (:func:`split_unit`, the one place it
+lives): a trailing parenthesised suffix is the unit only when it is a unit (:data:`UNITS`:
+time, %, sizes, rates, frequency, power, temperature), so ``Duration(us)`` gives the
+metric ``Duration`` and the unit ``us``; any other suffix is part of the name, so
+``Communication(Not Overlapped)`` stays one metric beside ``Communication``. Values are
+stripped of the padding torch_npu leaves in them (``"1736413971558972.912\\t"``).
 """
 
 from __future__ import annotations
@@ -19,14 +22,30 @@ from ...errors import ImportFormatError
 
 _UNIT_RE = re.compile(r"^(.*?)\s*\(([^()]*)\)\s*$")
 
+_SIZES = ("B", "Byte", "Bytes", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
+#: The parenthesised header suffixes that are units (compared case-insensitively): what
+#: Ascend's and MindSpore's CSVs write, and the usual others.
+UNITS = frozenset(
+    u.lower()
+    for u in (
+        *("ns", "us", "µs", "μs", "ms", "s", "%"),
+        *_SIZES,
+        *(f"{b}/s" for b in _SIZES),
+        *("Hz", "KHz", "MHz", "GHz", "mW", "W", "C", "°C", "℃"),
+        *("cycle", "cycles", "tick", "ticks", "times", "flop", "flops", "GFLOPs", "TFLOPs", "GFLOPS/s", "TFLOPS/s"),
+    )
+)
+
 #: Size units -> bytes (memory CSVs use KB or MB depending on the CANN version).
 SIZE_SCALE = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 
 
 def split_unit(header: str) -> tuple[str, str | None]:
-    """``'Total Time(us)'`` -> ``('Total Time', 'us')``; no parentheses -> unit None."""
+    """``'Total Time(us)'`` -> ``('Total Time', 'us')``; a suffix that is not one of
+    :data:`UNITS` stays in the name: ``'Communication(Not Overlapped)'`` ->
+    ``('Communication(Not Overlapped)', None)``; no parentheses -> unit None."""
     m = _UNIT_RE.match(header.strip())
-    if m and m.group(2):
+    if m and m.group(2).strip().lower() in UNITS:
         return m.group(1).strip(), m.group(2).strip()
     return header.strip(), None
 
