@@ -18,6 +18,14 @@ Each file is recognised by its header or shape:
 - the text outputs, JSON summaries, cluster CSV and raw step trace beside them ->
   :mod:`.text` (HWTS and AI CPU text go to kernel_metrics when the timeline
   already holds their spans).
+
+One time axis: the timeline counts µs from its own origin, the step trace, HWTS and AI
+CPU files the device's counter. :mod:`.clock` finds the counter value of the timeline's
+ts = 0 from the spans both sides hold, and the device-tick files are written on the
+timeline's axis (profile.json ``time_origin_ns`` = that counter value in ns). Without
+such spans the steps stay kernel_metrics rows only (no ``step`` span over kernels of
+another clock) and a warning names the files; the device queue's host-clock times are
+never tied, which a warning says too.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from ..base import Detection, ImportContext, Importer, no, write_metrics, yes
 from ..kineto import Args, Ev, load_chrome_trace
 from . import cluster as mindspore_cluster
 from . import step_trace as mindspore_step_trace
+from .clock import TimelineClock, timeline_clock
 from .text import DUPLICATING, load_kind
 from .text import file_kind as text_kind
 
@@ -240,15 +249,28 @@ def load_file(
     *,
     spans_elsewhere: bool = False,
     flops: dict[str, int] | None = None,
-) -> None:
+    steps_as_events: bool = True,
+) -> dict[str, Any]:
+    """Write the rows of one file and its source entry; returns the entry's extras.
+    ``steps_as_events`` False: the file's steps are on a clock the import's other spans
+    cannot be put on, so they are kept as kernel_metrics rows only."""
     extra: dict[str, Any] = {}
     if kind == "timeline":
         _load_timeline(path, ctx, flops)
+        # The Chrome trace loader has recorded the file already: name its kind there.
+        for src in reversed(ctx.writer.meta["sources"]):
+            if src.get("path") == str(path.resolve()) and src.get("importer") == NAME:
+                src["file_kind"] = kind
+                return {}
     elif kind in mindspore_cluster.LOADERS:
         extra = mindspore_cluster.load_kind(path, kind, ctx)
     elif kind == "step_trace_raw":
         _load_csv(path, ctx)
-        extra = {"steps": mindspore_step_trace.load_detail_csv(path, ctx)}
+        n = mindspore_step_trace.load_detail_csv(path, ctx, as_events=steps_as_events)
+        extra = {"steps": n} if steps_as_events else {"steps": 0, "steps_not_aligned": n}
+    elif kind == "training_trace" and not steps_as_events:
+        n = mindspore_step_trace.load_file(path, ctx, as_events=False)
+        extra = {"steps": 0, "steps_not_aligned": n}
     elif kind == "minddata_cpu_utilization":
         _load_cpu_utilization(path, ctx)
     elif kind == "summary":
@@ -262,6 +284,7 @@ def load_file(
     else:
         _load_csv(path, ctx)
     ctx.writer.add_source(NAME, path, file_kind=kind, **extra)
+    return extra
 
 
 _TEXT_KINDS = frozenset(
@@ -299,19 +322,96 @@ def _load(path: Path, ctx: ImportContext) -> None:
     per_rank = len(ranks) > 1 and ctx.rank is None
     flops = {mindspore_cluster.rank_in_name(p): mindspore_cluster.flops_per_op(p) for p, k in known if k == "flops_txt"}
     timeline = any(k == "timeline" for _, k in known)
+    clocks = _timeline_clocks(known, per_rank)
+    unaligned: dict[int | None, list[tuple[Path, dict[str, Any]]]] = {}
     try:
         for p, k in sorted(known, key=lambda pk: pk[1] != "timeline"):
             r = mindspore_cluster.rank_in_name(p)
             if per_rank:
                 ctx.rank = r
-            load_file(p, k, ctx, spans_elsewhere=timeline, flops=flops.get(r))
+            key = r if per_rank else None
+            if k not in DEVICE_TICK_KINDS or key not in clocks:
+                load_file(p, k, ctx, spans_elsewhere=timeline, flops=flops.get(r))
+                continue
+            tl_clock = clocks[key]
+            if tl_clock is None:
+                extra = load_file(p, k, ctx, spans_elsewhere=timeline, steps_as_events=False)
+                if extra.get("steps_not_aligned"):
+                    unaligned.setdefault(key, []).append((p, extra))
+                continue
+            # The device ticks onto the timeline's axis: ts = tick x 10 - (origin + offset).
+            base = ctx.origin_raw_ns
+            ctx.origin_raw_ns = (base or 0) + tl_clock.offset_ns
+            try:
+                load_file(p, k, ctx, spans_elsewhere=timeline, flops=flops.get(r))
+            finally:
+                ctx.origin_raw_ns = base
     finally:
         if per_rank:
             ctx.rank = None
+    _clock_notes(path, known, per_rank, clocks, unaligned, ctx)
     if per_rank:
         meta = ctx.writer.meta
         meta["ranks"] = sorted(set(meta["ranks"]) | {r for r in ranks if r is not None})
         meta["world_size"] = max(meta.get("world_size") or 0, len(meta["ranks"]))
+
+
+#: Kinds whose times count the device's system counter (ticks, or µs of it).
+DEVICE_TICK_KINDS = frozenset({"step_trace_raw", "training_trace", "hwts", "aicpu_text"})
+
+
+def _timeline_clocks(known: list[tuple[Path, str]], per_rank: bool) -> dict[int | None, TimelineClock | None]:
+    """Per rank (None: the one rank of the folder) that has a timeline: where the
+    timeline's ts = 0 lies on the device counter, or None when no file ties them."""
+    out: dict[int | None, TimelineClock | None] = {}
+    for p, k in known:
+        if k != "timeline":
+            continue
+        r = mindspore_cluster.rank_in_name(p) if per_rank else None
+        same = [(q, kq) for q, kq in known if not per_rank or mindspore_cluster.rank_in_name(q) in (r, None)]
+        out[r] = timeline_clock(p, same)
+    return out
+
+
+def _clock_notes(
+    path: Path,
+    known: list[tuple[Path, str]],
+    per_rank: bool,
+    clocks: dict[int | None, TimelineClock | None],
+    unaligned: dict[int | None, list[tuple[Path, dict[str, Any]]]],
+    ctx: ImportContext,
+) -> None:
+    """Record the clock relation used, and warn once per rank about what stayed apart."""
+    meta = ctx.writer.meta
+    for r, c in clocks.items():
+        tl = next(
+            p.name for p, k in known if k == "timeline" and (not per_rank or mindspore_cluster.rank_in_name(p) == r)
+        )
+        if c is not None:
+            meta.setdefault("mindspore", {}).setdefault("clock_alignment", {})[tl] = {
+                "device_ns_at_ts_0": c.offset_ns + (ctx.origin_raw_ns or 0),
+                "offset_ns": c.offset_ns,
+                "pairs": c.pairs,
+                "agree": c.agree,
+                "via": list(c.via),
+            }
+            if not per_rank:
+                meta["time_origin_ns"], meta["clock"] = (ctx.origin_raw_ns or 0) + c.offset_ns, "device"
+        elif r in unaligned:
+            files = ", ".join(p.name for p, _ in unaligned[r])
+            n = sum(int(e.get("steps_not_aligned", 0)) for _, e in unaligned[r])
+            ctx.warn(
+                f"{path.name}: {tl} (µs from its own origin) and {files} (device ticks) are on two clocks "
+                f"and no AI CPU or HWTS file of the folder ties them (offset unresolved): their {n} steps "
+                "are kept in kernel_metrics only, not as step spans over the timeline's kernels"
+            )
+    queues = [p.name for p, k in known if k == "device_queue"]
+    if clocks and queues:
+        ctx.warn(
+            f"{path.name}: {', '.join(queues)} times are ms of the host clock, which no file of the folder "
+            "ties to the device clock of the other files (offset unresolved): its counters are not aligned "
+            "with the kernels"
+        )
 
 
 IMPORTER = Importer(

@@ -28,7 +28,17 @@ from pathlib import Path
 
 from ...errors import ImportFormatError
 from .. import jsondoc
-from ..base import Detection, ImportContext, Importer, append_npu_events, device_clock, no, yes
+from ..base import (
+    Detection,
+    ImportContext,
+    Importer,
+    MetricRow,
+    append_npu_events,
+    device_clock,
+    no,
+    write_metrics,
+    yes,
+)
 
 NAME = "mindspore-step-trace"
 RECORD = struct.Struct("<QHHQ")
@@ -160,15 +170,27 @@ def comm_spans(
     return out, lone
 
 
-def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | None = None, device: int = 0) -> int:
+def load_file(
+    path: Path,
+    ctx: ImportContext,
+    *,
+    points: Mapping[int, str] | None = None,
+    device: int = 0,
+    as_events: bool = True,
+) -> int:
     """Write the step spans of ``path`` and the communication spans between its points;
     ``points`` (tag -> full op name, the framework's point file) names them. Returns
-    how many steps."""
+    how many steps. ``as_events`` False (the other spans of the import are on a clock
+    these ticks cannot be put on): every point goes to kernel_metrics instead, section
+    ``training_trace`` (kernel ``step`` or the communication op, launch_id = step, ticks)."""
     steps, lost = parse_step_trace(path.read_bytes())
     if not steps:
         raise ImportFormatError(f"{path}: no complete step (start, fp, bp, end) in the step trace")
     if lost:
         ctx.warn(f"{path.name}: {lost} step trace records or steps without all their points skipped")
+    if not as_events:
+        write_metrics(ctx, _point_rows(steps, points))
+        return len(steps)
     origin = ctx.origin(min(s.start or 0 for s in steps) * NS_PER_TICK)
     n = len(steps)
     args = []
@@ -243,6 +265,22 @@ def load_file(path: Path, ctx: ImportContext, *, points: Mapping[int, str] | Non
     return n
 
 
+def _point_rows(steps: list[StepPoints], points: Mapping[int, str] | None) -> list[MetricRow]:
+    """Every point of every step, and each communication span's, as kernel_metrics rows."""
+    sec = "training_trace"
+    out: list[MetricRow] = []
+    for s in steps:
+        for m, v in (("start_point", s.start), ("fp_point", s.fp), ("bp_point", s.bp), ("end_point", s.end)):
+            if v is not None:
+                out.append((s.step, "step", sec, m, "tick", float(v), str(v)))
+    spans, _lone = comm_spans(steps, points)
+    for step, stream, name, start, end, _t0, _t1 in spans:
+        out.append((step, name, sec, "start_point", "tick", float(start), str(start)))
+        out.append((step, name, sec, "end_point", "tick", float(end), str(end)))
+        out.append((step, name, sec, "stream_id", None, float(stream), None))
+    return out
+
+
 def _load(path: Path, ctx: ImportContext) -> None:
     if path.is_dir():
         raise ImportFormatError(f"{path}: a folder, not a step trace file")
@@ -259,12 +297,14 @@ IMPORTER = Importer(
 )
 
 
-def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
+def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0, *, as_events: bool = True) -> int:
     """``step_trace_raw_N_detail_time.csv`` (MindSpore's step trace parser's output:
     ``step_num, start_point, end_point, total, fp_point, bp_point, iteration_interval,
     fp_and_bp, tail`` and per-stream communication columns, in ticks; rows whose step is
     not a positive number are averages) -> one ``step`` span per step on the NPU, the
-    breakdown in ``args`` as :func:`load_file` writes it. Returns how many steps."""
+    breakdown in ``args`` as :func:`load_file` writes it. Returns how many steps.
+    ``as_events`` False: no span is written (the steps cannot be put on the clock of the
+    import's other spans; the file's rows are kernel_metrics already), only counted."""
     from ..ascend.tables import read_csv
 
     header, rows, _bad = read_csv(path)  # the caller warns about malformed rows
@@ -279,8 +319,8 @@ def load_detail_csv(path: Path, ctx: ImportContext, device: int = 0) -> int:
             continue
         step, start, end, fp, bp = (int(v) for v in vals)
         steps.append((step, start, end, fp, bp, r))
-    if not steps:
-        return 0
+    if not steps or not as_events:
+        return len(steps)
     origin = ctx.origin(min(s[1] for s in steps) * NS_PER_TICK)
     extra = [h for h in header if h not in idx or h.startswith("stream_")]
     args = []
