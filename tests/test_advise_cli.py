@@ -45,7 +45,11 @@ def test_advise_markdown(shared_data: Path) -> None:
     r = CliRunner().invoke(cli, ["advise", str(f), "--format", "markdown"])
     assert r.exit_code == 0, r.output
     assert "## 1. No Tensor Core kernels" in r.output
-    assert "torch.autocast" in r.output
+    assert "torch.autocast('cuda', dtype=torch.float16)" in r.output
+    # A CUDA trace: no Ascend snippet, and no launch "runs ahead" warning (no kernel
+    # starts before its launch call starts).
+    assert "torch.autocast('npu'" not in r.output
+    assert "runs ahead" not in r.output
     assert "bounded by the time attributed to compute" in r.output
 
 

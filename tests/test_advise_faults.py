@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aiprof.advise import Advice, advise, advise_json
+from aiprof.advise import CLOCK_SKEW_TOLERANCE_US, Advice, advise, advise_json
 from aiprof.analysis import run
 from aiprof.importers import import_paths
 from aiprof.store import Profile, open_profile
@@ -87,7 +87,9 @@ def test_cuda_graph_launch_counts_once(tmp_path: Path) -> None:
 
 
 def test_negative_delays_are_clipped_and_reported(tmp_path: Path) -> None:
-    # A kernel that starts 5 µs before its launch call ends (device clock ahead).
+    # A kernel that starts 5 µs before its launch call ends, 15 µs after it starts: the
+    # device runs it while cudaLaunchKernel returns, ordinary asynchronous launching. Its
+    # delay counts as 0 (HTA clips it), and the advice says nothing of the clocks.
     def extra(i: int, t0: float) -> list[dict[str, Any]]:
         return [launch(t0 + 7000, 20, 9500), kernel("elementwise_kernel", t0 + 7015, 20, 9500)] if i == 0 else []
 
@@ -98,8 +100,31 @@ def test_negative_delays_are_clipped_and_reported(tmp_path: Path) -> None:
         assert late["delay_us"] == 0.0
         assert min(r["delay_us"] for r in rows) >= 0.0
         assert _all_row(prof)["negative_delays"] == 1
+        assert advise_json(prof)["warnings"] == []
+
+
+@pytest.mark.parametrize(("lead_us", "warned"), [(3.0, True), (0.5, False)])
+def test_clock_skew_only_from_a_start_before_the_call_starts(tmp_path: Path, lead_us: float, warned: bool) -> None:
+    # A kernel that starts before its launch call starts proves the device clock runs
+    # ahead; within CLOCK_SKEW_TOLERANCE_US (the timestamps' rounding) it proves nothing.
+    def extra(i: int, t0: float) -> list[dict[str, Any]]:
+        return (
+            [launch(t0 + 7000, 20, 9500), kernel("elementwise_kernel", t0 + 7000 - lead_us, 20, 9500)] if i == 0 else []
+        )
+
+    assert CLOCK_SKEW_TOLERANCE_US == 1.0
+    t = trace(extra=extra)
+    with _profile(tmp_path, f"skew{lead_us}", t["events"], t["top"]) as prof:
+        assert _all_row(prof)["negative_delays"] == 1
         warnings = advise_json(prof)["warnings"]
-    assert len(warnings) == 1 and warnings[0].startswith("1 launches start on the device before")
+    if warned:
+        assert warnings == [
+            "1 launches start on the device more than 1 µs before their launch call starts on the host (by up to "
+            "3.0 µs): the device clock runs ahead of the host's, so host/device overlaps in this trace are off by "
+            "as much, and these launches' delays count as 0."
+        ]
+    else:
+        assert warnings == []
 
 
 # --- 5: host setup is not launch overhead ------------------------------------------------

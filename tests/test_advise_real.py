@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aiprof.advise import advise, evaluate
+from aiprof.advise import CLOCK_SKEW_TOLERANCE_US, advise, advise_json, evaluate
 from aiprof.analysis import run
 from aiprof.importers import import_paths
 from aiprof.store import Profile, open_profile
@@ -34,6 +34,13 @@ def test_v100_single_rank(shared_data: Path, tmp_path: Path) -> None:
         a = v["precision.amp"].advice
         assert a is not None and a.evidence["compute_capability"] == 7.0
         assert a.evidence["tensor_core_kernel_us"] == 0.0
+        # No bfloat16 below compute capability 8.0: float16 with a GradScaler, and no
+        # Ascend snippet for a CUDA trace.
+        assert set(a.snippets) == {"pytorch"}
+        assert "torch.autocast('cuda', dtype=torch.float16)" in a.snippets["pytorch"]
+        assert "torch.amp.GradScaler('cuda')" in a.snippets["pytorch"]
+        assert "bfloat16" not in a.snippets["pytorch"]
+        assert "in float16 with a GradScaler (compute capability 7.0 has no bfloat16, which needs 8.0)" in a.fix
         k = _one(prof, "SELECT sum(dur) / 1000.0 AS us FROM events WHERE kind = 'kernel'")
         assert a.evidence["kernel_us"] == pytest.approx(k["us"], abs=0.01)
         assert _one(prof, "SELECT count(*) AS n FROM events WHERE kind = 'kernel' AND name ILIKE '%884%'")["n"] == 0
@@ -82,6 +89,70 @@ def test_v100_ddp_rank1(shared_data: Path, tmp_path: Path) -> None:
         # No record_param_comms sizes in this old trace: no guess about packet sizes.
         assert v["comm.small_packets"].status == "no_data"
         assert v["comm.backend"].status == "silent"
+
+
+def test_a100_mixed_precision_is_bfloat16(shared_data: Path, tmp_path: Path) -> None:
+    with _open(shared_data, "A100-nccl-parser/nccl_data.json.gz", tmp_path) as prof:
+        assert {d["compute_capability"] for d in prof.devices} == {"8.0"}
+        a = _v(prof)["precision.fp32_eligible"].advice
+    # Compute capability 8.0 has bfloat16: no GradScaler, and no Ascend snippet.
+    assert a is not None and set(a.snippets) == {"pytorch"}
+    assert "torch.autocast('cuda', dtype=torch.bfloat16)" in a.snippets["pytorch"]
+    assert "GradScaler" not in a.snippets["pytorch"].replace("no GradScaler needed", "")
+    assert "float16)" not in a.snippets["pytorch"].replace("bfloat16)", "")
+
+
+#: Kineto traces and the torch_npu one, with the launches whose first device operation
+#: starts more than CLOCK_SKEW_TOLERANCE_US before the launch call starts, counted by SQL
+#: below: the only launches the clock warning may speak of.
+_SKEW_SQL = """
+    WITH rt AS (SELECT rank, correlation, min(ts) AS ts FROM events WHERE device_type = 'cpu'
+                AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL GROUP BY rank, correlation),
+         dev AS (SELECT rank, correlation, min(ts) AS ts FROM events WHERE device_type <> 'cpu'
+                 AND kind IN ('kernel', 'memcpy', 'memset', 'collective') GROUP BY rank, correlation)
+    SELECT count(*) AS n, count(*) FILTER (WHERE dev.ts < rt.ts + rt_dur.dur) AS before_end
+    FROM dev JOIN rt USING (rank, correlation)
+    JOIN (SELECT rank, correlation, arg_min(dur, ts) AS dur FROM events WHERE device_type = 'cpu'
+          AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL GROUP BY rank, correlation) rt_dur
+      USING (rank, correlation)
+    WHERE dev.ts < rt.ts - {tol_ns}
+"""
+
+
+@pytest.mark.parametrize(
+    ("rel", "before_end", "skewed"),
+    [
+        # Launches whose device work starts before the call *ends* (ordinary asynchronous
+        # launching), none before it *starts*: no clock warning (they had one before).
+        ("kineto/V100/df_index_resolver.json.gz", 88, 0),
+        ("kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", 1, 0),
+        ("kineto/A100-nccl-parser/nccl_data.json.gz", 15, 0),
+        ("kineto/MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz", 2, 0),
+        ("kineto/cuda-event-sync/event_sync_trace.json.gz", 1, 0),
+        ("kineto/sampled-128-ranks/sampled_rank-0.json.gz", 87, 0),
+        ("kineto/sampled-128-ranks/sampled_rank-1.json.gz", 198, 0),
+        ("kineto/triton/triton_example.json.gz", 1, 0),
+        ("kineto/cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", 0, 0),
+        ("kineto/cupti-counters/benchmark_result_924719_1679055439_trace.json.gz", 0, 0),
+        # torch_npu: 90 kernels start up to 17.1 µs before the AscendCL call that launches them.
+        ("ascend/torch_npu", 136, 90),
+    ],
+)
+def test_clock_warning_only_where_the_device_starts_before_the_call(
+    shared_data: Path, tmp_path: Path, rel: str, before_end: int, skewed: int
+) -> None:
+    out, _ = import_paths([shared_data / rel], tmp_path / "p.aiprof")
+    with open_profile(out) as prof:
+        neg = sum(int(r["negative_delays"] or 0) for r in run(prof, "launch").rows if r["operator"] == "(all)")
+        sql = _one(prof, _SKEW_SQL.format(tol_ns=CLOCK_SKEW_TOLERANCE_US * 1000))
+        warnings = advise_json(prof)["warnings"]
+    assert neg == before_end
+    assert sql["n"] == sql["before_end"] == skewed
+    clock = [w for w in warnings if "clock" in w]
+    if skewed:
+        assert len(clock) == 1 and clock[0].startswith(f"{skewed} launches start on the device more than 1 µs before")
+    else:
+        assert clock == []
 
 
 def test_sampled_rank_pageable_copies(shared_data: Path, tmp_path: Path) -> None:
@@ -152,7 +223,10 @@ def test_advice_adds_up_on_every_capture(shared_data: Path, tmp_path: Path, rel:
         for r in run(prof, "attribution").rows:
             causes[r["cause"]] += r["time_us"]
         total = sum(causes.values())
+        types = {str(d.get("type")) for d in prof.devices if d.get("type")}
     for a in items:
+        # The Ascend form of a fix only where an Ascend NPU (or no device) is known.
+        assert "ascend" not in a.snippets or not types or "npu" in types, (a.rule, types)
         assert a.gain_us <= a.estimate_us + 1e-6, a.rule
         assert a.gain_us <= causes.get(a.cause or "", 0.0) + 1e-6, a.rule
         assert a.gain == pytest.approx(a.gain_us / total if total else 0.0)

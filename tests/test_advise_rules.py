@@ -19,7 +19,7 @@ from aiprof.advise.input_pipeline import DATALOADER_US_PER_STEP, STEP_INTERVAL_S
 from aiprof.advise.kernels import IDLE_SHARE, LOW_REGION_SHARE
 from aiprof.advise.launch import DELAY_IDLE_SHARE, LONG_RUNTIME_SHARE, MIN_SHORT_KERNELS, SHORT_KERNEL_SHARE
 from aiprof.advise.memory import FRAGMENTATION_RATIO
-from aiprof.advise.precision import FP32_ELIGIBLE_SHARE
+from aiprof.advise.precision import AMP_BF16, AMP_FP16, AMP_GENERIC, AMP_NPU, FP32_ELIGIBLE_SHARE, amp_fix
 from aiprof.advise.runtime import MEMORY_MGMT_SHARE, SETUP_SHARE
 from aiprof.advise.sync import ITEM_SHARE, SYNC_CALLS_PER_STEP, SYNC_COPY_SHARE
 from aiprof.analysis.outliers import OUTLIER_MIN_RATIO
@@ -244,6 +244,31 @@ def test_amp(tmp_path: Path) -> None:
     assert a.evidence["eligible_kernel_us"] == 24000.0
     silent(verdicts(tmp_path, "old", cc=(6, 1)), "precision.amp")
     silent(verdicts(tmp_path, "tc", kernel_name="volta_h884gemm_128x64_nn"), "precision.amp")
+    # Compute capability 7.0: float16 with a GradScaler, the CUDA form only.
+    assert set(a.snippets) == {"pytorch"}
+    assert "dtype=torch.float16" in a.snippets["pytorch"] and "GradScaler('cuda')" in a.snippets["pytorch"]
+    assert "bfloat16" not in a.snippets["pytorch"] and "in float16 with a GradScaler (compute capability 7.0" in a.fix
+    # 8.0 has bfloat16: no GradScaler.
+    b = fired(verdicts(tmp_path, "ampere", cc=(8, 0)), "precision.amp")
+    assert b.snippets == {"pytorch": AMP_BF16}
+    assert "scaler" not in AMP_BF16 and "dtype=torch.bfloat16" in AMP_BF16
+    assert "in bfloat16 (compute capability 8.0; no loss scaling needed)" in b.fix
+
+
+def test_amp_fix_follows_the_device() -> None:
+    cuda = [{"type": "cuda", "compute_capability": "7.5"}, {"type": "cuda", "compute_capability": "8.6"}]
+    fix, snippets = amp_fix(cuda)  # the lowest compute capability decides
+    assert snippets == {"pytorch": AMP_FP16} and "compute capability 7.5 has no bfloat16" in fix
+    assert amp_fix([{"type": "cuda", "compute_capability": "9.0"}])[1] == {"pytorch": AMP_BF16}
+    # Ascend NPUs: the torch_npu form only.
+    fix, snippets = amp_fix([{"type": "npu", "compute_capability": None}])
+    assert snippets == {"pytorch": AMP_NPU} and "torch_npu" in fix and "cuda" not in AMP_NPU
+    # Unknown device, or a CUDA device of unknown compute capability: the generic forms.
+    for devices in ([], [{"type": "cuda"}], [{"type": "rocm", "compute_capability": "9.0"}]):
+        fix, snippets = amp_fix(devices)
+        assert snippets == {"pytorch": AMP_GENERIC, "ascend": AMP_NPU}
+        assert AMP_BF16 in AMP_GENERIC and AMP_FP16 in AMP_GENERIC
+        assert "bfloat16 from compute capability 8.0, float16 with a GradScaler below" in fix
 
 
 def test_tf32(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
             continue
         res = r.fn(ctx)
         if isinstance(res, Finding):
-            out.append(Verdict(rid, "fired", advice=r.advise(res)))
+            out.append(Verdict(rid, "fired", advice=fit_snippets(r.advise(res), ctx.devices)))
         elif isinstance(res, NotEnoughData):
             out.append(Verdict(rid, "no_data", reason=res.reason))
         else:
@@ -92,6 +92,15 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
     elif fired:
         bound(fired, ctx.attributed(), ctx.total_us())
     return out
+
+
+def fit_snippets(advice: Advice, devices: list[dict[str, Any]]) -> Advice:
+    """``advice`` without the Ascend form of its fix where the profile's devices are
+    known and none is an Ascend NPU (a CUDA trace's reader has no use for torch_npu)."""
+    types = {str(d.get("type")) for d in devices if d.get("type")}
+    if types and "npu" not in types:
+        advice.snippets = {k: v for k, v in advice.snippets.items() if k != "ascend"}
+    return advice
 
 
 def bound(advice: list[Advice], attributed: dict[str, float], total_us: float) -> None:
@@ -174,19 +183,46 @@ def advise_json(profile: Profile, include_info: bool = False, min_severity: str 
     }
 
 
+#: A device operation that starts more than this before the host call that launched it
+#: *starts* proves that the device's clock runs ahead of the host's: no launch can start
+#: work before it is made. (One that starts before the call *ends* is ordinary
+#: asynchronous launching: the kernel runs while cudaLaunchKernel returns; its launch
+#: delay counts as 0, as Holistic Trace Analysis clips it, and nothing is said.) The
+#: margin absorbs the rounding of the two clocks' timestamps to the trace's µs.
+CLOCK_SKEW_TOLERANCE_US = 1.0
+
+
+def clock_skew(ctx: Context) -> tuple[int, float]:
+    """(launches whose first device operation starts more than
+    :data:`CLOCK_SKEW_TOLERANCE_US` before the launch call starts, the largest such lead
+    in µs): (0, 0.0) where no device clock provably runs ahead of its host's."""
+    # Such a launch also starts before its call ends: the launch view's count of those
+    # (already read by the rules) says whether to look at the launches one by one.
+    if not sum(int(r["negative_delays"] or 0) for r in ctx.rows("launch") or [] if r["operator"] == "(all)"):
+        return 0, 0.0
+    from ..analysis.launch import launch_rows
+
+    d = launch_rows(ctx.profile)
+    lead = (d["ts"] - d["kts"])[d["first"]]  # ns the device starts before the call starts
+    ahead = lead[lead > CLOCK_SKEW_TOLERANCE_US * 1000.0]
+    return len(ahead), float(ahead.max()) / 1000.0 if len(ahead) else 0.0
+
+
 def warnings(ctx: Context) -> list[str]:
     """What the reader of the advice should know about the data behind it."""
     out: list[str] = []
-    neg = sum(int(r["negative_delays"] or 0) for r in ctx.rows("launch") or [] if r["operator"] == "(all)")
-    if neg:
+    n, lead_us = clock_skew(ctx)
+    if n:
         out.append(
-            f"{neg} launches start on the device before their launch call ends (the device clock runs ahead of "
-            "the host's); their launch delays count as 0, as Holistic Trace Analysis clips them."
+            f"{n} launches start on the device more than {CLOCK_SKEW_TOLERANCE_US:g} µs before their launch call "
+            f"starts on the host (by up to {lead_us:.1f} µs): the device clock runs ahead of the host's, so "
+            "host/device overlaps in this trace are off by as much, and these launches' delays count as 0."
         )
     return out
 
 
 __all__ = [
+    "CLOCK_SKEW_TOLERANCE_US",
     "SEVERITIES",
     "Advice",
     "NotEnoughData",
@@ -195,6 +231,7 @@ __all__ = [
     "advise",
     "advise_json",
     "bound",
+    "clock_skew",
     "evaluate",
     "merge",
     "rules",

@@ -16,6 +16,10 @@ from .base import Context, NotEnoughData, Outcome, make, needs, rule
 #: tb-profiler: tensor cores exist from compute capability 7.0; TF32 from 8.0.
 MIN_TC_CC = 7.0
 MIN_TF32_CC = 8.0
+#: bfloat16 Tensor Cores exist from compute capability 8.0 (Ampere): from there the
+#: mixed-precision fix autocasts to bfloat16 (no loss scaling); below it (V100, T4) to
+#: float16 with torch.amp.GradScaler.
+MIN_BF16_CC = 8.0
 #: DLProf: eligible ops whose kernels skip tensor cores, share of kernel time.
 FP32_ELIGIBLE_SHARE = 0.10
 #: What tensor cores are assumed to save of the eligible kernels' time (a 2x speed-up).
@@ -27,31 +31,63 @@ ELIGIBLE_OP = re.compile(
     r"|miopen_conv|_scaled_dot_product|scaled_dot_product|_flash_attention|_efficient_attention)"
 )
 
-_AMP_PT = (
-    "scaler = torch.amp.GradScaler()\n"
-    "with torch.autocast('cuda', dtype=torch.bfloat16):  # float16 on V100\n"
+AMP_BF16 = (
+    "with torch.autocast('cuda', dtype=torch.bfloat16):  # no GradScaler needed\n"
+    "    loss = model(x)\n"
+    "loss.backward(); opt.step()"
+)
+AMP_FP16 = (
+    "scaler = torch.amp.GradScaler('cuda')\n"
+    "with torch.autocast('cuda', dtype=torch.float16):\n"
     "    loss = model(x)\n"
     "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"
 )
-_AMP_NPU = "with torch.autocast('npu', dtype=torch.float16): loss = model(x)  # torch_npu"
+AMP_GENERIC = (
+    f"# compute capability >= {MIN_BF16_CC:.1f}: bfloat16, no GradScaler\n{AMP_BF16}\n"
+    f"# compute capability < {MIN_BF16_CC:.1f} (no bfloat16): float16 with a GradScaler\n{AMP_FP16}"
+)
+AMP_NPU = "with torch.autocast('npu', dtype=torch.float16): loss = model(x)  # torch_npu"
+AMP_FIX = "Train with automatic mixed precision{} so GEMMs and convolutions run on Tensor Cores."
 
 
-def _cc(ctx: Context) -> float | None:
+def amp_fix(devices: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
+    """The mixed-precision fix and its snippets for ``devices``: on NVIDIA GPUs of a known
+    compute capability (the lowest counts), bfloat16 from :data:`MIN_BF16_CC` and float16
+    with a GradScaler below it, and no Ascend form; on Ascend NPUs the torch_npu form
+    only; where neither is known, the generic CUDA forms and the Ascend one."""
+    types = {str(d.get("type")) for d in devices}
+    cc = _cc(devices)
+    ascend = {"ascend": AMP_NPU} if "npu" in types else {}
+    if cc is not None and cc >= MIN_BF16_CC:
+        how = f" in bfloat16 (compute capability {cc:.1f}; no loss scaling needed)"
+        return AMP_FIX.format(how), {"pytorch": AMP_BF16, **ascend}
+    if cc is not None:
+        how = f" in float16 with a GradScaler (compute capability {cc:.1f} has no bfloat16, which needs {MIN_BF16_CC:.1f})"
+        return AMP_FIX.format(how), {"pytorch": AMP_FP16, **ascend}
+    if "npu" in types and "cuda" not in types:
+        return "Train with automatic mixed precision in float16 (torch_npu) so matrix work runs on the Cube units.", {
+            "pytorch": AMP_NPU
+        }
+    how = f" (bfloat16 from compute capability {MIN_BF16_CC:.1f}, float16 with a GradScaler below)"
+    return AMP_FIX.format(how), {"pytorch": AMP_GENERIC, "ascend": AMP_NPU}
+
+
+def _cc(devices: list[dict[str, Any]]) -> float | None:
+    """The lowest compute capability of the NVIDIA devices (None: none, or none known)."""
     ccs: list[float] = []
-    for d in ctx.devices:
+    for d in devices:
+        if str(d.get("type")) != "cuda":
+            continue
         try:
             ccs.append(float(d.get("compute_capability")))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             continue
-    vendor = {str(d.get("type")) for d in ctx.devices}
-    if not ccs or "cuda" not in vendor:
-        return None
-    return min(ccs)
+    return min(ccs) if ccs else None
 
 
 def _eligible_on_nvidia(ctx: Context) -> tuple[float, float, float, float] | NotEnoughData:
     """(compute capability, *:func:`_eligible`) on a profile of NVIDIA devices."""
-    cc = _cc(ctx)
+    cc = _cc(ctx.devices)
     if cc is None:
         return NotEnoughData("no NVIDIA device with a known compute capability")
     got = _eligible(ctx)
@@ -95,21 +131,21 @@ def _eligible(ctx: Context) -> tuple[float, float, float] | NotEnoughData:
     "No Tensor Core kernels: use mixed precision",
     anchor="tb-profiler",
     cause="compute",
-    thresholds={"min_compute_capability": MIN_TC_CC},
+    thresholds={"min_compute_capability": MIN_TC_CC, "bf16_min_compute_capability": MIN_BF16_CC},
 )
 @needs(_eligible_on_nvidia)
 def amp(ctx: Context, got: tuple[float, float, float, float]) -> Outcome:
     cc, on, off, total = got
     if cc < MIN_TC_CC or on > 0:
         return None
+    fix, snippets = amp_fix(ctx.devices)
     return make(
-        f"Compute capability {cc:g} has Tensor Cores, but none of the eligible operators' kernels used them "
+        f"Compute capability {cc:.1f} has Tensor Cores, but none of the eligible operators' kernels used them "
         f"({off / 1000:.1f} ms of kernels in GEMMs/convolutions).",
         {"compute_capability": cc, "eligible_kernel_us": off, "kernel_us": total, "tensor_core_kernel_us": on},
         off * TC_SAVING,
-        "Train with automatic mixed precision (bfloat16 or float16) so GEMMs and convolutions run on Tensor Cores.",
-        pytorch=_AMP_PT,
-        ascend=_AMP_NPU,
+        fix,
+        **snippets,
     )
 
 
@@ -118,7 +154,7 @@ def amp(ctx: Context, got: tuple[float, float, float, float]) -> Outcome:
     "Tensor-core-eligible operators run in FP32",
     anchor="DLProf",
     cause="compute",
-    thresholds={"fp32_eligible_share": FP32_ELIGIBLE_SHARE},
+    thresholds={"fp32_eligible_share": FP32_ELIGIBLE_SHARE, "bf16_min_compute_capability": MIN_BF16_CC},
 )
 @needs(_eligible)
 def fp32_eligible(ctx: Context, got: tuple[float, float, float]) -> Outcome:
@@ -134,8 +170,7 @@ def fp32_eligible(ctx: Context, got: tuple[float, float, float]) -> Outcome:
         off * TC_SAVING,
         "Cover the remaining layers with autocast, and keep dimensions multiples of 8 (16 for int8) so "
         "the libraries pick Tensor Core kernels.",
-        pytorch=_AMP_PT,
-        ascend=_AMP_NPU,
+        **amp_fix(ctx.devices)[1],
     )
 
 

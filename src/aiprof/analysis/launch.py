@@ -7,7 +7,8 @@ with the same correlation)
     external_id; '(no operator)'), runtime (call name), kind (kernel, memcpy, memset,
     collective), kernel (device work name), device, stream, ts_us (call start),
     runtime_us (call duration), delay_us (device start - call end, µs; HTA's launch
-    delay, clipped at 0 as HTA does when the device clock runs ahead), kernel_us.
+    delay, clipped at 0 as HTA does where the device starts before the call ends:
+    ordinary asynchronous launching; advise.clock_skew tells real skew), kernel_us.
 
 ``launch`` (one row per rank and operator, plus one row per rank with operator
 '(all)')
@@ -71,7 +72,7 @@ _LAUNCH_SQL = """
 def launch_rows(profile: Profile) -> dict[str, np.ndarray]:
     """The launches as numpy columns (ns): see ``launches``; ``first`` marks the first
     device operation of each launch call, ``negative`` a device start before the call's
-    end (device clock ahead of the host's; the delay counts as 0, as HTA clips it)."""
+    end (asynchronous launching; the delay counts as 0, as HTA clips it)."""
     return profile.memo("launch_rows", lambda: fetch(profile, _LAUNCH_SQL, codes=_TEXT), per_event=True)
 
 
