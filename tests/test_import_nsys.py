@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from aiprof.analysis.base import run
 from aiprof.errors import ImportFormatError
 from aiprof.importers import choose, import_paths
 from aiprof.importers.nvidia.nsys import export_report
@@ -101,8 +102,43 @@ def test_vecadd_sync_osrt_and_totals(vecadd: Any) -> None:
     sync = _rows(prof, "SELECT * FROM events WHERE kind = 'sync'")
     assert len(sync) == 1 and sync[0]["correlation"] == 120 and sync[0]["name"] == "Event sync"
     osrt = _rows(prof, "SELECT kind, count(*) AS n FROM events WHERE cat = 'osrt' GROUP BY kind ORDER BY kind")
-    assert osrt == [{"kind": "instant", "n": 3}, {"kind": "runtime", "n": 808}]
-    assert ctx.kinds == {"runtime": 831, "memcpy": 6, "instant": 3, "kernel": 2, "driver": 1, "sync": 1}
+    # OS runtime calls (poll, ioctl, sem_wait...) are host work of no kind of their own,
+    # not CUDA runtime calls; the OSRT start/finish marks are instants.
+    assert osrt == [{"kind": "instant", "n": 3}, {"kind": "other", "n": 808}]
+    assert ctx.kinds == {"other": 808, "runtime": 23, "memcpy": 6, "instant": 3, "kernel": 2, "driver": 1, "sync": 1}
+
+
+def _overview(prof: Any, section: str) -> dict[str, tuple[float, float]]:
+    rows = run(prof, "overview").rows
+    return {r["category"]: (round(r["time_us"], 3), round(r["percent"], 3)) for r in rows if r["section"] == section}
+
+
+def test_vecadd_breakdown_runtime_is_cuda_runtime_only(vecadd: Any) -> None:
+    """The breakdown's runtime is the CUDA API calls (cudaMalloc's 299.6 ms, the CUDA
+    context's creation, most of it), not the OS calls around them (poll 399.6 ms, ioctl
+    277.0 ms on other threads). Without steps the window is the span of the CUDA work:
+    from cuModuleGetLoadingMode (161.800928 ms) to the last cudaFree (464.218105 ms)."""
+    prof, _ = vecadd
+    b = _overview(prof, "breakdown")
+    assert b["runtime"] == (300121.005, 99.241)  # was 449,710.751 µs, 99.546%, with the OS calls
+    assert b["other"] == (2257.451, 0.746)
+    assert b["kernel"] == (8.511, 0.003) and b["memcpy"] == (30.21, 0.01) and b["cpu_exec"] == (0.0, 0.0)
+    # The runtime figure is the CUDA API calls (one thread, none overlap: 300,158.751 µs)
+    # less the 37.746 µs the device's copies and kernels take first (priority rule).
+    (u,) = _rows(prof, "SELECT sum(dur)::BIGINT AS t FROM events WHERE cat = 'cuda_api'")
+    assert u["t"] == 300158751 and u["t"] - 300121005 == 37746
+    (w,) = run(prof, "steps").rows
+    assert (w["step"], w["start_us"], round(w["duration_us"], 3)) == (None, 161800.928, 302417.177)
+    # HTA's device figures are of the device's own active span (463.508 -> 463.811 ms).
+    assert _overview(prof, "device") == {
+        "idle": (260.514, 86.002),
+        "compute": (8.511, 2.81),
+        "non_compute": (33.892, 11.189),
+    }
+    assert _overview(prof, "utilization") == {"device_busy": (42.403, 0.014)}
+    # Nothing but CUDA calls in the runtime view and in the attribution's causes.
+    causes = {r["cause"]: round(r["time_us"], 1) for r in run(prof, "attribution").rows}
+    assert causes["memory_mgmt"] == 299759.5 and causes["unaccounted"] == 2257.5
 
 
 def test_vecadd_meta_devices_tracks(vecadd: Any) -> None:
@@ -135,9 +171,9 @@ def test_2025_export_without_cuda_trace(shared_data: Path, tmp_path: Path) -> No
     prof, ctx = _import(shared_data / V2025, tmp_path / "laplace.aiprof")
     with prof:
         kinds = _rows(prof, "SELECT kind, cat, count(*) AS n FROM events GROUP BY ALL ORDER BY kind")
-        assert kinds == [{"kind": "instant", "cat": "osrt", "n": 1}, {"kind": "runtime", "cat": "osrt", "n": 797}]
+        assert kinds == [{"kind": "instant", "cat": "osrt", "n": 1}, {"kind": "other", "cat": "osrt", "n": 797}]
         assert _rows(prof, "SELECT DISTINCT pid FROM events") == [{"pid": 158702}]
-        first = _rows(prof, "SELECT name, dur FROM events WHERE kind = 'runtime' ORDER BY ts LIMIT 1")[0]
+        first = _rows(prof, "SELECT name, dur FROM events WHERE cat = 'osrt' AND dur > 0 ORDER BY ts LIMIT 1")[0]
         assert first == {"name": "fopen", "dur": 933927407 - 933878145}
         meta = prof.metas[0]
         assert meta["trace_info"]["export_schema"] == "3.24.7"
@@ -146,6 +182,12 @@ def test_2025_export_without_cuda_trace(shared_data: Path, tmp_path: Path) -> No
         assert dev["name"] == "Quadro RTX 6000" and dev["numSms"] == 72 and dev["index"] == 0
         assert {t["process_name"] for t in _rows(prof, "SELECT * FROM tracks")} == {"./laplace_gpu"}
         assert meta["trace_info"]["tables_not_imported"]["SCHED_EVENTS"] == 32930
+        # No CUDA trace: no CUDA runtime time. The 1.35 s of sem_wait, 0.46 s of poll and
+        # 0.28 s of ioctl are OS calls (was: runtime 1,054,838.4 µs, 97.529%).
+        assert [r for r in run(prof, "overview").rows if r["category"] == "runtime" and r["time_us"] > 0] == []
+        assert run(prof, "runtime").rows == []
+        waits = _rows(prof, "SELECT round(sum(dur) / 1e6, 3) AS ms FROM events WHERE name = 'sem_wait'")
+        assert waits == [{"ms": 1346.715}]
     assert any("no CUDA trace" in w for w in ctx.warnings)
 
 
@@ -198,7 +240,7 @@ def test_damaged_table_keeps_the_rest(shared_data: Path, tmp_path: Path) -> None
     prof, ctx = _import(bad, tmp_path / "broken.aiprof")
     with prof:
         assert ctx.kinds["kernel"] == 0
-        assert ctx.kinds["memcpy"] == 6 and ctx.kinds["runtime"] == 831
+        assert ctx.kinds["memcpy"] == 6 and ctx.kinds["runtime"] == 23 and ctx.kinds["other"] == 808
         assert prof.metas[0]["partial"] is True
     assert any("CUPTI_ACTIVITY_KIND_KERNEL is damaged" in w for w in ctx.warnings)
 

@@ -19,7 +19,9 @@ CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER  runtime or driver (by eventClass); correl
 CUPTI_ACTIVITY_KIND_SYNCHRONIZATION    sync, on the device stream it waited for
 NVTX_EVENTS                            ranges -> user_annotation (step when named like
                                        a step), marks -> instant
-OSRT_API                               runtime with cat "osrt"
+OSRT_API                               other with cat "osrt" (OS calls: poll, ioctl,
+                                       sem_wait... are not CUDA runtime); the OSRT
+                                       start/finish marks -> instant
 GPU_METRICS                            the counters table
 TARGET_INFO_GPU / _CUDA_DEVICE         profile.json devices
 PROCESSES / ThreadNames                the tracks table

@@ -21,6 +21,10 @@ NVTX_TYPES_DEFAULT = {
 
 _API_VERSION_SUFFIX = re.compile(r"_v\d+$")
 
+#: The kind of an OS runtime call (OSRT_API): not a CUDA runtime call, not a framework
+#: operator; docs/store.md's word for host work without a home of its own.
+OSRT_KIND = "other"
+
 
 class HostActivity(ExportReader):
     """The CUPTI_ACTIVITY_KIND_{RUNTIME,DRIVER}, OSRT_API and NVTX_EVENTS tables."""
@@ -121,7 +125,10 @@ class HostActivity(ExportReader):
             cols = list(zip(*rows, strict=True))
             names = cols[4]
             # The "OSRT start/finish" rows mark when tracing began and ended: instants.
-            kinds = ["instant" if ec in marks else "runtime" for ec in cols[5]]
+            # The calls themselves (poll, ioctl, sem_wait, read...) are operating-system
+            # calls, not CUDA runtime calls: host work with no kind of its own, "other"
+            # (cat "osrt" says what they are), so no analysis counts them as runtime.
+            kinds = ["instant" if ec in marks else OSRT_KIND for ec in cols[5]]
             self._write(table, self._host_cols(rows, kinds, names, "osrt"), kinds)
 
     def _nvtx(self) -> None:
