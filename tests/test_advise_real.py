@@ -234,3 +234,22 @@ def test_advice_adds_up_on_every_capture(shared_data: Path, tmp_path: Path, rel:
     with_cause = [a.cause for a in items if a.cause]
     assert len(with_cause) == len(set(with_cause))
     assert sum(a.gain for a in items) <= 1.0 + 1e-9
+
+
+def test_a_capture_without_steps_is_not_told_of_steps(shared_data: Path, tmp_path: Path) -> None:
+    out, _ = import_paths(
+        [shared_data / "nsys" / "nsys_2022.4_vecadd_streams_T4_report1.sqlite"], tmp_path / "p.aiprof"
+    )
+    with open_profile(out) as prof:
+        assert not [r for r in run(prof, "steps").rows if r["step"] is not None]
+        items = {a.rule: a for a in advise(prof, include_info=True)}
+    m = items["runtime.memory_mgmt"]
+    # cudaMalloc and cudaFree over the whole window: 299,759.5 of 302,417.2 µs.
+    assert (
+        m.summary
+        == "Allocator calls (cudaMalloc, cudaFree) take 99.1% of the profiled time (no steps marked) on the host."
+    )
+    assert m.title == "Allocator calls in the profiled time"
+    assert "of the time the chunks cover" in items["kernels.low_util_regions"].summary
+    for a in items.values():
+        assert " of the step" not in a.summary and "the steps" not in a.title, a.rule

@@ -811,7 +811,7 @@ def test_low_util_regions(tmp_path: Path) -> None:
     assert a.evidence["span_us"] == 30_000.0
     assert a.raw_gain == pytest.approx(1800 / 30_000 * 0.5)
     # The summary says what the gain rests on: the idle time and the share assumed filled.
-    assert "idle 1.8 ms in them (6.0% of the device's span)" in a.summary
+    assert "idle 1.8 ms in them (6.0% of the time the chunks cover)" in a.summary
     assert "fills 50% of that idle time" in a.summary
     # 2 of 30 = 6.7%.
     t = _chunked(low[:-1])
@@ -880,3 +880,24 @@ def test_outlier_step_rule(tmp_path: Path) -> None:
     assert a.estimate_us == pytest.approx((OUTLIER_MIN_RATIO - 1) * STEP)
     t = _steps_with(0.97 * OUTLIER_MIN_RATIO * STEP)
     silent(judge(tmp_path, "below", t["events"], t["top"]), "steps.outlier")
+
+
+def test_advice_on_a_profile_without_steps_speaks_of_the_profiled_time() -> None:
+    from aiprof.advise import without_steps
+    from aiprof.advise.base import Advice
+
+    a = Advice(
+        rule="r.x",
+        title="Setup calls inside the steps",
+        area="r",
+        summary="Copies take 5.0% of the step time; syncs 2.0% of the step. Two of the steps were long.",
+        evidence={},
+        gain=0.0,
+        fix="",
+    )
+    without_steps(a)
+    assert a.title == "Setup calls in the profiled time"
+    assert a.summary == (
+        "Copies take 5.0% of the profiled time (no steps marked); syncs 2.0% of the profiled time (no steps marked). "
+        "Two of the steps were long."
+    )

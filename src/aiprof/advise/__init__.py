@@ -18,6 +18,7 @@ call :func:`advise_json` or :func:`advise`.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,8 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
             continue
         res = r.fn(ctx)
         if isinstance(res, Finding):
-            out.append(Verdict(rid, "fired", advice=fit_snippets(r.advise(res), ctx.devices)))
+            advice = fit_snippets(r.advise(res), ctx.devices)
+            out.append(Verdict(rid, "fired", advice=without_steps(advice) if not ctx.steps() else advice))
         elif isinstance(res, NotEnoughData):
             out.append(Verdict(rid, "no_data", reason=res.reason))
         else:
@@ -92,6 +94,22 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
     elif fired:
         bound(fired, ctx.attributed(), ctx.total_us())
     return out
+
+
+#: Where a profile marks no steps, its "step" is the rank's whole profiled window
+#: (analysis/ranks.py): the advice says so instead of speaking of steps it does not have.
+_STEP_WORDS = (
+    (re.compile(r"\bof the step time\b|\bof the step\b(?!s)"), "of the profiled time (no steps marked)"),
+    (re.compile(r"\b(inside|in) the steps\b"), "in the profiled time"),
+)
+
+
+def without_steps(advice: Advice) -> Advice:
+    """``advice`` worded for a profile without steps (:data:`_STEP_WORDS`)."""
+    for pattern, words in _STEP_WORDS:
+        advice.summary = pattern.sub(words, advice.summary)
+        advice.title = pattern.sub(words, advice.title)
+    return advice
 
 
 def fit_snippets(advice: Advice, devices: list[dict[str, Any]]) -> Advice:
@@ -233,7 +251,9 @@ __all__ = [
     "bound",
     "clock_skew",
     "evaluate",
+    "fit_snippets",
     "merge",
     "rules",
     "severity",
+    "without_steps",
 ]

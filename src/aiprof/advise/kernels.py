@@ -95,7 +95,7 @@ def low_util_regions(ctx: Context) -> Outcome:
     span = sum(float(r["dur_us"]) for r in rows)
     return make(
         f"{len(low)} of {len(rows)} time chunks have the device under {100 * REGION_BUSY:.0f}% busy; it is idle "
-        f"{idle / 1000:.1f} ms in them ({100 * share(idle, span):.1f}% of the device's span). The trace does not "
+        f"{idle / 1000:.1f} ms in them ({100 * share(idle, span):.1f}% of the time the chunks cover). The trace does not "
         f"show what the device waits for there; the estimate assumes a fix fills {100 * LOW_REGION_FILLED:.0f}% of "
         "that idle time.",
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
