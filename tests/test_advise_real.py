@@ -105,14 +105,16 @@ def test_a100_mixed_precision_is_bfloat16(shared_data: Path, tmp_path: Path) -> 
 #: Kineto traces and the torch_npu one, with the launches whose first device operation
 #: starts more than CLOCK_SKEW_TOLERANCE_US before the launch call starts, counted by SQL
 #: below: the only launches the clock warning may speak of.
+# The launch call of a correlation is its last host call (torch_npu: the AscendCL call
+# after the Enqueue that carries the same correlation; analysis/common.launch_calls_sql).
 _SKEW_SQL = """
-    WITH rt AS (SELECT rank, correlation, min(ts) AS ts FROM events WHERE device_type = 'cpu'
+    WITH rt AS (SELECT rank, correlation, max(ts) AS ts FROM events WHERE device_type = 'cpu'
                 AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL GROUP BY rank, correlation),
          dev AS (SELECT rank, correlation, min(ts) AS ts FROM events WHERE device_type <> 'cpu'
                  AND kind IN ('kernel', 'memcpy', 'memset', 'collective') GROUP BY rank, correlation)
     SELECT count(*) AS n, count(*) FILTER (WHERE dev.ts < rt.ts + rt_dur.dur) AS before_end
     FROM dev JOIN rt USING (rank, correlation)
-    JOIN (SELECT rank, correlation, arg_min(dur, ts) AS dur FROM events WHERE device_type = 'cpu'
+    JOIN (SELECT rank, correlation, arg_max(dur, ts) AS dur FROM events WHERE device_type = 'cpu'
           AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL GROUP BY rank, correlation) rt_dur
       USING (rank, correlation)
     WHERE dev.ts < rt.ts - {tol_ns}

@@ -165,6 +165,23 @@ def pct(part: Any, whole: Any) -> Any:
     return r
 
 
+def launch_calls_sql(**cols: str) -> str:
+    """SQL: one row per (rank, correlation) of the host calls that launch device work,
+    ``cols`` (output name -> column) of *the* launch call of that correlation: the last
+    runtime or driver call that carries it, the hop nearest the device. CUDA traces have
+    one call per correlation; torch_npu's operator enqueues its task (``Enqueue``, on the
+    operator's thread) and a queue thread makes the AscendCL call that launches it, both
+    with the task's correlation (importers/ascend/trace.py): the AscendCL call is the
+    launch, the ``Enqueue`` ties the work to its operator. ``ts`` as a column is the
+    call's start."""
+    picked = ", ".join(f"max(ts) AS {k}" if v == "ts" else f"arg_max({v}, ts) AS {k}" for k, v in cols.items())
+    return (
+        f"SELECT rank, correlation, {picked} FROM events "
+        "WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL "
+        "GROUP BY rank, correlation"
+    )
+
+
 def hta_device_window_sql() -> str:
     """Device events in Holistic Trace Analysis's window, per rank.
 
@@ -177,10 +194,7 @@ def hta_device_window_sql() -> str:
     kinds = ", ".join(f"'{k}'" for k in DEVICE_BUSY_KINDS)
     return f"""
         WITH st AS (SELECT rank, count(*) AS n, max(ts) AS last_start FROM events WHERE kind = 'step' GROUP BY rank),
-        launch AS (
-            SELECT rank, correlation, min(ts) AS lts FROM events
-            WHERE device_type = 'cpu' AND correlation IS NOT NULL AND kind IN ('runtime', 'driver')
-            GROUP BY rank, correlation)
+        launch AS ({launch_calls_sql(lts="ts")})
         SELECT d.rank, d.device, d.tid, d.kind, d.name, d.ts, d.dur, d.step, d.correlation, l.lts AS launch_ts
         FROM events d
         LEFT JOIN st ON st.rank = d.rank

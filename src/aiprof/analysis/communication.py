@@ -31,7 +31,7 @@ from ..store import Profile
 from ..store.vocabulary import COMM_RANGE_LIBS, COMM_RANGE_SQL_RE, collective_op
 from . import intervals as iv
 from .base import SqlView, analyser
-from .common import fetch
+from .common import fetch, launch_calls_sql
 from .ranks import step_of, step_windows
 
 #: Bytes per element, by the dtype spellings PyTorch writes into traces.
@@ -78,10 +78,8 @@ def collectives(profile: Profile) -> dict[str, np.ndarray]:
     Device ones where a rank has them, else its host-side calls (a CPU / gloo job)."""
     c = fetch(
         profile,
-        """
-        WITH l AS (SELECT rank, correlation, arg_min(pid, ts) AS pid, arg_min(tid, ts) AS tid, min(ts) AS lts
-                   FROM events WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
-                   GROUP BY rank, correlation)
+        f"""
+        WITH l AS ({launch_calls_sql(pid="pid", tid="tid", lts="ts")})
         SELECT d.rank, d.device, d.name, d.ts, d.dur, l.pid, l.tid, l.lts, l.correlation IS NOT NULL AS launched
         FROM events d LEFT JOIN l ON l.rank = d.rank AND l.correlation = d.correlation
         WHERE d.kind = 'collective' AND d.device_type <> 'cpu' ORDER BY d.rank, d.ts

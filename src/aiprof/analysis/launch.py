@@ -36,7 +36,7 @@ import pyarrow as pa
 from ..store import Profile
 from . import intervals as iv
 from .base import analyser
-from .common import fetch, rank_slice
+from .common import fetch, launch_calls_sql, rank_slice
 from .communication import intersect
 from .ranks import device_busy, step_windows
 from .runtime import runtime_calls
@@ -47,12 +47,8 @@ RUNTIME_CUTOFF_NS = 50_000
 DELAY_CUTOFF_NS = 100_000
 SHORT_KERNEL_NS = 10_000
 
-_LAUNCH_SQL = """
-    WITH rt AS (
-        SELECT rank, correlation, arg_min(name, ts) AS runtime, min(ts) AS ts, arg_min(dur, ts) AS dur,
-               arg_min(external_id, ts) AS external_id, arg_min(step, ts) AS step
-        FROM events WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
-        GROUP BY rank, correlation),
+_LAUNCH_SQL = f"""
+    WITH rt AS ({launch_calls_sql(runtime="name", ts="ts", dur="dur", external_id="external_id", step="step")}),
     ops AS (
         SELECT rank, external_id, arg_min(name, dur) AS op FROM events
         WHERE device_type = 'cpu' AND kind = 'cpu_op' AND external_id IS NOT NULL GROUP BY rank, external_id)

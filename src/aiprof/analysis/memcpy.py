@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from .base import analyser
+from .common import launch_calls_sql
 from .sync import SYNC_MEMCPY_RE, SYNC_MEMSET_RE
 
 _DIRECTIONS = (
@@ -79,10 +80,8 @@ _SCHEMA = pa.schema(
 def memcpy(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank, direction, host memory kind and API (module doc: columns)."""
     t = profile.sql(
-        """
-        WITH rt AS (SELECT rank, correlation, arg_min(name, ts) AS api, arg_min(dur, ts) AS api_dur FROM events
-                    WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
-                    GROUP BY rank, correlation)
+        f"""
+        WITH rt AS ({launch_calls_sql(api="name", api_dur="dur")})
         SELECT d.rank, d.kind, d.name, coalesce(r.api, '(unknown)') AS api, r.api_dur, d.dur, d.bytes
         FROM events d LEFT JOIN rt r ON r.rank = d.rank AND r.correlation = d.correlation
         WHERE d.device_type <> 'cpu' AND d.kind IN ('memcpy', 'memset')

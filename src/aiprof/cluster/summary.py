@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..analysis import intervals as iv
-from ..analysis.common import DEVICE_BUSY_SQL, fetch
+from ..analysis.common import DEVICE_BUSY_SQL, fetch, launch_calls_sql
 from ..analysis.communication import DTYPE_BYTES, collectives, step_overlap
 from ..analysis.ranks import step_of, step_windows
 from ..store import Profile
@@ -166,10 +166,8 @@ def _collective_rows(profile: Profile) -> list[dict[str, Any]]:
     call's parameters into it), the launching call's ``record_param_comms`` as the
     fallback, ordered by rank and start."""
     rows: list[dict[str, Any]] = profile.sql(
-        """
-        WITH l AS (SELECT rank, correlation, arg_min(external_id, ts) AS ext FROM events
-                   WHERE device_type = 'cpu' AND kind IN ('runtime', 'driver') AND correlation IS NOT NULL
-                   GROUP BY rank, correlation),
+        f"""
+        WITH l AS ({launch_calls_sql(ext="external_id")}),
         h AS (SELECT rank, external_id, args FROM events
               WHERE device_type = 'cpu' AND name = 'record_param_comms' AND external_id IS NOT NULL)
         SELECT d.rank, d.name, d.ts, d.dur,
