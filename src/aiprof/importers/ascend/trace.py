@@ -21,6 +21,18 @@ Everything on an NPU process gets ``device_type = 'npu'``. Metadata may come aft
 the events it names, so a cheap first pass reads the metadata and the flow events;
 the flows then give ``correlation`` (HostToDevice: CANN call -> NPU task) and
 ``external_id`` (async_npu: framework op -> NPU task) to the spans at both ends.
+
+With torch_npu's task queue the CANN launch call does not run in the operator: the
+operator's thread queues the work (``Enqueue``, an ``async_task_queue`` flow to the
+``Dequeue@op`` span on the queue's thread) and the CANN calls run inside that
+``Dequeue``, on the same thread id but under the "CANN" process. The ``Enqueue``
+takes the correlation of the CANN launch calls inside its ``Dequeue`` (calls of one
+``Dequeue`` and their tasks share the first one's value), and it and those calls take
+the ``external_id`` of their tasks (the operator's, from async_npu). So operator ->
+``Enqueue`` (nested on the operator's thread) -> NPU task holds as operator ->
+``cudaLaunchKernel`` -> kernel does in a CUDA trace, while the launch of a task, for its
+delay, stays the CANN call (the last host call of a correlation:
+analysis/common.py ``launch_calls_sql``).
 """
 
 from __future__ import annotations
@@ -49,6 +61,10 @@ _SYNC_RE = re.compile(r"(EVENT|NOTIFY|STREAM)_?(WAIT|RECORD|RESET)|^(Notify|Even
 _ITER_RE = re.compile(r"^Iteration (\d+)$")
 #: Flow categories that tie host work to NPU tasks, and the column they fill.
 ASCEND_FLOW_COLUMNS: dict[str, str] = {"hosttodevice": "correlation", "async_npu": "external_id"}
+#: Flow categories of torch_npu's task queue: from the call that queued an operator's
+#: work on the operator's thread (``Enqueue``) to the span that ran it on the queue's
+#: thread (``Dequeue@op``), inside which, on that thread id, the launch calls run.
+QUEUE_FLOW_CATS = frozenset({"async_task_queue"})
 
 
 class AscArgs(msgspec.Struct):
@@ -146,11 +162,15 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
     ``flow_columns`` maps a lower-case flow category to the column it fills
     (``correlation`` or ``external_id``); None binds every flow as ``correlation``.
     A flow end binds to the innermost span on its thread that holds its timestamp.
+    With ``flow_columns``, task-queue flows (QUEUE_FLOW_CATS) link queued launches to
+    the call that queued them (:func:`_link_queue`).
     """
     scan = TraceScan()
     spans: dict[tuple[Any, Any], list[tuple[np.ndarray, np.ndarray]]] = {}
     starts: dict[tuple[str, Any], tuple[Any, Any, int]] = {}
     ends: dict[tuple[str, Any], list[tuple[Any, Any, int]]] = {}
+    queued: dict[Any, tuple[Any, Any, int]] = {}
+    dequeued: dict[Any, list[tuple[Any, Any, int]]] = {}
     for evs in TraceStream(path).batches(try_decode, lambda b: decode_events(b, ctx)):
         xs = [e for e in evs if e.ph == "X"]
         if xs:
@@ -171,14 +191,19 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
                 _meta(scan, e)
             elif e.ph in ("s", "f") and e.id is not None:
                 cat = (e.cat or "").lower()
-                if flow_columns is None or cat in flow_columns:
+                if flow_columns is None or cat in flow_columns or cat in QUEUE_FLOW_CATS:
                     flows.append((cat, e))
         if flows:
             fts, fok = times_ns([e.ts for _, e in flows])
             for (cat, e), t, tok in zip(flows, fts.tolist(), fok.tolist(), strict=True):
                 if not tok:
                     continue
-                if e.ph == "s":
+                if flow_columns is not None and cat in QUEUE_FLOW_CATS and cat not in flow_columns:
+                    if e.ph == "s":
+                        queued[e.id] = (e.pid, e.tid, t)
+                    else:
+                        dequeued.setdefault(e.id, []).append((e.pid, e.tid, t))
+                elif e.ph == "s":
                     starts[(cat, e.id)] = (e.pid, e.tid, t)
                 else:
                     ends.setdefault((cat, e.id), []).append((e.pid, e.tid, t))
@@ -207,6 +232,10 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
 
     synth: dict[str, int] = {}
     by_source: dict[tuple[Any, ...], int] = {}
+    launches: list[tuple[Any, Any, int, int]] = []
+    """The spans that start a correlation flow (launch calls)."""
+    tasks: dict[int, list[tuple[Any, Any, int, int]]] = {}
+    """Correlation value -> the spans its flows end in (device tasks)."""
     for (cat, fid), (spid, stid, st) in starts.items():
         col = "correlation" if flow_columns is None else flow_columns[cat]
         value = _flow_value(fid, synth)
@@ -219,14 +248,78 @@ def scan_trace(path: Path, flow_columns: dict[str, str] | None, ctx: ImportConte
             skey = (spid, stid, *src)
             # One host call may start several NPU tasks: they all share its value.
             value = by_source.setdefault((col, *skey), value)
-            scan.bindings.setdefault(skey, {}).setdefault(col, value)
+            bound = scan.bindings.setdefault(skey, {})
+            if col == "correlation" and col not in bound:
+                launches.append(skey)
+            bound.setdefault(col, value)
         for fpid, ftid, ft in ends.get((cat, fid), []):
             dst = enclosing(fpid, ftid, ft)
             if dst is None:
                 scan.flows_unbound += 1
                 continue
-            scan.bindings.setdefault((fpid, ftid, *dst), {}).setdefault(col, value)
+            dkey = (fpid, ftid, *dst)
+            scan.bindings.setdefault(dkey, {}).setdefault(col, value)
+            if col == "correlation":
+                tasks.setdefault(value, []).append(dkey)
+    if queued and launches:
+        _link_queue(scan, queued, dequeued, enclosing, launches, tasks)
     return scan
+
+
+def _link_queue(
+    scan: TraceScan,
+    queued: dict[Any, tuple[Any, Any, int]],
+    dequeued: dict[Any, list[tuple[Any, Any, int]]],
+    enclosing: Callable[[Any, Any, int], tuple[int, int] | None],
+    launches: list[tuple[Any, Any, int, int]],
+    tasks: dict[int, list[tuple[Any, Any, int, int]]],
+) -> None:
+    """Bind each queueing call (the span holding a task-queue flow's start) to the
+    launch calls that ran its work: those starting inside the span that holds the
+    flow's end, on a thread of the same id (torch_npu writes the CANN calls of a
+    thread under a process of their own). The queueing call takes their correlation
+    (the first call's; the others and their tasks take it too: one queued item is one
+    launch) and, with them, the external_id of the tasks (the operator's)."""
+    b = scan.bindings
+    by_tid: dict[Any, tuple[np.ndarray, list[tuple[Any, Any, int, int]]]] = {}
+    groups: dict[Any, list[tuple[Any, Any, int, int]]] = {}
+    for k in launches:
+        groups.setdefault(k[1], []).append(k)
+    for tid, ks in groups.items():
+        ks.sort(key=lambda k: (k[2], -k[3]))
+        by_tid[tid] = (np.array([k[2] for k in ks], dtype=np.int64), ks)
+    for qid, (qpid, qtid, qt) in queued.items():
+        src = enclosing(qpid, qtid, qt)
+        if src is None:
+            continue
+        qkey = (qpid, qtid, *src)
+        for dpid, dtid, dt in dequeued.get(qid, []):
+            dst = enclosing(dpid, dtid, dt)
+            got = by_tid.get(dtid)
+            if dst is None or got is None:
+                continue
+            starts, ks = got
+            lo = int(np.searchsorted(starts, dst[0], side="left"))
+            hi = int(np.searchsorted(starts, dst[0] + dst[1], side="right"))
+            calls = [k for k in ks[lo:hi] if k not in (qkey, (dpid, dtid, *dst))]
+            if not calls:
+                continue
+            value = b[calls[0]]["correlation"]
+            for k in calls[1:]:
+                old = b[k]["correlation"]
+                if old == value:
+                    continue
+                for t in tasks.pop(old, []):
+                    b[t]["correlation"] = value
+                    tasks.setdefault(value, []).append(t)
+                b[k]["correlation"] = value
+            own = b.setdefault(qkey, {})
+            if own.setdefault("correlation", value) != value:
+                continue  # the queueing call launched work of its own: keep it
+            ext = next((b[t]["external_id"] for t in tasks.get(value, []) if "external_id" in b[t]), None)
+            if ext is not None:
+                for k in (qkey, *calls):
+                    b[k].setdefault("external_id", ext)
 
 
 def _meta(scan: TraceScan, e: Ev) -> None:
