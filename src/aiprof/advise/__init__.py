@@ -223,6 +223,8 @@ def clock_skew(ctx: Context) -> tuple[int, float]:
     d = launch_rows(ctx.profile)
     lead = (d["ts"] - d["kts"])[d["first"]]  # ns the device starts before the call starts
     ahead = lead[lead > CLOCK_SKEW_TOLERANCE_US * 1000.0]
+    del d
+    ctx.done_with_events()
     return len(ahead), float(ahead.max()) / 1000.0 if len(ahead) else 0.0
 
 

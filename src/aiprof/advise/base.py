@@ -166,9 +166,14 @@ class Context:
                 self._cache[key] = res.table if shape == "table" else res.rows
             except AiprofError:
                 self._cache[key] = None
-            if self._one_at_a_time:
-                self.profile.forget_per_event()
+            self.done_with_events()
         return self._cache[key]
+
+    def done_with_events(self) -> None:
+        """On a big profile, drop the per-event intermediates a view (or a rule reading
+        them itself) just used: the advice holds one view's at a time."""
+        if self._one_at_a_time:
+            self.profile.forget_per_event()
 
     @property
     def devices(self) -> list[dict[str, Any]]:
