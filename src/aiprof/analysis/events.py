@@ -9,7 +9,7 @@ from ..store import Profile
 from .base import SqlView, analyser
 
 
-@analyser("events", "Events", default_sort=("ts",), units={"ts_us": "µs", "dur_us": "µs"})
+@analyser("events", "Events", default_sort=("ts",), units={"ts": "ns", "dur": "ns", "ts_us": "µs", "dur_us": "µs"})
 def events(profile: Profile, params: dict[str, Any]) -> SqlView:
     """Every event: the events table's columns (ts, dur in ns) plus ts_us and dur_us (µs).
     Pass params {"kinds": [...]} to keep only some kinds before the query runs."""

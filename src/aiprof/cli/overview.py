@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 #: Ranks up to which the overview names each input and prints each rank's tables; past
 #: it (a job of many ranks), one table of each kind over all of them.
 RANK_TABLES = 8
@@ -117,6 +117,19 @@ def _line(text: str, highlight: bool = True) -> Item:
     return {"t": "line", "text": text, "highlight": highlight}
 
 
+#: Where a hint line names the profile: the printer puts the path the user gave there
+#: (the kept items do not depend on it). Only lines made by :func:`_hint` (marked
+#: ``"path"``) are filled, and those hold fixed text only: a kernel, file or warning
+#: that happens to hold the word PROFILE is printed as it is.
+PATH_SLOT = "PROFILE"
+
+
+def _hint(text: str) -> Item:
+    """A line of rich markup, fixed text naming the profile as :data:`PATH_SLOT` (no
+    name from the profile: every PATH_SLOT in it is filled when printed)."""
+    return {"t": "line", "text": text, "highlight": True, "path": True}
+
+
 def _table(title: str, cols: list[Col], rows: list[list[str]], plain: bool) -> Item:
     """A table; ``plain``: cells are shown as text (no markup), as rich.text.Text."""
     return {"t": "table", "title": title, "cols": [list(c) for c in cols], "rows": rows, "plain": plain}
@@ -195,9 +208,9 @@ def compute_items(prof: Profile) -> list[Item]:
     big = spans is not None
     if big:
         items.append(
-            _line(
+            _hint(
                 f"[dim]top advice: left out of the report on a profile this size ({spans:,} host spans); "
-                "aiprof advise PROFILE computes it (minutes)[/dim]"
+                f"aiprof advise {PATH_SLOT} computes it (minutes)[/dim]"
             )
         )
     else:
@@ -207,9 +220,9 @@ def compute_items(prof: Profile) -> list[Item]:
         items.append(_top(top, "top kernels by total time", ["name", "count", "total_us", "pct"]))
     if big:
         items.append(
-            _line(
+            _hint(
                 "[dim]top operators: left out for the same reason; "
-                "aiprof report PROFILE --view operators computes them (minutes)[/dim]"
+                f"aiprof report {PATH_SLOT} --view operators computes them (minutes)[/dim]"
             )
         )
     else:
@@ -225,8 +238,8 @@ def compute_items(prof: Profile) -> list[Item]:
                 _top(py, "top Python functions by sampled self time", ["function", "self_pct", "self_ms", "total_pct"])
             )
     items.append(
-        _line(
-            "[dim]more: aiprof report PROFILE --view "
+        _hint(
+            f"[dim]more: aiprof report {PATH_SLOT} --view "
             "steps|operators|kernels|idle|memory|counters|energy|python|events[/dim]"
         )
     )
@@ -378,9 +391,9 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
         if last_step_out:
             out.append(_line(ACTIVE_SPAN_NOTE))
     out.append(
-        _line(
-            "[dim]each rank: aiprof report PROFILE --filter rank=N (its splits); "
-            "the ranks against each other: aiprof report PROFILE --view stragglers (a job's index)[/dim]"
+        _hint(
+            f"[dim]each rank: aiprof report {PATH_SLOT} --filter rank=N (its splits); "
+            f"the ranks against each other: aiprof report {PATH_SLOT} --view stragglers (a job's index)[/dim]"
         )
     )
     return out
@@ -441,7 +454,7 @@ def _advice(prof: Profile) -> list[Item]:
     found = adv.advise(prof)[:3]
     if not found:
         return []
-    out = [_line("[bold]top advice[/bold] (aiprof advise PROFILE for all)")]
+    out = [_hint(f"[bold]top advice[/bold] (aiprof advise {PATH_SLOT} for all)")]
     for a in found:
         out.append(
             _line(escape(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)"))
@@ -450,6 +463,14 @@ def _advice(prof: Profile) -> list[Item]:
 
 
 # -- printing ----------------------------------------------------------------------------
+
+
+def shell_words(paths: list[Path] | list[str]) -> str:
+    """``paths`` as they go on a command line: each quoted for a POSIX shell where it
+    needs it (a space, a quote, a ``$``)."""
+    import shlex
+
+    return " ".join(shlex.quote(str(p)) for p in paths)
 
 
 def print_overview(paths: list[Path] | list[str], items: list[Item]) -> None:
@@ -461,9 +482,11 @@ def print_overview(paths: list[Path] | list[str], items: list[Item]) -> None:
 
     console = Console()
     console.print(f"[bold]aiprof report[/bold] {escape(', '.join(str(p) for p in paths))}", soft_wrap=True)
+    named = escape(shell_words(paths))
     for it in items:
         if it["t"] == "line":
-            console.print(it["text"], highlight=bool(it["highlight"]))
+            text = it["text"].replace(PATH_SLOT, named) if it.get("path") else it["text"]
+            console.print(text, highlight=bool(it["highlight"]))
             continue
         t = Table(title=it["title"], header_style="bold")
         for name, justify, overflow, max_width in it["cols"]:

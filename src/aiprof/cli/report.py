@@ -13,7 +13,49 @@ from .overview import compute_items, print_overview, read_summary, single_profil
 # ``aiprof report --help`` and ``aiprof --help`` then cost click alone.
 
 
-VIEW_NAMES = ("overview", "steps", "operators", "kernels", "idle", "memory", "counters", "python", "events")
+def view_names() -> list[str]:
+    """Every view's name, sorted: the names the registry (``analysis.base.views()``) holds
+    once it has imported the modules ``analysis/catalog.py`` names, read from their
+    ``@analyser("NAME", ...)`` decorators without importing them, so that ``--help``
+    lists every view and still costs click alone (tests/test_cli_start.py). A test holds
+    this list to ``views()``."""
+    import ast
+    import re
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parents[1]
+    catalog = ast.parse((pkg / "analysis" / "catalog.py").read_text())
+    files: list[Path] = []
+    for node in ast.walk(catalog):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "MODULES" for t in targets):
+                files += [pkg / "analysis" / f"{m}.py" for m in ast.literal_eval(node.value)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("aiprof."):
+            # importlib.import_module("aiprof.cluster.views"): views kept elsewhere
+            files.append(pkg.joinpath(*node.value.split(".")[1:]).with_suffix(".py"))
+    decorator = re.compile(r'^@analyser\(\s*"([^"]+)"', re.MULTILINE)
+    return sorted({name for f in files if f.is_file() for name in decorator.findall(f.read_text())})
+
+
+#: The views that read --group-by beyond "name" (the operators analyser's params).
+GROUP_BY_VIEWS = {"shapes": ("operators",), "stack": ("operators",)}
+
+
+class _ReportCommand(click.Command):
+    """``aiprof report``, whose help ends with every view's name (computed when shown)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        import textwrap
+
+        with formatter.section("Views (--view NAME)"):
+            # Wrapped here: click's wrapping would break a name at its hyphen (kernel-metrics).
+            width = max((formatter.width or 80) - formatter.current_indent, 20)
+            names = ", ".join(view_names())
+            for line in textwrap.wrap(names, width, break_on_hyphens=False, break_long_words=False):
+                formatter.write(" " * formatter.current_indent + line + "\n")
+        super().format_epilog(ctx, formatter)
+
 
 #: Why a view has no rows on a profile, where one reason is by far the likeliest.
 _EMPTY = {
@@ -24,11 +66,9 @@ _EMPTY = {
 }
 
 
-@click.command("report")
+@click.command("report", cls=_ReportCommand)
 @click.argument("profile", nargs=-1, required=True)
-@click.option(
-    "--view", default="overview", show_default=True, help=f"One of: {', '.join(VIEW_NAMES)} (and any added view)."
-)
+@click.option("--view", default="overview", show_default=True, help="The view to show: one of those listed below.")
 @click.option("--filter", "filters", multiple=True, help="COL=V[,V], COL!=V, COL~TEXT, COL>=N, COL=A..B (repeatable).")
 @click.option("--sort", help="Column to sort on; -COL for descending; comma-separated for several.")
 @click.option("--limit", type=click.IntRange(min=0), help="Rows to show (default 30 in a table, all in csv/json).")
@@ -38,7 +78,8 @@ _EMPTY = {
     "--group-by",
     type=click.Choice(["name", "shapes", "stack"]),
     default="name",
-    help="operators: by name, name + input shapes, or name + call stack (with_stack=True).",
+    help=f"{', '.join(GROUP_BY_VIEWS['shapes'])}: by name, name + input shapes, or name + call stack "
+    "(with_stack=True).",
 )
 @click.option(
     "--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here."
@@ -55,12 +96,19 @@ def command(
     html_out: str | None,
 ) -> None:
     """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
+    if group_by != "name" and view not in GROUP_BY_VIEWS[group_by]:
+        from ..errors import QueryError
+
+        raise QueryError(
+            f"--group-by {group_by}: the {view} view does not group by {group_by}; "
+            f"views that do: {', '.join(GROUP_BY_VIEWS[group_by])}"
+        )
     overview = view == "overview" and fmt == "table" and not filters
     folder = single_profile(profile) if overview else None
     if folder is not None and not html_out:
         items = read_summary(folder)
         if items is not None:  # kept by an earlier report: the store is not opened
-            print_overview([folder], items)
+            print_overview(list(profile), items)
             return
     from ..analysis import Query, run, views
     from ..render.terminal import emit_table
@@ -83,6 +131,12 @@ def command(
             print_overview(list(profile) or prof.paths, items)
             return
         res = run(prof, view, q, params)
+        if group_by == "stack" and not _has_stacks(prof, view, params):
+            click.echo(
+                "aiprof: this trace has no call stacks: call_stack is empty "
+                "(record with torch.profiler's with_stack=True)",
+                err=True,
+            )
         if view == "energy" and res.total == 0 and not filters:
             # An empty box alone reads as a fault; say what was missing.
             click.echo(
@@ -107,6 +161,17 @@ def command(
             units=res.units,
             extra={"view": view, "offset": offset, "limit": limit},
         )
+
+
+def _has_stacks(prof: Any, view: str, params: dict[str, Any]) -> bool:
+    """Whether any row of ``view`` grouped by stack has one (a view without rows: True,
+    its own message says why). The analyser's table is kept by the profile (memo)."""
+    from ..analysis import full_table
+
+    table = full_table(prof, view, params)
+    if table.num_rows == 0 or "call_stack" not in table.column_names:
+        return True
+    return any(table.column("call_stack").to_pylist())
 
 
 def _write_html(prof: Any, path: str) -> None:
