@@ -35,6 +35,7 @@ MODULES: list[str] = [
     "phases",
     "rank_waits",
     "loader_cpu",
+    "vendor_steps",
 ]
 
 for _m in MODULES:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 5
+SUMMARY_VERSION = 6
 #: Ranks up to which the overview names each input and prints each rank's tables; past
 #: it (a job of many ranks), one table of each kind over all of them.
 RANK_TABLES = 8
@@ -186,6 +186,9 @@ def compute_items(prof: Profile) -> list[Item]:
     ov = run(prof, "overview", Query()).table.to_pylist()
     st = run(prof, "steps", Query()).table
     items.append(_line(escape(steps_line(metas, st.to_pylist()))))
+    if prof.tables.get("kernel_metrics"):
+        has_steps = any(r["step"] is not None for r in st.to_pylist())
+        items.extend(_vendor_steps(prof, 0 if has_steps else prof.tables.get("events", 0)))
     items.extend(_energy(prof))
     by_rank: dict[int, list[dict[str, Any]]] = {}
     for r in ov:
@@ -396,6 +399,83 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
             f"the ranks against each other: aiprof report {PATH_SLOT} --view stragglers (a job's index)[/dim]"
         )
     )
+    return out
+
+
+#: The vendor_steps figures the overview shows: (column, heading).
+_VENDOR_FIGURES = (
+    ("stage_us", "stage"),
+    ("computing_us", "computing"),
+    ("communication_not_overlapped_us", "comm. not overlapped"),
+    ("free_us", "free"),
+    ("communication_pct", "% comm."),
+)
+
+
+def _vendor_steps(prof: Profile, events_without_steps: int) -> list[Item]:
+    """The step time by rank as the vendor's tool computed it (the ``vendor_steps``
+    view: one source, the first of :data:`~aiprof.analysis.vendor_steps.SOURCES` the
+    profile has; a rank's row without a step where the file gives one, else the mean of
+    its steps), and, where the events hold no step but ``events_without_steps`` events,
+    a line saying the breakdown after it covers only those events."""
+    import numpy as np
+
+    from ..analysis import full_table
+    from ..analysis.vendor_steps import SOURCES
+    from ..render.terminal import format_cell
+
+    rows = full_table(prof, "vendor_steps").to_pylist()
+    present = {r["source"] for r in rows}
+    source = next((s for s in SOURCES if s in present), None)
+    if source is None:
+        return []
+    per: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["source"] == source:
+            per.setdefault(r["rank"], []).append(r)
+    figs: dict[int, dict[str, float | None]] = {}
+    averaged: set[int] = set()
+    for rank, mine in per.items():
+        whole = [r for r in mine if r["step"] is None]
+        if whole:
+            figs[rank] = {c: whole[0][c] for c, _ in _VENDOR_FIGURES}
+            continue
+        averaged.add(len(mine))
+        f: dict[str, float | None] = {}
+        for c, _ in _VENDOR_FIGURES[:-1]:
+            vals = [float(r[c]) for r in mine if r[c] is not None]
+            f[c] = float(np.mean(vals)) if vals else None
+        alone, stage = f["communication_not_overlapped_us"], f["stage_us"]
+        f["communication_pct"] = 100.0 * alone / stage if alone is not None and stage else None
+        figs[rank] = f
+    title = f"step time by rank (µs; % comm.: of stage), as {SOURCES[source]} computed it"
+    if averaged:
+        n = next(iter(averaged))
+        title += f" (mean of {n:,} steps per rank)" if len(averaged) == 1 else " (mean per step)"
+    out: list[Item] = []
+    if len(figs) <= RANK_TABLES:
+        cols: list[Col] = [("rank", "right", None, None), *_right(*(h for _, h in _VENDOR_FIGURES))]
+        cells = [[str(rank), *(format_cell(f[c]) for c, _ in _VENDOR_FIGURES)] for rank, f in sorted(figs.items())]
+    else:
+        cols = [("figure", "left", "fold", None), *_right("median", "lowest", "rank", "highest", "rank")]
+        cells = []
+        for c, heading in _VENDOR_FIGURES:
+            v = {rank: f[c] for rank, f in figs.items() if f[c] is not None}
+            if not v:
+                continue
+            lo = min(v, key=lambda k: (v[k], k))
+            hi = max(v, key=lambda k: (v[k], -k))
+            med = float(np.median(list(v.values())))
+            cells.append([heading, format_cell(med), format_cell(v[lo]), str(lo), format_cell(v[hi]), str(hi)])
+        title += f", over {len(figs):,} ranks"
+    out.append(_table(title, cols, cells, plain=False))
+    if events_without_steps:
+        out.append(
+            _line(
+                f"[dim]the events hold no step spans: the tables below cover only their {events_without_steps:,} "
+                "events, not the steps (those are the vendor's figures above)[/dim]"
+            )
+        )
     return out
 
 
