@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aiprof.advise import CLOCK_SKEW_TOLERANCE_US, advise, advise_json, evaluate
+from aiprof.advise.communication import COLLECTIVES_ALONE
 from aiprof.analysis import run
 from aiprof.importers import import_paths
 from aiprof.store import Profile, open_profile
@@ -255,3 +256,15 @@ def test_a_capture_without_steps_is_not_told_of_steps(shared_data: Path, tmp_pat
     assert "of the time the chunks cover" in items["kernels.low_util_regions"].summary
     for a in items.values():
         assert " of the step" not in a.summary and "the steps" not in a.title, a.rule
+
+
+def test_collectives_alone_say_nothing_of_their_share(shared_data: Path, tmp_path: Path) -> None:
+    # ascend/cluster: 4 hcom_broadcast events of ranks 0 and 1, no steps, no computation:
+    # the window is the collectives' own span (communication "100%" of it).
+    out, _ = import_paths([shared_data / "ascend" / "cluster"], tmp_path / "p.aiprof")
+    with open_profile(out) as prof:
+        rows = run(prof, "steps").rows
+        assert {r["step"] for r in rows} == {None} and sum(r["communication_us"] for r in rows) > 0
+        v = _v(prof)
+    for rule in ("comm.share", "comm.low_overlap"):
+        assert v[rule].status == "no_data" and v[rule].reason == COLLECTIVES_ALONE, rule

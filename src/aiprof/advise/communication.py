@@ -24,6 +24,20 @@ _DDP_PT = (
 )
 
 
+#: The steps view's categories of work that communication could hide behind.
+_COMPUTE_COLS = ("kernel_us", "memcpy_us", "memset_us", "runtime_us", "dataloader_us", "cpu_exec_us")
+COLLECTIVES_ALONE = "the profile holds collectives alone, without steps or any computation"
+
+
+def collectives_alone(ctx: Context) -> bool:
+    """Whether the profile holds collectives and nothing they could overlap, without
+    steps: its window is then the collectives' own span, and their share of it, or
+    their overlap with computation, says nothing about the job (a cluster folder's
+    communication file alone)."""
+    rows = ctx.rows("steps") or []
+    return not ctx.steps() and not any(float(r[c] or 0.0) for r in rows for c in _COMPUTE_COLS)
+
+
 @rule(
     "comm.share",
     "Communication takes a large share of the step",
@@ -38,6 +52,8 @@ def comm_share(ctx: Context) -> Outcome:
         return NotEnoughData("no step or trace window")
     if not ctx.rows("communication"):
         return NotEnoughData("no collectives in the profile")
+    if collectives_alone(ctx):
+        return NotEnoughData(COLLECTIVES_ALONE)
     t = sum(float(r["communication_us"] or 0.0) for r in rows)
     s = share(t, step)
     if s <= COMM_SHARE:
@@ -63,6 +79,8 @@ def low_overlap(ctx: Context) -> Outcome:
     rows = ctx.rows("comm_overlap")
     if not rows:
         return NotEnoughData("no collectives in the profile")
+    if collectives_alone(ctx):
+        return NotEnoughData(COLLECTIVES_ALONE)
     comm = sum(float(r["comm_us"]) for r in rows)
     ov = sum(float(r["overlap_us"]) for r in rows)
     exposed = sum(float(r["exposed_us"]) for r in rows)
