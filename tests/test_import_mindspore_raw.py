@@ -48,7 +48,9 @@ def test_job_folder_is_one_profile(shared_data: Path, job: Any) -> None:
     # are AtomicAddrClean (memory set); 323 AI CPU thread records; 322 steps with 11
     # point pairs each.
     assert kinds == {
-        ("kernel", "HWTS"): 31_272,
+        # HCCL's tasks (not in task_desc_info) lie between their step trace points.
+        ("kernel", "HWTS"): 3_228,
+        ("collective", "HWTS"): 28_044,
         ("memset", "HWTS"): 113,
         ("instant", "HWTS"): 77,
         ("kernel", "AI_CPU"): 323,
@@ -96,8 +98,8 @@ def test_kernels_named_by_operator_with_type_and_shapes(job: Any) -> None:
         "128,1",
         "FRACTAL_NZ",
     )
-    unnamed = _rows(p, "select name, tid from events where name like 'task %' order by ts limit 1")[0]
-    assert unnamed == {"name": "task 60002", "tid": 513}
+    unnamed = _rows(p, "select name, tid from events where name like 'unnamed task %' order by ts limit 1")[0]
+    assert unnamed == {"name": "unnamed task 60002", "tid": 513}
 
 
 def test_steps_match_mindinsight(job: Any) -> None:
@@ -118,17 +120,63 @@ def test_steps_match_mindinsight(job: Any) -> None:
     assert (later[0]["fp_start_op"], later[0]["bp_end_op"]) == ("Default/Cast-op6", "Default/TransData-op7")
     c = _rows(
         p,
-        "select count(*) n, avg(dur) d from events where kind = 'collective' and tid = 540 and step > 1",
+        "select count(*) n, avg(dur) d from events where kind = 'collective' and cat = 'step_trace' and tid = 540 and step > 1",
     )[0]
     assert c["n"] == 321 and round(c["d"] / 1e6, 3) == 49.281
     # Tags 3/4, 5/6, 7/8 are named by the point file.
-    named = _rows(p, "select name, tid, args from events where kind = 'collective' and step = 1 order by ts limit 3")
+    named = _rows(
+        p,
+        "select name, tid, args from events where kind = 'collective' and cat = 'step_trace' and step = 1 order by ts limit 3",
+    )
     assert [(n["name"], n["tid"]) for n in named] == [
         ("AllGather-op136", 520),
         ("ReduceScatter-op145", 522),
         ("AllGather-op147", 524),
     ]
     assert json.loads(named[0]["args"])["start_tag"] == 3
+
+
+def test_hccl_tasks_take_the_op_of_their_step_trace_points(job: Any) -> None:
+    """The task_desc_info file names one task per kernel op; HCCL's tasks (on the op's
+    stream and its three slave streams) take the op whose trace points bracket their
+    task ids: AllGather-op136's points are tasks 30112 / 30278 on stream 520."""
+    p, _ = job
+    rows = _rows(
+        p,
+        "select tid, count(*) n, any_value(kind) k from events where name = 'AllGather-op136' and cat = 'HWTS' "
+        "group by tid order by tid",
+    )
+    assert [(r["tid"], r["n"], r["k"]) for r in rows] == [
+        (520, 630, "collective"),
+        (542, 555, "collective"),
+        (543, 555, "collective"),
+        (544, 555, "collective"),
+    ]
+    a = json.loads(_rows(p, "select args from events where name = 'AllGather-op136' and tid = 542 limit 1")[0]["args"])
+    assert a["op_by"] == "between step trace points 3-4 (stream 520)"
+    assert a["fullname"].endswith("network-WideDeepModel/AllGather-op136")
+    assert 30112 < int(a["task_id"]) < 30278
+    # Tags 23/24 (stream 540) are not named by the point file: communication, as
+    # MindInsight reads every pair, named as MindInsight names the pair.
+    u = _rows(
+        p,
+        "select tid, count(*) n, any_value(kind) k, any_value(args) a from events "
+        "where name = 'stream_540_parallel_0' and cat = 'HWTS' group by tid order by tid",
+    )
+    assert [(r["tid"], r["n"], r["k"]) for r in u] == [
+        (540, 630, "collective"),
+        (572, 518, "collective"),
+        (573, 518, "collective"),
+        (574, 518, "collective"),
+    ]
+    assert "MindInsight reads every pair as communication" in json.loads(u[0]["a"])["kind_evidence"]
+    # What no file names and no points bracket: the runtime's tasks (598), kernels.
+    left = _rows(
+        p, "select count(*) n, any_value(kind) k from events where name like 'unnamed task %' and cat = 'HWTS'"
+    )
+    assert left == [{"n": 598, "k": "kernel"}]
+    src = next(s for s in p.metas[0]["sources"] if s.get("importer") == "mindspore-hwts" and "named" in s)
+    assert (src["named"], src["between_comm_points"], src["between_other_points"]) == (2_817, 28_047, 0)
 
 
 def test_ai_cpu_thread_records(job: Any) -> None:
@@ -305,7 +353,9 @@ def test_steps_view_has_mindinsights_breakdown(job: Any) -> None:
     assert r["iteration_interval_us"] == a["iteration_interval_ns"] / 1000
     assert (r["fp_and_bp_us"], r["tail_us"]) == (a["fp_and_bp_ns"] / 1000, a["tail_ns"] / 1000)
     assert r["iteration_interval_us"] + r["fp_and_bp_us"] + r["tail_us"] == pytest.approx(r["duration_us"])
-    comm = int(_rows(p, "select sum(dur) d from events where kind = 'collective' and step = 2")[0]["d"])
+    comm = int(
+        _rows(p, "select sum(dur) d from events where kind = 'collective' and cat = 'step_trace' and step = 2")[0]["d"]
+    )
     assert r["step_trace_comm_us"] == comm / 1000
 
 

@@ -12,8 +12,15 @@ step trace and AI CPU files of the same job. A record of zero bytes is padding.
 Tasks are keyed as the framework files key them (:func:`.framework.task_key`).
 Alone, the log imports one ``kernel`` span per Start/End of task pair (tid = stream,
 name ``task KEY``) and says which file names them; in a job folder
-(:mod:`.job`) the spans are named by their operator. Block records go to
-kernel_metrics section ``hwts_block``.
+(:mod:`.job`) the spans are named by their operator (task_desc_info). The task_desc_info
+file names one task per kernel op: the tasks HCCL issues for a communication op (on its
+stream and its slave streams) and the runtime's own tasks (events, stream switches) are
+not in it. A task the step trace's point pair brackets (its id between the ids of the
+two trace tasks, :func:`.step_trace.point_ranges`; per stream where ids are per stream)
+takes the pair's name (the point file's op, else ``stream_S_parallel_I`` as MindInsight
+names it) and, where the pair is communication (:func:`.step_trace.pair_is_comm`:
+MindInsight's reading, unless the point file names another op), ``collective``; any
+other task no file names is ``kernel`` ``unnamed task KEY``. Block records go to kernel_metrics section ``hwts_block``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ..base import (
     yes,
 )
 from .framework import TASK_ID_THRESHOLD, task_key
+from .step_trace import PointRange
 
 NAME = "mindspore-hwts"
 RECORD_SIZE = 64
@@ -203,10 +211,28 @@ def pair_columns(c: HwtsColumns) -> tuple[np.ndarray, np.ndarray]:
     return s[by], e[by]
 
 
+def _in_range(task: int, stream: int, ranges: list[PointRange]) -> PointRange | None:
+    """The point pair whose trace tasks bracket a task: by id alone where ids name a task
+    alone (:data:`.framework.TASK_ID_THRESHOLD`), else on the same stream."""
+    for r in ranges:
+        if r.lo < task < r.hi and (task >= TASK_ID_THRESHOLD or stream == r.stream):
+            return r
+    return None
+
+
 def write_columns(
-    c: HwtsColumns, ctx: ImportContext, label: str, *, ops: Any = None, device: int = 0
+    c: HwtsColumns,
+    ctx: ImportContext,
+    label: str,
+    *,
+    ops: Any = None,
+    device: int = 0,
+    ranges: list[PointRange] | None = None,
 ) -> dict[str, Any]:
-    """:func:`write_hwts` over columns: the same events and block metrics."""
+    """:func:`write_hwts` over columns: the same events and block metrics. ``ops`` (key ->
+    framework op) names the tasks; ``ranges`` (the step trace's point pairs) names the
+    tasks ``ops`` does not (see the module doc); with either, a task neither names is
+    ``unnamed task KEY``."""
     s, e = pair_columns(c)
     if not len(s):
         raise ImportFormatError(f"{label}: no HWTS task record could be read")
@@ -217,11 +243,17 @@ def write_columns(
     _, first, inv = np.unique(c.key_code()[s], return_index=True, return_inverse=True)
     keys = [c.key_text(int(s[p])) for p in first]
     found = [ops.get(k) if ops else None for k in keys]
+    joined = ops is not None or ranges is not None
+    bracket = [
+        _in_range(int(c.task[s[p]]), int(c.stream[s[p]]), ranges) if ranges and f is None else None
+        for p, f in zip(first, found, strict=True)
+    ]
     origin = ctx.origin(int(c.cycle[s[0]]) * NS_PER_TICK)
     names, kinds, args = [], [], []
-    named = 0
+    named = by_comm = by_point = 0
     for i, j, u in zip(s.tolist(), e.tolist(), inv.tolist(), strict=True):
         op = found[u]
+        rng = bracket[u]
         lone = i == j
         a: dict[str, Any] = {
             "task_id": keys[u],
@@ -240,8 +272,22 @@ def write_columns(
             a = op.args() | a
             if not lone and (op.op_type or "").startswith(MEMSET_TYPES):
                 kind = "memset"
+        elif rng is not None:
+            what = f"between step trace points {rng.start_tag}-{rng.end_tag} (stream {rng.stream})"
+            a = {"fullname": rng.fullname, "op_by": what} | a if rng.fullname else {"op_by": what} | a
+            names.append(rng.name)
+            if rng.comm:
+                by_comm += 1
+                if rng.fullname is None:
+                    a = {
+                        "kind_evidence": "the point file does not name this pair; MindInsight reads every pair as communication"
+                    } | a
+                if not lone:
+                    kind = "collective"
+            else:
+                by_point += 1
         else:
-            names.append(f"task {keys[u]}")
+            names.append(f"unnamed task {keys[u]}" if joined else f"task {keys[u]}")
         if lone:
             a |= {"record": RECORD_TYPES[int(c.typ[i])], "unmatched": True}
         kinds.append(kind)
@@ -272,4 +318,7 @@ def write_columns(
             out.append((n, key, "hwts_block", "record", None, None, RECORD_TYPES[int(c.typ[i])]))
         write_metrics(ctx, out)
     n_rec = len(c.typ)
-    return {"records": n_rec, "tasks": len(s) - unpaired, "unmatched": unpaired, "named": named}
+    out_counts = {"records": n_rec, "tasks": len(s) - unpaired, "unmatched": unpaired, "named": named}
+    if ranges is not None:
+        out_counts |= {"between_comm_points": by_comm, "between_other_points": by_point}
+    return out_counts

@@ -28,6 +28,7 @@ are needed.
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -206,22 +207,17 @@ def _load_job(path: Path, ctx: ImportContext, *, several: bool, given: int | Non
         ctx.writer.add_source(mindspore_framework.NAME, p, file_kind=k)
     # The HWTS log first: its first task start fixes the time origin.
     hwts = sorted(by.get("hwts", []), key=mindspore_framework.slice_order)
+    traces = sorted(by.get("training_trace", []), key=mindspore_framework.slice_order)
     if hwts:
         cols, bad = mindspore_hwts.decode_hwts(mindspore_hwts.read_slices(hwts))
         if bad:
             ctx.warn(f"{hwts[0].name}: {bad} unreadable HWTS records skipped")
-        extra = mindspore_hwts.write_columns(cols, ctx, hwts[0].name, ops=fw.by_key, device=device)
-        if fw.by_key and extra["named"] < extra["tasks"] + extra["unmatched"]:
-            ctx.warn(
-                f"{hwts[0].name}: {extra['tasks'] + extra['unmatched'] - extra['named']} of "
-                f"{extra['tasks'] + extra['unmatched']} HWTS tasks have no operator in the task_desc_info "
-                "file and keep their stream_task name"
-            )
-        elif not fw.by_key:
-            ctx.warn(f"{path.name}: no Framework.host.*.task_desc_info file: HWTS tasks keep their stream_task name")
+        ranges = _point_ranges(traces, fw.points)
+        extra = mindspore_hwts.write_columns(cols, ctx, hwts[0].name, ops=fw.by_key, device=device, ranges=ranges)
+        _warn_unnamed(hwts[0].name, extra, fw, ranges, bool(traces), ctx)
         for p in hwts:
             ctx.writer.add_source(mindspore_hwts.NAME, p, **(extra if p is hwts[0] else {}))
-    for p in sorted(by.get("training_trace", []), key=mindspore_framework.slice_order):
+    for p in traces:
         steps = mindspore_step_trace.load_file(p, ctx, points=fw.points, device=device)
         ctx.writer.add_source(mindspore_step_trace.NAME, p, steps=steps)
     for p in by.get("aicpu", []):
@@ -237,6 +233,62 @@ def _load_job(path: Path, ctx: ImportContext, *, several: bool, given: int | Non
     )
     if rank not in meta["ranks"]:
         meta["ranks"].append(rank)
+
+
+def _point_ranges(traces: list[Path], points: dict[int, str]) -> list[mindspore_step_trace.PointRange]:
+    """The step trace's point pairs as task id ranges (see :mod:`.hwts`); none when a file
+    cannot be parsed (its own import says why)."""
+    out: list[mindspore_step_trace.PointRange] = []
+    for p in traces:
+        try:
+            steps, _lost = mindspore_step_trace.parse_step_trace(p.read_bytes())
+        except (OSError, struct.error):
+            continue
+        out += [r for r in mindspore_step_trace.point_ranges(steps, points) if r not in out]
+    return out
+
+
+def _warn_unnamed(
+    label: str,
+    extra: dict[str, Any],
+    fw: mindspore_framework.Framework,
+    ranges: list[mindspore_step_trace.PointRange],
+    has_trace: bool,
+    ctx: ImportContext,
+) -> None:
+    """One line: how many HWTS tasks no file names by operator, why, and how many took
+    the name of the step trace points around them."""
+    total = extra["tasks"] + extra["unmatched"]
+    comm = extra.get("between_comm_points", 0)
+    other = extra.get("between_other_points", 0)
+    rest = total - extra["named"] - comm - other
+    if not fw.by_key:
+        src = "no Framework.host.*.task_desc_info file"
+    else:
+        streams = sorted({o.stream_id for o in fw.by_key.values() if o.stream_id is not None})
+        src = (
+            f"task_desc_info names {len(fw.by_key)} tasks, one per kernel op (streams {_span(streams)}), "
+            "not the tasks HCCL or the runtime issue"
+        )
+    if not rest and not comm and not other:
+        return
+    line = f"{label}: {total - extra['named']} of {total} HWTS tasks have no operator in the task files ({src})"
+    if comm or other:
+        unnamed = sorted({r.start_tag for r in ranges if r.comm and r.fullname is None})
+        line += f"; {comm + other} lie between step trace points and take their name"
+        line += f" ({comm} as communication"
+        if unnamed:
+            line += f", those of points {', '.join(f'{t}-{t + 1}' for t in unnamed)} unnamed by the point file, as MindInsight reads them"
+        line += ")"
+    if rest:
+        line += f"; {rest} are kernels named 'unnamed task KEY'"
+        if not has_trace:
+            line += " (no training_trace file to place them between its points)"
+    ctx.warn(line)
+
+
+def _span(ids: list[int]) -> str:
+    return f"{ids[0]}-{ids[-1]}" if len(ids) > 2 else ", ".join(map(str, ids))
 
 
 def _not_imported(path: Path, kinds: dict[Path, str | None], by: dict[str, list[Path]], ctx: ImportContext) -> None:

@@ -14,13 +14,18 @@ Events: one ``step`` span per step on the NPU (MindInsight's reading: a step sta
 where the previous one ended, the first one at its fp point, and ends at tag 255),
 with every point of the step in ``args`` as raw ticks, and the iteration interval,
 fp-and-bp and tail lengths in ns (MindInsight's step trace breakdown); one
-``collective`` span per pair of communication points (tid = the stream, cat
-``step_trace``), named by the op the point file gives for its tag (last path
-component), else ``stream_S_parallel_I`` as MindInsight names it.
+span per pair of points (tid = the stream, cat ``step_trace``), named by the op the
+point file gives for its tag (last path component), else ``stream_S_parallel_I`` as
+MindInsight names it. MindSpore puts these points around every communication op (and
+around the nodes a user names, ``PROFILING_CUSTOM_N``): a pair is ``collective`` as
+MindInsight reads it (its "reduce" phase), unless the point file names it by an op that
+is not a communication op (:func:`pair_is_comm`), which makes it ``other``
+(``args.kind_evidence`` says why).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +51,30 @@ NS_PER_TICK = 10
 FP_TAG, BP_TAG, END_TAG = 1, 2, 255
 #: The step end tag of files written since December 2020 (MindSpore's step trace parser).
 NEW_END_TAG = 65535
+#: HCCL op types (MindSpore's communication primitives; GE's ``Hcom*`` types).
+_COMM_TYPE = re.compile(
+    r"^(?:Hcom)?(?:AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll|AlltoAll|AlltoAllV|AllToAllv|Send|Receive"
+    r"|Recv|NeighborExchange|NeighborExchangeV2|Reduce|Barrier|CollectiveScatter|CollectiveGather|AllSwap)$",
+    re.IGNORECASE,
+)
+_OP_SUFFIX = re.compile(r"-op\d+$")
+
+
+def pair_is_comm(full_name: str | None) -> bool:
+    """Whether a pair of step trace points brackets communication: as MindInsight reads
+    them (every pair is its "reduce" phase), unless the point file names the pair by an
+    op that is not a communication op (a user's custom point)."""
+    return full_name is None or is_comm_op(full_name)
+
+
+def is_comm_op(full_name: str | None, op_type: str | None = None) -> bool:
+    """Whether an op is a communication (HCCL) op, by its type or, without one, by its
+    name (``.../AllGather-op136``)."""
+    if op_type:
+        return bool(_COMM_TYPE.match(op_type))
+    if not full_name:
+        return False
+    return bool(_COMM_TYPE.match(_OP_SUFFIX.sub("", full_name.rsplit("/", 1)[-1])))
 
 
 @dataclass
@@ -62,6 +91,8 @@ class StepPoints:
     reduce: dict[int, list[int]] = field(default_factory=dict)
     reduce_tags: dict[int, list[int]] = field(default_factory=dict)
     """The tag of each point in ``reduce``, in the same order."""
+    reduce_tasks: dict[int, list[int]] = field(default_factory=dict)
+    """The task id of each point in ``reduce`` (the trace task the point ran as)."""
 
 
 def _is_step_tag(tag: int, end: int = END_TAG) -> bool:
@@ -86,7 +117,7 @@ def parse_step_trace(data: bytes) -> tuple[list[StepPoints], int]:
     usable = len(data) - len(data) % RECORD.size
     lost += 1 if usable != len(data) else 0
     end = end_tag(data)
-    for tag, _task, stream, count in RECORD.iter_unpack(data[:usable]):
+    for tag, task, stream, count in RECORD.iter_unpack(data[:usable]):
         if _is_step_tag(tag, end):
             if cur is not None:
                 lost += 1  # a step opened again before its end: the open one is dropped
@@ -109,6 +140,7 @@ def parse_step_trace(data: bytes) -> tuple[list[StepPoints], int]:
         else:
             cur.reduce.setdefault(stream, []).append(count)
             cur.reduce_tags.setdefault(stream, []).append(tag)
+            cur.reduce_tasks.setdefault(stream, []).append(task)
     return steps, lost
 
 
@@ -168,6 +200,60 @@ def comm_spans(
                     lone += 1
                     i += 1
     return out, lone
+
+
+@dataclass(frozen=True)
+class PointRange:
+    """The tasks issued between a pair of points: task ids ``lo < id < hi`` (the trace
+    tasks of the two points), named ``name`` (the point file's op, else MindInsight's
+    ``stream_S_parallel_I``); ``comm`` when the point file names a communication op."""
+
+    stream: int
+    lo: int
+    hi: int
+    name: str
+    label: str
+    """``stream_S_parallel_I``."""
+    start_tag: int
+    end_tag: int
+    comm: bool
+    fullname: str | None
+
+
+def point_ranges(steps: list[StepPoints], points: Mapping[int, str] | None = None) -> list[PointRange]:
+    """The task id ranges of the point pairs (:func:`comm_spans`' pairing), one per pair
+    (a graph's trace tasks keep their ids from step to step)."""
+    out: dict[tuple[int, int, int], PointRange] = {}
+    for s in steps:
+        for stream, pts in sorted(s.reduce.items()):
+            tags = s.reduce_tags.get(stream, [])
+            tasks = s.reduce_tasks.get(stream, [])
+            i = k = 0
+            while i < len(pts):
+                if i + 1 < len(pts) and tags[i + 1] - tags[i] == 1 and tags[i + 1] % 2 == 0:
+                    full = (points or {}).get(tags[i])
+                    label = f"stream_{stream}_parallel_{k}"
+                    if i + 1 < len(tasks) and tasks[i] < tasks[i + 1]:
+                        key = (stream, tasks[i], tasks[i + 1])
+                        out.setdefault(
+                            key,
+                            PointRange(
+                                stream,
+                                tasks[i],
+                                tasks[i + 1],
+                                full.rsplit("/", 1)[-1] if full else label,
+                                label,
+                                tags[i],
+                                tags[i + 1],
+                                pair_is_comm(full),
+                                full,
+                            ),
+                        )
+                    i += 2
+                    k += 1
+                else:
+                    i += 1
+    return list(out.values())
 
 
 def load_file(
@@ -236,12 +322,14 @@ def load_file(
         ctx.warn(f"{path.name}: {lone} communication points without their start or end point not paired")
     if spans:
         m = len(spans)
+        full = [(points or {}).get(c[5]) for c in spans]
+        comm = [pair_is_comm(f) for f in full]
         append_npu_events(
             ctx,
             device,
             {
                 "tid": [c[1] for c in spans],
-                "kind": "collective",
+                "kind": ["collective" if x else "other" for x in comm],
                 "cat": ["step_trace"] * m,
                 "name": [c[2] for c in spans],
                 "ts": [c[3] * NS_PER_TICK - origin for c in spans],
@@ -254,15 +342,23 @@ def load_file(
                             "end_tag": c[6],
                             "start_point": c[3],
                             "end_point": c[4],
-                            **({"fullname": (points or {})[c[5]]} if points and c[5] in points else {}),
+                            **({"fullname": f} if f else {}),
+                            **({} if x else {"kind_evidence": _not_comm(f, c[5])}),
                         }
                     )
-                    for c in spans
+                    for c, f, x in zip(spans, full, comm, strict=True)
                 ],
             },
         )
     device_clock(ctx)
     return n
+
+
+def _not_comm(full: str | None, tag: int) -> str:
+    why = f"the point file names {full}, not a communication op" if full else "no point file names this tag"
+    return (
+        f"step trace points {tag}-{tag + 1} mark a communication op or a user's custom node (PROFILING_CUSTOM); {why}"
+    )
 
 
 def _point_rows(steps: list[StepPoints], points: Mapping[int, str] | None) -> list[MetricRow]:
