@@ -67,6 +67,14 @@ def test_v100_single_rank(shared_data: Path, tmp_path: Path) -> None:
 def test_v100_ddp_rank1(shared_data: Path, tmp_path: Path) -> None:
     with _open(shared_data, "V100/df_index_resolver.json.gz", tmp_path) as prof:
         v = _v(prof)
+        # The model runs compiled (CompiledFunction): not told to compile it, but CUDA graphs.
+        assert prof.sql("SELECT count(*) AS n FROM events WHERE name = 'CompiledFunction'").to_pylist()[0]["n"] == 5
+        h = v["kernels.host_wait"].advice
+        assert h is not None and "already compiled" in h.snippets["pytorch"]
+        assert "mode='reduce-overhead'" in h.snippets["pytorch"]
+        # Compute capability 7.0: the gradient compression hook in float16, not bfloat16.
+        s = v["comm.share"].advice
+        assert s is not None and "fp16_compress_hook" in s.snippets["pytorch"] and "bf16" not in s.snippets["pytorch"]
         # NCCL kernels (stream 14) never overlap a compute kernel (stream 7).
         ov = _one(
             prof,
@@ -227,9 +235,18 @@ def test_advice_adds_up_on_every_capture(shared_data: Path, tmp_path: Path, rel:
             causes[r["cause"]] += r["time_us"]
         total = sum(causes.values())
         types = {str(d.get("type")) for d in prof.devices if d.get("type")}
+        accelerators = {r[0] for r in prof.con.execute("SELECT DISTINCT device_type FROM events").fetchall()} - {"cpu"}
+        mindspore = any(str(s.get("importer", "")).startswith("mindspore") for s in prof.metas[0]["sources"])
     for a in items:
-        # The Ascend form of a fix only where an Ascend NPU (or no device) is known.
+        # The Ascend form of a fix only where an Ascend NPU (or no device) is known; on
+        # Ascend alone, the PyTorch code as torch_npu spells it; MindSpore's only on its
+        # profiles; no placeholder for a path.
         assert "ascend" not in a.snippets or not types or "npu" in types, (a.rule, types)
+        code = "\n".join(a.snippets.values())
+        assert "PROFILE" not in code, a.rule
+        if accelerators | types == {"npu"}:
+            assert "torch.cuda" not in code and "'cuda'" not in code, (a.rule, code)
+        assert "mindspore" not in a.snippets or mindspore, a.rule
         assert a.gain_us <= a.estimate_us + 1e-6, a.rule
         assert a.gain_us <= causes.get(a.cause or "", 0.0) + 1e-6, a.rule
         assert a.gain == pytest.approx(a.gain_us / total if total else 0.0)

@@ -901,3 +901,28 @@ def test_advice_on_a_profile_without_steps_speaks_of_the_profiled_time() -> None
         "Copies take 5.0% of the profiled time (no steps marked); syncs 2.0% of the profiled time (no steps marked). "
         "Two of the steps were long."
     )
+
+
+def test_the_code_of_a_fix_follows_the_profiles_devices_and_framework() -> None:
+    from aiprof.advise import fit_snippets
+    from aiprof.advise.base import Advice
+
+    def advice() -> Advice:
+        snippets = {
+            "pytorch": "stream = torch.cuda.Stream()\nx = x.to('cuda', non_blocking=True)",
+            "ascend": "torch_npu.npu.set_compile_mode(jit_compile=False)",
+            "mindspore": "ds = ds.batch(32)",
+        }
+        return Advice(rule="r.x", title="t", area="r", summary="s", evidence={}, gain=0.0, fix="f", snippets=snippets)
+
+    npu = fit_snippets(advice(), {"npu", "cpu"}).snippets
+    assert npu == {
+        "pytorch": "import torch_npu  # Ascend\nstream = torch.npu.Stream()\nx = x.to('npu', non_blocking=True)\n"
+        "torch_npu.npu.set_compile_mode(jit_compile=False)"
+    }
+    assert fit_snippets(advice(), {"cuda"}).snippets == {
+        "pytorch": "stream = torch.cuda.Stream()\nx = x.to('cuda', non_blocking=True)"
+    }
+    # Devices unknown: every form but MindSpore's, which only a MindSpore profile gets.
+    assert set(fit_snippets(advice(), set()).snippets) == {"pytorch", "ascend"}
+    assert set(fit_snippets(advice(), set(), mindspore=True).snippets) == {"pytorch", "ascend", "mindspore"}

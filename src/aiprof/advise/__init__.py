@@ -77,7 +77,7 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
             continue
         res = r.fn(ctx)
         if isinstance(res, Finding):
-            advice = fit_snippets(r.advise(res), ctx.devices)
+            advice = fit_snippets(r.advise(res), ctx.device_types(), mindspore=ctx.mindspore())
             out.append(Verdict(rid, "fired", advice=without_steps(advice) if not ctx.steps() else advice))
         elif isinstance(res, NotEnoughData):
             out.append(Verdict(rid, "no_data", reason=res.reason))
@@ -112,12 +112,40 @@ def without_steps(advice: Advice) -> Advice:
     return advice
 
 
-def fit_snippets(advice: Advice, devices: list[dict[str, Any]]) -> Advice:
-    """``advice`` without the Ascend form of its fix where the profile's devices are
-    known and none is an Ascend NPU (a CUDA trace's reader has no use for torch_npu)."""
-    types = {str(d.get("type")) for d in devices if d.get("type")}
+#: CUDA's PyTorch API as torch_npu spells it (it mirrors ``torch.cuda`` as ``torch.npu``
+#: and takes the device ``'npu'``); NCCL's logs as HCCL's.
+TO_NPU = (
+    ("torch.cuda.CUDAGraph", "torch.npu.NPUGraph"),
+    ("torch.cuda.", "torch.npu."),
+    ("'cuda'", "'npu'"),
+    ("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET", "ASCEND_GLOBAL_LOG_LEVEL=1 (HCCL's logs)"),
+    ("NCCL_DEBUG=INFO", "ASCEND_GLOBAL_LOG_LEVEL=1 (HCCL's logs)"),
+    ("CUDA graphs", "graphs"),
+)
+
+
+def fit_snippets(advice: Advice, types: set[str], mindspore: bool = False) -> Advice:
+    """``advice``'s code for the profile's devices, where they are known: without the
+    Ascend form of its fix where none is an Ascend NPU (a CUDA trace's reader has no
+    use for torch_npu); where all the accelerators are Ascend NPUs, the PyTorch code as
+    torch_npu spells it (:data:`TO_NPU`), with the Ascend form after it. ``types``: the
+    accelerators' types (:meth:`.base.Context.device_types`; cpu left out). The MindSpore
+    form only where the profile comes from MindSpore (``mindspore``)."""
+    types = types - {"cpu"}
+    if not mindspore:
+        advice.snippets = {k: v for k, v in advice.snippets.items() if k != "mindspore"}
     if types and "npu" not in types:
         advice.snippets = {k: v for k, v in advice.snippets.items() if k != "ascend"}
+    elif types and "cuda" not in types and "pytorch" in advice.snippets:
+        code = advice.snippets["pytorch"]
+        for cuda, npu in TO_NPU:
+            code = code.replace(cuda, npu)
+        if "npu" in code:
+            code = "import torch_npu  # Ascend\n" + code
+        extra = advice.snippets.get("ascend")
+        advice.snippets = {k: v for k, v in advice.snippets.items() if k != "ascend"} | {
+            "pytorch": code + (f"\n{extra}" if extra else "")
+        }
     return advice
 
 

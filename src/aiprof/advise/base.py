@@ -130,6 +130,10 @@ class Finding:
 Outcome = Finding | NotEnoughData | None
 
 
+#: SQL over events.name: the operators a compiled model's trace holds (torch.compile).
+COMPILED_SQL = "name IN ('CompiledFunction', 'CompiledFunctionBackward') OR starts_with(name, 'Torch-Compiled Region')"
+
+
 class Context:
     """What a rule may read: analyser views (cached) and the profile's metadata."""
 
@@ -223,6 +227,38 @@ class Context:
         """Number of (rank, step) windows with a step number; 0 when there are no steps."""
         rows = self.rows("steps") or []
         return sum(1 for r in rows if r.get("step") is not None)
+
+    def device_types(self) -> set[str]:
+        """The accelerators' types (cuda, npu, ...): profile.json's devices and the
+        events' device types (an import may know its devices' type without their
+        properties, torch_npu's trace)."""
+
+        def find() -> set[str]:
+            got = self.profile.con.execute(
+                "SELECT DISTINCT device_type FROM events WHERE device_type IS NOT NULL AND device_type <> 'cpu'"
+            ).fetchall()
+            return {str(r[0]) for r in got} | {str(d.get("type")) for d in self.devices if d.get("type")}
+
+        found: set[str] = self.profile.memo("advise:device_types", find)
+        return found
+
+    def mindspore(self) -> bool:
+        """Whether any input came from MindSpore's profiler (its importers' names)."""
+        return any(str(s.get("importer", "")).startswith("mindspore") for m in self.metas for s in m.get("sources", []))
+
+    def compiled(self) -> bool:
+        """Whether the model already runs compiled (torch.compile's AOTAutograd
+        ``CompiledFunction`` / ``CompiledFunctionBackward`` operators, or Dynamo's
+        ``Torch-Compiled Region``): advice then does not tell it to compile."""
+
+        def find() -> bool:
+            got = self.profile.con.execute(
+                f"SELECT count(*) FROM events WHERE kind = 'cpu_op' AND ({COMPILED_SQL}) LIMIT 1"
+            ).fetchall()
+            return bool(got and got[0][0])
+
+        found: bool = self.profile.memo("advise:compiled", find)
+        return found
 
     def windows(self) -> int:
         """Number of (rank, step) windows, counting a rank without steps as one."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .base import Context, NotEnoughData, Outcome, make, rule, share
+from .precision import MIN_BF16_CC, lowest_cc
 
 #: tb-profiler: communication above this share of the step.
 COMM_SHARE = 0.10
@@ -18,10 +19,17 @@ SMALL_PACKET_BYTES = 1 << 20
 SMALL_PACKET_SHARE = 0.5
 
 _DDP_FIX = "Overlap gradient communication with the backward pass (DDP buckets), and compress or reduce what is sent."
-_DDP_PT = (
-    "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
-    "model.register_comm_hook(None, torch.distributed.algorithms.ddp_comm_hooks.default_hooks.bf16_compress_hook)"
-)
+
+
+def _ddp_pt(ctx: Context) -> str:
+    """DDP's overlap options and a compression hook the devices run: bfloat16 from
+    compute capability MIN_BF16_CC, float16 below it or where it is not known."""
+    cc = lowest_cc(ctx.devices)
+    hook = "bf16_compress_hook" if cc is not None and cc >= MIN_BF16_CC else "fp16_compress_hook"
+    return (
+        "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+        f"model.register_comm_hook(None, torch.distributed.algorithms.ddp_comm_hooks.default_hooks.{hook})"
+    )
 
 
 #: The steps view's categories of work that communication could hide behind.
@@ -63,7 +71,7 @@ def comm_share(ctx: Context) -> Outcome:
         {"communication_us": t, "step_us": step, "communication_pct": 100 * s},
         t,
         _DDP_FIX,
-        pytorch=_DDP_PT,
+        pytorch=_ddp_pt(ctx),
         ascend="# Ascend: the same DDP options with backend='hccl'",
     )
 
@@ -96,7 +104,7 @@ def low_overlap(ctx: Context) -> Outcome:
         {"overlap_pct": 100 * o, "comm_us": comm, "overlap_us": ov, "exposed_us": exposed, "step_us": step},
         exposed * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
         _DDP_FIX,
-        pytorch=_DDP_PT,
+        pytorch=_ddp_pt(ctx),
     )
 
 

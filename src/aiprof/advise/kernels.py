@@ -72,7 +72,7 @@ def idle_gaps(ctx: Context) -> Outcome:
         {"gaps": len(rows), "gap_us": t, "longest_gap_us": max(float(r["gap_us"]) for r in rows)},
         t,
         _UTIL_FIX,
-        pytorch="# look at the host timeline inside the gap: aiprof timechart PROFILE",
+        pytorch="# look at the host timeline inside the gaps: aiprof timechart (Perfetto) or the UI's timeline",
     )
 
 
@@ -101,7 +101,7 @@ def low_util_regions(ctx: Context) -> Outcome:
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
         idle * LOW_REGION_FILLED,
         _UTIL_FIX,
-        pytorch="# aiprof report PROFILE --view utilization shows where the low chunks are",
+        pytorch="# the utilization view (aiprof report --view utilization) shows where the low chunks are",
     )
 
 
@@ -156,5 +156,12 @@ def host_wait(ctx: Context) -> Outcome:
         share(hw, idle) * s_idle,
         "The host does not queue work fast enough: reduce Python overhead per step (torch.compile, CUDA "
         "graphs), move host-side preprocessing to DataLoader workers, and avoid synchronization.",
-        pytorch="model = torch.compile(model)",
+        pytorch=_COMPILED_PT if ctx.compiled() else "model = torch.compile(model)",
     )
+
+
+#: The model already runs compiled: what is left is the launches' host cost (CUDA graphs).
+_COMPILED_PT = (
+    "# already compiled (CompiledFunction in the trace): CUDA graphs cut the host's cost per launch\n"
+    "model = torch.compile(model, mode='reduce-overhead')"
+)

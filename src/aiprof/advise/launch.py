@@ -164,6 +164,6 @@ def long_runtime(ctx: Context, got: tuple[list[dict[str, Any]], float]) -> Outco
         },
         idle * s,
         "Slow launch calls usually wait on a lock or a full launch queue, or hide a synchronous "
-        "allocation: check for cudaMalloc in the step, CPU contention, and use CUDA graphs.",
+        "allocation: check for device allocation calls (cudaMalloc, aclrtMalloc) in the step, CPU contention, and use CUDA graphs.",
         pytorch=_GRAPHS_PT,
     )

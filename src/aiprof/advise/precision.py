@@ -56,7 +56,7 @@ def amp_fix(devices: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
     with a GradScaler below it, and no Ascend form; on Ascend NPUs the torch_npu form
     only; where neither is known, the generic CUDA forms and the Ascend one."""
     types = {str(d.get("type")) for d in devices}
-    cc = _cc(devices)
+    cc = lowest_cc(devices)
     ascend = {"ascend": AMP_NPU} if "npu" in types else {}
     if cc is not None and cc >= MIN_BF16_CC:
         how = f" in bfloat16 (compute capability {cc:.1f}; no loss scaling needed)"
@@ -72,7 +72,7 @@ def amp_fix(devices: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
     return AMP_FIX.format(how), {"pytorch": AMP_GENERIC, "ascend": AMP_NPU}
 
 
-def _cc(devices: list[dict[str, Any]]) -> float | None:
+def lowest_cc(devices: list[dict[str, Any]]) -> float | None:
     """The lowest compute capability of the NVIDIA devices (None: none, or none known)."""
     ccs: list[float] = []
     for d in devices:
@@ -87,7 +87,7 @@ def _cc(devices: list[dict[str, Any]]) -> float | None:
 
 def _eligible_on_nvidia(ctx: Context) -> tuple[float, float, float, float] | NotEnoughData:
     """(compute capability, *:func:`_eligible`) on a profile of NVIDIA devices."""
-    cc = _cc(ctx.devices)
+    cc = lowest_cc(ctx.devices)
     if cc is None:
         return NotEnoughData("no NVIDIA device with a known compute capability")
     got = _eligible(ctx)
