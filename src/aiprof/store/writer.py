@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import __version__
@@ -122,6 +123,13 @@ class ProfileWriter:
         ``SPOOL_BYTES``); else None. What a caller summarises without reading it back."""
         self._kept: dict[str, list[pa.RecordBatch | pa.Table]] | None = {} if keep_events else None
         self._kept_bytes = 0
+        self._span: tuple[int, int] | None = None
+        """First and last ``ts`` of the rows appended (or times noted) since the last source."""
+        self.source_spans: dict[int, tuple[int, int]] = {}
+        """Index in ``meta["sources"]`` -> (first, last) ``ts`` (ns from the origin) of the rows
+        appended between the previous source's entry and its own (importers add a source
+        once its rows are written), and of the times it noted (``note_span``). Not written:
+        what the import checks (two runs joined, importers/__init__.py)."""
 
     # -- tables -------------------------------------------------------------------
 
@@ -167,6 +175,11 @@ class ProfileWriter:
         """Append an Arrow batch that already has the table's schema."""
         if batch.num_rows == 0:
             return
+        if "ts" in batch.schema.names:
+            mm = pc.min_max(batch.column("ts"))
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if lo is not None and hi is not None:
+                self.note_span(int(lo), int(hi))
         if table == "events":
             self._spool_events(batch)
             return
@@ -273,6 +286,18 @@ class ProfileWriter:
 
     # -- metadata -----------------------------------------------------------------
 
+    def note_span(self, first: int, last: int) -> None:
+        """Times (``ts``: ns from the origin) the next source holds beyond the rows it
+        appends (a summary whose start times go to a table without ``ts``)."""
+        if self._span is not None:
+            first, last = min(first, self._span[0]), max(last, self._span[1])
+        self._span = (first, last)
+
+    def take_span(self) -> tuple[int, int] | None:
+        """The span noted since the last source's entry, now forgotten."""
+        span, self._span = self._span, None
+        return span
+
     def add_source(self, importer: str, path: str | os.PathLike[str], **extra: Any) -> None:
         """Record one input (importer name, path, size, fingerprint) in profile.json."""
         p = Path(path)
@@ -284,6 +309,9 @@ class ProfileWriter:
             entry["sha256_head"] = _head_hash(p)
         entry.update(extra)
         self.meta["sources"].append(entry)
+        span = self.take_span()
+        if span is not None:
+            self.source_spans[len(self.meta["sources"]) - 1] = span
 
     def warn(self, message: str) -> None:
         """Keep a warning in profile.json (the caller also shows it to the user)."""

@@ -138,6 +138,20 @@ def load_kernel_details(path: Path, ctx: ImportContext, *, events: bool) -> None
     write_metrics(ctx, out)
     if events:
         _kernel_events(path, ctx, header, rows)
+    else:
+        _note_starts(ctx, header, rows)
+
+
+def _note_starts(ctx: ImportContext, header: list[str], rows: list[list[str]]) -> None:
+    """The kernels' start times, kept as metrics only, are this file's times all the same
+    (the import checks that its inputs come from one run)."""
+    i_start = col(header, "Start Time")
+    if i_start is None:
+        return
+    ts, ok = us_to_ns([r[i_start] for r in rows])
+    if ok.any():
+        origin = ctx.origin(int(ts[ok].min()))
+        ctx.writer.note_span(int(ts[ok].min()) - origin, int(ts[ok].max()) - origin)
 
 
 def _kernel_events(path: Path, ctx: ImportContext, header: list[str], rows: list[list[str]]) -> None:

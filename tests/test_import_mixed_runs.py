@@ -1,0 +1,105 @@
+"""One import of inputs from two runs (wall times far apart) says so, and keeps the warning
+in profile.json; inputs of one run (a folder's files, a job's ranks) say nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aiprof.importers import SEPARATE_RUNS_NS, import_paths, separate_runs
+
+DAY_US = 86_400 * 10**6
+
+
+def _apart(paths: list[Path], out: Path) -> list[str]:
+    profile, ctx = import_paths(paths, out)
+    kept = json.loads((profile / "profile.json").read_text())["warnings"]
+    said = [w for w in ctx.warnings if "were recorded" in w]
+    assert [w for w in kept if "were recorded" in w] == said
+    return said
+
+
+def _shifted(src: Path, dst: Path, *, ts_us: float = 0, base_ns: int = 0) -> Path:
+    """A copy of the Kineto trace ``src`` with every event's ts (µs) and the header's
+    baseTimeNanoseconds moved on."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        if "ts" in e:
+            e["ts"] += ts_us
+    if base_ns:
+        doc["baseTimeNanoseconds"] += base_ns
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return dst
+
+
+def test_torch_npu_folder_of_two_runs(shared_data: Path, tmp_path: Path) -> None:
+    # trace_view.json: 2024-01-02 (a CNN); kernel_details.csv: 2025-01-09 (FlashAttention, MatMul).
+    said = _apart([shared_data / "ascend/torch_npu"], tmp_path / "pt")
+    assert said == [
+        "trace_view.json and kernel_details.csv were recorded 373 days apart: they are two runs; import each on its own"
+    ]
+    # The same two files given one by one.
+    src = shared_data / "ascend/torch_npu"
+    assert len(_apart([src / "trace_view.json", src / "kernel_details.csv"], tmp_path / "two")) == 1
+
+
+def test_kineto_pair_a_day_apart(shared_data: Path, tmp_path: Path) -> None:
+    src = shared_data / "kineto/cuda-event-sync/event_sync_trace.json.gz"  # absolute µs
+    a = tmp_path / "a.json.gz"
+    shutil.copy(src, a)
+    b = _shifted(src, tmp_path / "b.json.gz", ts_us=DAY_US)
+    (said,) = _apart([a, b], tmp_path / "ab")
+    assert said.startswith("a.json.gz and b.json.gz were recorded 24.0 hours apart")
+    # Half an hour apart: one run, as far as anyone can tell.
+    c = _shifted(src, tmp_path / "c.json.gz", ts_us=DAY_US / 48)
+    assert _apart([a, c], tmp_path / "ac") == []
+
+
+def test_kineto_pair_a_day_apart_by_base_time(shared_data: Path, tmp_path: Path) -> None:
+    # ts relative to the header's baseTimeNanoseconds: the day is in the header only.
+    src = shared_data / "kineto/MI250-rocm/mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    a = tmp_path / "a.json.gz"
+    shutil.copy(src, a)
+    b = _shifted(src, tmp_path / "b.json.gz", base_ns=3 * DAY_US * 1000)
+    assert _apart([a, b], tmp_path / "ab") == [
+        "a.json.gz and b.json.gz were recorded 3 days apart: they are two runs; import each on its own"
+    ]
+
+
+@pytest.mark.parametrize(
+    "folder", ["ascend/cluster", "ascend/msprof-PROF_000001", "ascend/mindspore-1.x", "ascend/mindspore-raw-job"]
+)
+def test_one_run_folders_say_nothing(shared_data: Path, tmp_path: Path, folder: str) -> None:
+    assert _apart([shared_data / folder], tmp_path / "p") == []
+
+
+def test_two_ranks_of_one_job_say_nothing(shared_data: Path, tmp_path: Path) -> None:
+    ranks = shared_data / "kineto/sampled-128-ranks"
+    paths = [ranks / "sampled_rank-0.json.gz", ranks / "sampled_rank-1.json.gz"]
+    assert _apart(paths, tmp_path / "r") == []
+
+
+def test_rule() -> None:
+    h = SEPARATE_RUNS_NS
+    t0 = 1_700_000_000 * 10**9
+    assert separate_runs([(t0, t0 + 10, "/x/a")]) is None
+    # Overlapping, or near: one run.
+    assert separate_runs([(t0, t0 + 3 * h, "/x/a"), (t0 + 2 * h, t0 + 5 * h, "/x/b")]) is None
+    assert separate_runs([(t0, t0 + 10, "/x/a"), (t0 + 10 + h, t0 + 2 * h, "/x/b")]) is None
+    # A long span bridges a short one inside it; what follows it far later is another run.
+    said = separate_runs(
+        [(t0, t0 + 5 * h, "/x/long"), (t0 + h, t0 + h + 1, "/x/inside"), (t0 + 7 * h, t0 + 8 * h, "/x/late")]
+    )
+    assert said is not None and said.startswith("long and late were recorded 2.0 hours apart")
+    # Three runs: the widest gap is named, and how many runs there are.
+    said = separate_runs(
+        [(t0, t0 + 1, "/a/r.json"), (t0 + 3 * h, t0 + 3 * h, "/b/r.json"), (t0 + 99 * h, t0 + 99 * h, "/c/r.json")]
+    )
+    assert said == (
+        "/b/r.json and /c/r.json were recorded 4 days apart: they are two runs; "
+        "import each on its own (the 3 inputs fall into 3 runs)"
+    )
