@@ -21,6 +21,7 @@ import pyarrow as pa
 from ..analysis import Query
 from ..analysis.compare import compare_runs
 from ..analysis.gate import Rule, judge, parse_rule, parse_slower
+from ..analysis.job_match import job_differences
 from ..analysis.regression import VERDICT_SCHEMA, parse_pattern, side, step_block, step_series
 from ..errors import AiprofError
 from ..render.diff_report import TOP_CHANGES, junit, markdown
@@ -29,6 +30,8 @@ from ..store import find_profiles, is_profile
 from .common import open_input
 
 FORMATS = ["table", "csv", "json", "markdown", "junit"]
+#: The warning before the ways the two jobs differ (the compare page's banner).
+NOT_SAME_JOB = "A and B come from different jobs; the comparison may mean little"
 
 
 def runs_in(path: str) -> list[list[str]]:
@@ -106,6 +109,9 @@ def command(
         top = {view: table.to_pylist()[:TOP_CHANGES]}
         top[other] = Query.parse([], "-delta_us", TOP_CHANGES, 0).apply(compare_runs(ra, rb, other))[0].to_pylist()
         judged = judge(sa, sb, gate)
+        # The compare page's rule (world size, devices, shared operator names): each of
+        # B's runs against A's first, as the page puts B beside A.
+        differences = list(dict.fromkeys(d for r in rb for d in job_differences(ra[0], r)))
         steps: dict[str, Any] = {"a": step_block(sa), "b": step_block(sb)}
         if steps["a"]["mean_step_us"] and steps["b"]["mean_step_us"]:
             steps["ratio"] = steps["b"]["mean_step_us"] / steps["a"]["mean_step_us"]
@@ -114,6 +120,7 @@ def command(
             "a": side(a, sa),
             "b": side(b, sb),
             **judged,
+            "differences": differences,
             "view": view,
             "rows": table.to_pylist(),
             "total": total,
@@ -123,6 +130,14 @@ def command(
         # On stderr whatever the format: a CI log shows it beside the verdict.
         if doc[key]["partial"]:
             click.echo(f"aiprof: warning: {key.upper()}: {_partial_text(doc[key])}", err=True)
+    if differences:
+        click.echo(f"aiprof: warning: {NOT_SAME_JOB}: {'; '.join(differences)}", err=True)
+        if gate:
+            click.echo(
+                f"aiprof: warning: the gate's verdict ({'FAIL' if doc['failed'] else 'pass'}: "
+                f"{', '.join(r.text for r in gate)}) is over runs of different jobs",
+                err=True,
+            )
     _write(doc, fmt, output, table, total, view, filtered=bool(filters))
     if doc["failed"]:
         sys.exit(1)
