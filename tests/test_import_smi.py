@@ -231,6 +231,16 @@ def test_not_an_smi_file(tmp_path: Path) -> None:
     assert detected(j) == []
 
 
+def test_a_markdown_table_that_names_a_tool_is_not_its_output(tmp_path: Path) -> None:
+    # A README's Markdown table row mentioning cnmon, npu-smi or hl-smi: no boxed table.
+    md = tmp_path / "README.md"
+    md.write_text(
+        "# data\n\n| folder | what |\n|---|---|\n| cambricon/ | CNMON tables |\n| ascend/ | npu-smi info (NPU) |\n"
+        "| habana/ | HL-SMI tables |\n"
+    )
+    assert detected(md) == []
+
+
 @pytest.mark.parametrize(
     ("rel", "expected"),
     [

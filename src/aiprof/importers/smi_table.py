@@ -23,6 +23,9 @@ from .base import Detection, ImportContext, no
 from .smi_common import Reading, read_head, read_text, write_readings
 
 _BORDER = re.compile(r"^[+|][-=+|]+$")
+#: The top border of an SMI tool's boxed table (``+----+``; a Markdown table's rule is
+#: ``|---|``).
+_TOP_BORDER = re.compile(r"^\+[-=+]{10,}$")
 _NAME_SPLIT = re.compile(r"\s{2,}")
 _NUM = r"-?\d+(?:\.\d+)?"
 _PAIR = rf"(?:N/A|{_NUM}\s*[A-Za-z%]*)\s*/\s*(?:N/A|{_NUM}\s*[A-Za-z%]*)"
@@ -269,12 +272,17 @@ def load_tables(path: Path, ctx: ImportContext, importer: str, device_type: str,
 
 
 def detect_table(path: Path, title_word: str) -> Detection:
-    """Yes when the head holds a boxed table titled with ``title_word``."""
+    """Yes when the head holds a boxed table titled with ``title_word``: a ``|`` line
+    naming it right under a ``+---+`` border (a Markdown table row that mentions the tool
+    has no such border)."""
     head = read_head(path)
     if isinstance(head, Detection):
         return head
+    above = ""
     for line in head.splitlines():
         s = line.strip()
-        if s.startswith("|") and title_word.lower() in s.lower():
+        if s.startswith("|") and title_word.lower() in s.lower() and _TOP_BORDER.match(above):
             return Detection(True, f"a boxed table titled {' '.join(s.strip('|').split())[:40]!r}")
+        above = s
     return no(f"no boxed table titled {title_word}")
+
