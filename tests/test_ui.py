@@ -33,7 +33,7 @@ def test_overview(page: Any, base: str, tmp_path: Path) -> None:
     page.wait_for_selector("#steps-chart")
     assert "Tesla V100-SXM2-32GB" in page.locator(".cards").inner_text()
     util = page.locator("#util-table").inner_text()
-    assert "device_busy" in util and "idle" in util
+    assert "busy (of step time)" in util and "idle (of active span)" in util
     assert "communication" in page.locator("#breakdown-table").inner_text()
     page.wait_for_selector("#top-advice .advice")
     page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)

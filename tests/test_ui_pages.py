@@ -16,6 +16,7 @@ import pytest
 
 import ui_support  # noqa: F401 (skips without Chromium and Playwright)
 from aiprof.analysis import Query, run
+from aiprof.cli.overview import _DEVICE_FIGURE, ACTIVE_SPAN_NOTE
 from aiprof.importers import import_paths
 from aiprof.store import open_profile
 from kineto_builders import span, write_trace
@@ -179,8 +180,14 @@ def test_overview_charts_carry_the_cli_numbers(page: tuple[Any, Watch], base: st
         shown = pg.evaluate(
             f"[...document.querySelectorAll('{sel} tr')].map(tr => [tr.cells[0].innerText.trim(), tr.title])"
         )
-        want = [[r["category"], f"{r['time_us']} µs"] for r in ov if r["section"] in sections]
+        name = (lambda c: _DEVICE_FIGURE.get(c, f"{c} (of active span)")) if sel == "#util-table" else str
+        want = [[name(r["category"]), f"{r['time_us']} µs"] for r in ov if r["section"] in sections]
         assert [[a, float(b.split()[0])] for a, b in shown] == [[a, float(b.split()[0])] for a, b in want]
+    # The device figures read as the CLI's: busy of step time, the rest of the active
+    # span, and (the rank has 5 steps) what the active span is.
+    util = pg.locator("#util-table").inner_text()
+    assert "busy (of step time)" in util and "idle (of active span)" in util and "device_busy" not in util
+    assert pg.locator("#active-span-note").inner_text() == re.sub(r"\[/?dim\]", "", ACTIVE_SPAN_NOTE)
     # The bars download as the overview view's rows.
     got = json.loads(_download(pg, "#breakdown-table .export-json"))["rows"]
     assert [(r["category"], r["time_us"]) for r in got] == [
@@ -191,6 +198,74 @@ def test_overview_charts_carry_the_cli_numbers(page: tuple[Any, Watch], base: st
     assert titles == [a.title for a in advice[: len(titles)]] and titles
     pg.locator("#top-advice .advice .t a").first.click()
     pg.wait_for_function("location.hash.endsWith('/advice') && window.__aiprof.ready === true")
+
+
+def test_timeline_memory_tracks_name_what_they_plot(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    # The Memory page's peaks: allocated 6.17 GiB, reserved 11.9 GiB.
+    _open(pg, base, _slug(MEM), "memory")
+    pg.wait_for_selector("#mem-peak")
+    peak = {k: v for k, v in (c.split("\n") for c in pg.locator(".mem-device .cards .card").all_inner_texts())}
+    assert peak["peak allocated"] == "6.17 GiB" and peak["peak reserved"] == "11.9 GiB"
+    _open(pg, base, _slug(MEM), "timeline")
+    pg.wait_for_function("window.__aiprof.painted >= 1 && window.__aiprof.timeline.counterSamples() > 0", timeout=60000)
+    tracks = pg.evaluate("window.__aiprof.timeline.counterTracks")
+    assert [t["label"] for t in tracks] == ["memory allocated (cuda 1)", "memory reserved (cuda 1)"]
+    for t in tracks:
+        pg.evaluate(f"window.__aiprof.timeline.pin({t['id']!r})")
+    rows = {r["id"]: r for r in pg.evaluate("window.__aiprof.timeline.rows")}
+    box = pg.locator("#tl-canvas").bounding_box()
+    for t, what in zip(tracks, ("allocated", "reserved"), strict=True):
+        r = rows[t["id"]]
+        assert r["title"] == f"memory {what} (B)"
+        pg.mouse.move(box["x"] + box["width"] / 2, box["y"] + r["y"] + r["h"] / 2)
+        pg.wait_for_selector("#tip", state="visible")
+        tip = pg.locator("#tip").inner_text().split("\n")
+        assert tip[0] == f"memory {what} · rank 1 CUDA 1 · B"
+        # Its value and max are of what it plots: the max is the Memory page's peak.
+        assert " ".join(tip[-1].split()) == f"peak {what} {peak['peak ' + what]}"
+        value, unit = tip[-2].split()[1:]
+        assert (
+            tip[-2].startswith("value")
+            and float(value) * {"GiB": GIB, "MiB": 1024**2}[unit]
+            <= {"allocated": 6.17, "reserved": 11.9}[what] * GIB * 1.005
+        )
+
+
+def test_kernel_metrics_named_by_their_source_without_empty_columns(
+    page: tuple[Any, Watch], base: str, served: Path
+) -> None:
+    pg, _ = page
+    for rel, heading in (
+        ("ascend/torch_npu", "Ascend kernel details (kernel_details.csv)"),
+        ("ncu/ncu_details_csv_cublaslt_sm100_superbench.log", "Nsight Compute launches"),
+    ):
+        with open_profile(served / _slug(rel)) as prof:
+            rows = run(prof, "kernel-metrics", Query(limit=25)).rows
+        empty = {c for c in rows[0] if all(r[c] in (None, "") for r in rows)}
+        _open(pg, base, _slug(rel), "kernels")
+        pg.wait_for_selector(".table[data-view=kernel-metrics] tbody tr")
+        assert pg.locator("#kernel-metrics-heading").inner_text() == heading
+        cols = pg.evaluate(
+            "[...document.querySelectorAll('.table[data-view=kernel-metrics] th[data-col]')].map(t => t.dataset.col)"
+        )
+        assert cols == [c for c in rows[0] if c not in empty]
+        if rel.startswith("ascend"):
+            # kernel_details.csv has no Nsight Compute figures: their columns are left out, and named.
+            assert {"bound", "sm_pct", "dram_pct", "achieved_occupancy_pct"} <= empty
+            assert "duration_us" in cols and "bound" not in cols
+            assert "left out: bound, sm_pct" in pg.locator("#ncu-box .hidden-cols").inner_text()
+            assert "Speed-of-Light" not in pg.locator("#ncu-box").inner_text()
+        else:
+            assert "bound" in cols and "Speed-of-Light" in pg.locator("#ncu-box").inner_text()
+
+
+def test_one_step_rank_has_no_active_span_note(page: tuple[Any, Watch], base: str) -> None:
+    pg, _ = page
+    _open(pg, base, _slug("ascend/torch_npu"), "overview")
+    pg.wait_for_selector("#util-table")
+    assert "busy (of step time)" in pg.locator("#util-table").inner_text()
+    assert pg.locator("#active-span-note").count() == 0
 
 
 def run_advice(prof: Any) -> list[Any]:

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ancestors, buildTree, layout, leaves, type CounterInfo, type TrackInfo } from "./tracktree";
+import { ancestors, buildTree, layout, leaves, memoryCounters, type CounterInfo, type TrackInfo } from "./tracktree";
 
 const host = (track: number, tid: number, events: number, pid = 1102): TrackInfo => ({
   track, rank: 0, pid, tid, device_type: "cpu", device: null, is_device: false,
@@ -47,5 +47,24 @@ describe("sample charts", () => {
     expect(proc.children.map((c) => c.title)).toEqual(["Python samples · t1", "t1 1"]);
     const l = layout(root, new Set());
     expect(l.rows[1]!.h).toBe(16 * 18);
+  });
+});
+
+describe("memory tracks", () => {
+  const GIB = 1024 ** 3;
+  it("allocated scaled to its own peak, reserved named as such with its peak", () => {
+    // df_index_resolver's device: peak allocated 6.17 GiB, peak reserved 11.9 GiB.
+    const mem = memoryCounters([
+      { rank: 1, device_type: "cuda", device: 0, peak_bytes: 6.17 * GIB, peak_reserved: 11.9 * GIB },
+      { rank: 1, device_type: "cpu", device: null, peak_bytes: 5, peak_reserved: null },
+    ]);
+    expect(mem.map((c) => [c.metric, c.max])).toEqual([["allocated", 6.17 * GIB], ["reserved", 11.9 * GIB]]);
+    const root = buildTree([dev(2, 7, 9000, 1)], mem);
+    expect(root.children[0]!.children.map((c) => c.title)).toEqual(["stream 7", "memory allocated (B)", "memory reserved (B)"]);
+    expect(leaves(root).map((n) => n.full).slice(1)).toEqual(["memory allocated · rank 1 CUDA 0 · B", "memory reserved · rank 1 CUDA 0 · B"]);
+  });
+  it("no reserved track where the allocator did not record it", () => {
+    const mem = memoryCounters([{ rank: 0, device_type: "cuda", device: 0, peak_bytes: 100, peak_reserved: null }]);
+    expect(mem.map((c) => [c.metric, c.max])).toEqual([["allocated", 100]]);
   });
 });

@@ -19,7 +19,7 @@ export interface TrackInfo {
 }
 
 export interface CounterInfo {
-  /** "memory" for allocator state, else a counter metric. */
+  /** "memory" for allocator state (``metric`` "allocated" or "reserved"), else a counter metric. */
   type: "memory" | "counter";
   rank: number;
   device_type: string;
@@ -50,6 +50,29 @@ export interface TrackNode {
   track?: TrackInfo;
   counter?: CounterInfo;
   samples?: SampleInfo;
+}
+
+/** A device's allocator peaks (the memory series' ``peaks``, as the Memory page reads them). */
+export interface MemoryPeakInfo {
+  rank: number;
+  device_type: string;
+  device?: number | null;
+  peak_bytes: number;
+  peak_reserved?: number | null;
+}
+
+/** The memory tracks of each device: "allocated" scaled to the peak of allocated (the
+ * Memory page's "peak allocated"), and "reserved", scaled to the peak reserved, where
+ * the allocator recorded it. Each track's max is the peak of what it plots. */
+export function memoryCounters(peaks: MemoryPeakInfo[]): CounterInfo[] {
+  const out: CounterInfo[] = [];
+  for (const p of peaks) {
+    if (p.device_type === "cpu") continue;
+    const base = { type: "memory" as const, rank: p.rank, device_type: p.device_type, device: p.device ?? null, unit: "B", min: 0 };
+    out.push({ ...base, metric: "allocated", max: p.peak_bytes });
+    if (p.peak_reserved !== null && p.peak_reserved !== undefined && p.peak_reserved > 0) out.push({ ...base, metric: "reserved", max: p.peak_reserved });
+  }
+  return out;
 }
 
 /** Tracks, counters and sample charts are leaves; the rest are groups. */
@@ -135,7 +158,7 @@ export function buildTree(tracks: TrackInfo[], counters: CounterInfo[] = [], sam
     const hostCounters = group(`r${rank}/hc`, "host counters");
     for (const c of counters) {
       if (c.rank !== rank) continue;
-      const title = c.type === "memory" ? "memory allocated" : c.metric;
+      const title = c.type === "memory" ? `memory ${c.metric}` : c.metric;
       const node: TrackNode = {
         id: `c${rank}/${c.device_type}:${c.device}/${c.type}/${c.metric}`,
         title: c.unit ? `${title} (${c.unit})` : title,

@@ -1,7 +1,10 @@
 // Kernels: the kernels view (with tb-profiler's Tensor Core test and the launch
-// shapes Kineto records), the Tensor Core share per rank, and Nsight Compute's
-// per-launch metrics with their bound class where the profile has them.
-import { api, EMBED, profilePath, type Row, type ViewResult } from "../lib/api";
+// shapes Kineto records), the Tensor Core share per rank, and the kernel_metrics
+// table's per-launch rows where the profile has them, named by their source (Nsight
+// Compute's with their bound class; Ascend's kernel_details.csv...), the columns empty
+// on every row left out.
+import { api, EMBED, profilePath, type ProfileMeta, type Row, type ViewResult } from "../lib/api";
+import { metricSources, metricsHeading } from "../lib/figures";
 import { h } from "../lib/dom";
 import { fmtValue } from "../lib/format";
 import { pid } from "../state/app";
@@ -32,10 +35,13 @@ export async function kernelsPage(main: HTMLElement, action?: TableOptions["acti
   main.append(ncu);
   if (!EMBED) try {
     const probe = await api<ViewResult>(profilePath(pid(), "/views/kernel-metrics"), { limit: 0 });
-    if (probe.total)
-      ncu.append(h("h3", {}, "Nsight Compute launches"),
-        h("p", { class: "muted" }, "bound: compute-bound, memory-bound, latency-bound or balanced, from the Speed-of-Light throughputs."),
-        makeTable("kernel-metrics", { limit: 25 }));
+    if (probe.total) {
+      const sources = ((await api<ProfileMeta>(profilePath(pid()))).sources || []) as Parameters<typeof metricSources>[0];
+      ncu.append(h("h3", { id: "kernel-metrics-heading" }, metricsHeading(sources)));
+      if (metricSources(sources).some((x) => x.ncu))
+        ncu.append(h("p", { class: "muted" }, "bound: compute-bound, memory-bound, latency-bound or balanced, from the Speed-of-Light throughputs."));
+      ncu.append(makeTable("kernel-metrics", { limit: 25, hideEmpty: "null" }));
+    }
   } catch {
     // No kernel_metrics table: nothing to show (the Kineto kernels above stand alone).
   }

@@ -4,6 +4,7 @@ import { h } from "../lib/dom";
 import { fmtBytes, fmtNs, fmtNum, fmtValue } from "../lib/format";
 import { formatHash } from "../lib/url";
 import { exportButtons } from "../lib/export";
+import { ACTIVE_SPAN_NOTE, deviceFigure, ranksWithSteps } from "../lib/figures";
 import { hbars, stackedBars } from "../render/charts";
 import { pid } from "../state/app";
 import { emptyState, RECORD_STEPS } from "./empty";
@@ -85,7 +86,7 @@ export async function overviewPage(main: HTMLElement): Promise<void> {
     left.append(h("p", { class: "error" }, "steps: " + (e as Error).message));
   }
   try {
-    breakdown(right, (await overview).rows);
+    breakdown(right, (await overview).rows, meta.steps || []);
   } catch (e) {
     right.append(h("p", { class: "error" }, "overview: " + (e as Error).message));
   }
@@ -108,17 +109,17 @@ function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
 }
 
 /** The device figures and the all-steps breakdown, as bars with their numbers beside them. */
-function breakdown(box: HTMLElement, rows: Row[]): void {
+function breakdown(box: HTMLElement, rows: Row[], steps: { rank?: unknown; step?: unknown }[]): void {
   const all = (r: Row) => r.step === null || r.step === undefined;
   const ranks = [...new Set(rows.filter(all).map((r) => Number(r.rank)))].sort((a, b) => a - b);
   const shown = ranks.slice(0, MAX_RANKS);
-  const bars = (id: string, list: Row[], color: (c: string) => string) => {
+  const bars = (id: string, list: Row[], color: (c: string) => string, label: (c: string) => string = (c) => c) => {
     const out = h("div", { id });
     const cols = list.length ? Object.keys(list[0]!).map((name) => ({ name })) : [];
     out.append(exportButtons(`${pid()}.${id.replace(/-table$/, "")}`, () => ({ columns: cols, rows: list })));
     for (const rank of shown) {
       const rs = list.filter((r) => Number(r.rank) === rank);
-      if (rs.length) out.append(ranks.length > 1 ? h("div", { class: "muted" }, `rank ${rank}`) : "", hbars(rs.map((r) => barRow(r, color(String(r.category))))));
+      if (rs.length) out.append(ranks.length > 1 ? h("div", { class: "muted" }, `rank ${rank}`) : "", hbars(rs.map((r) => barRow(r, color(String(r.category)), label(String(r.category))))));
     }
     if (ranks.length > shown.length) out.append(h("p", { class: "muted" }, `${ranks.length - shown.length} more ranks: see the steps view.`));
     return out;
@@ -128,18 +129,25 @@ function breakdown(box: HTMLElement, rows: Row[]): void {
   if (!util.length)
     box.append(emptyState("No device activity recorded.", "The profile has no kernels, copies or collectives on a device.",
       ["with torch.profiler: activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", "aiprof record --ops -- python train.py"]));
-  else
-    box.append(bars("util-table", util, (c) => UTIL_COLORS[c] || "#6b7280"), h("p", { class: "muted small" },
-      "device_busy: any kernel, copy or collective running; compute / non_compute / idle split the device's active span as Holistic Trace Analysis does."));
+  else {
+    box.append(bars("util-table", util, (c) => UTIL_COLORS[c] || "#6b7280", deviceFigure), h("p", { class: "muted small" },
+      "busy: any kernel, copy or collective running, as a share of step time; compute / non_compute / idle split the device's active span as Holistic Trace Analysis does."));
+    // As `aiprof report` says under a rank's device figures where the rank has 2+ steps.
+    const withUtil = shown.filter((r) => util.some((x) => Number(x.rank) === r));
+    const spanned = ranksWithSteps(steps, withUtil);
+    if (spanned.length)
+      box.append(h("p", { class: "muted small", id: "active-span-note" },
+        (withUtil.length > 1 && spanned.length < withUtil.length ? `rank${spanned.length > 1 ? "s" : ""} ${spanned.join(", ")}: ` : "") + ACTIVE_SPAN_NOTE));
+  }
   const bd = rows.filter((r) => r.section === "breakdown" && all(r));
   box.append(h("h3", {}, "Where step time goes (all steps)"));
   if (!bd.length) box.append(h("p", { class: "muted" }, "No breakdown: the profile has no steps, or no host and device events to split."));
   else box.append(bars("breakdown-table", bd, (c) => CAT_COLORS[c] || "#999"));
 }
 
-function barRow(r: Row, color: string): { label: string; pct: number; text: string; color: string; title: string } {
+function barRow(r: Row, color: string, label = String(r.category)): { label: string; pct: number; text: string; color: string; title: string } {
   const pct = Number(r.percent || 0);
-  return { label: String(r.category), pct, color, text: `${fmtValue(r.time_us, "µs")} · ${fmtValue(r.percent, "%")}`, title: `${String(r.time_us)} µs` };
+  return { label, pct, color, text: `${fmtValue(r.time_us, "µs")} · ${fmtValue(r.percent, "%")}`, title: `${String(r.time_us)} µs` };
 }
 
 async function topAdvice(box: HTMLElement, answer: Promise<AdviceResponse>): Promise<void> {

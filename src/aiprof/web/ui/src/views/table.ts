@@ -14,8 +14,9 @@ export interface TableOptions {
   /** A button at the end of each row (e.g. "show on timeline"). */
   action?: { label: string; title: string; run: (row: Row) => void };
   onload?: (res: ViewResult) => void;
-  /** Leave out the columns that are zero or empty on every row shown (named below the table). */
-  hideEmpty?: boolean;
+  /** Leave out the columns that are zero or empty on every row shown (named below the table);
+   * "null": those empty (null, "") on every row shown, zeros kept. */
+  hideEmpty?: boolean | "null";
   /** Columns whose unit is the row's own ``unit`` cell (the counters view: one metric a row). */
   rowUnit?: string[];
   /** Shown instead of an empty table when the view has no rows at all (no filter set). */
@@ -36,7 +37,8 @@ export function headerLabel(name: string, unit: string | null): (string | HTMLEl
   return unit ? [base, h("span", { class: "unit" }, unit)] : [base];
 }
 
-const isEmpty = (v: unknown): boolean => v === null || v === undefined || v === 0 || v === "";
+const isNull = (v: unknown): boolean => v === null || v === undefined || v === "";
+const isEmpty = (v: unknown): boolean => isNull(v) || v === 0;
 
 export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const r = opts.bindUrl ? state.route : { filter: undefined, sort: undefined, offset: undefined };
@@ -124,7 +126,8 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     const t = h("table", { class: "data" });
     const trh = h("tr");
     if (opts.action) trh.append(h("th", { class: "act" + (opts.keys?.length ? " key" : "") }, ""));
-    const hidden = opts.hideEmpty && res.rows.length ? res.columns.filter((c) => res.rows.every((row) => isEmpty(row[c.name]))).map((c) => c.name) : [];
+    const empty = opts.hideEmpty === "null" ? isNull : isEmpty;
+    const hidden = opts.hideEmpty && res.rows.length ? res.columns.filter((c) => res.rows.every((row) => empty(row[c.name]))).map((c) => c.name) : [];
     // The key columns first (in their order), then the rest as the view gives them.
     const keys = (opts.keys || []).filter((k) => res.columns.some((c) => c.name === k) && !hidden.includes(k));
     const shownCols = res.columns.filter((c) => !hidden.includes(c.name));
@@ -163,7 +166,7 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
     else tw.append(t);
     if (keys.length) pinKeys(t);
-    if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, "Zero on every row shown, so left out: " + hidden.join(", ") + "."));
+    if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, (opts.hideEmpty === "null" ? "Empty on every row shown, so left out: " : "Zero on every row shown, so left out: ") + hidden.join(", ") + "."));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
     info.dataset.total = String(res.total);

@@ -13,7 +13,7 @@ import { exportButtons, serverDownload } from "../lib/export";
 import { fmtNs, fmtNum, fmtTick, fmtValue, rulerTicks } from "../lib/format";
 import { lastAtOrBefore } from "../lib/series";
 import {
-  ancestors, buildTree, isLeaf, layout as layoutTree, ROW_H, type CounterInfo, type Row, type SampleInfo, type TrackInfo, type TrackNode,
+  ancestors, buildTree, isLeaf, layout as layoutTree, memoryCounters, ROW_H, type CounterInfo, type Row, type SampleInfo, type TrackInfo, type TrackNode,
 } from "../lib/tracktree";
 import { Viewport } from "../lib/viewport";
 import { counterTrack, ellipsize, groupSummary, indexByTrack, sampleTrack, sliceTrack, type Scene, type Series } from "../render/tracks";
@@ -34,6 +34,12 @@ interface Hit {
   n: number;
   name: string;
   kind: string;
+}
+
+/** A pixel without a value (null) keeps the one before it (reserved is not on every allocator event). */
+function carried(v: (number | null | undefined)[]): number[] {
+  let last = 0;
+  return v.map((x) => (last = x ?? last));
 }
 
 export async function timelinePage(main: HTMLElement): Promise<() => void> {
@@ -61,15 +67,13 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
   const span = trk.span_ns as [number, number];
   const metrics = counterList.metrics;
   const counters: CounterInfo[] = [];
-  for (const p of memInfo?.peaks ?? [])
-    if (p.device_type !== "cpu")
-      counters.push({ type: "memory", rank: p.rank, device_type: p.device_type, device: p.device ?? null, metric: "memory", unit: "B", max: p.peak_reserved || p.peak_bytes, min: 0 });
+  counters.push(...memoryCounters(memInfo?.peaks ?? []));
   for (const m of metrics)
     counters.push({ type: "counter", rank: m.rank, device_type: m.device_type, device: m.device ?? null, metric: m.metric, unit: m.unit ?? "", max: m.max ?? 0, min: m.min ?? 0 });
   const tree = buildTree(tracks, counters, samplers);
   const pinned = new Set<string>();
   const counterNodes = [...walkCounters(tree)];
-  const counterLabel = (c: CounterInfo) => (c.type === "memory" ? `memory allocated (${c.device_type} ${c.device})` : `${c.metric} (${c.device_type} ${c.device})`);
+  const counterLabel = (c: CounterInfo) => (c.type === "memory" ? `memory ${c.metric} (${c.device_type} ${c.device})` : `${c.metric} (${c.device_type} ${c.device})`);
 
   // -- the page ----------------------------------------------------------------------------
   const search = h("input", { id: "tl-search", type: "search", placeholder: "search event names ( / )", "aria-label": "search event names" });
@@ -313,16 +317,20 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     const width = Math.round(view.width * 1.5);
     const started = performance.now();
     updateRoute({ t0: Math.round(view.t0), t1: Math.round(view.t1) });
+    const memReq = new Map<string, Promise<MemorySeries>>();
     const samplesP = samplers.length ? api<SampleWindowResponse>(P("/samples/window"), { t0, t1, width }) : Promise.resolve(null);
     const [win, sw, ...cs] = await Promise.all([
       pre?.then((w) => w ?? api<WindowResponse>(P("/timeline"), { t0, t1, width })) ?? api<WindowResponse>(P("/timeline"), { t0, t1, width }),
       samplesP,
       ...counterNodes.map((n) => {
         const c = n.counter!;
+        // One request per device for its allocated and reserved tracks.
+        const key = `${c.rank}/${c.device}`;
+        if (c.type === "memory" && !memReq.has(key)) memReq.set(key, api<MemorySeries>(P("/memory/series"), { t0, t1, width, rank: c.rank, device: c.device }));
         return c.type === "memory"
-          ? api<MemorySeries>(P("/memory/series"), { t0, t1, width, rank: c.rank, device: c.device }).then((m): Series => {
-              const s = m.series.find((x) => x.device_type === c.device_type) ?? { ts: [], allocated: [] };
-              return { ts: s.ts, v: s.allocated };
+          ? memReq.get(key)!.then((m): Series => {
+              const s = m.series.find((x) => x.device_type === c.device_type) ?? { ts: [], allocated: [], reserved: [] };
+              return { ts: s.ts, v: c.metric === "reserved" ? carried(s.reserved) : s.allocated };
             })
           : api<CounterSeries>(P("/counters/series"), { metric: c.metric, rank: c.rank, device: c.device, t0, t1, width }).then((s): Series => ({ ts: s.ts, v: s.max }));
       }),
@@ -542,7 +550,7 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
       const s = scene.series.get(r.node.id);
       const t = view.tOf(e.offsetX);
       const i = s ? lastAtOrBefore(s.ts, t) : -1;
-      return showTip(e.clientX, e.clientY, [r.node.full, ["at", fmtNs(t)], ["value", i >= 0 && s ? fmtValue(s.v[i] ?? 0, c.unit) : "no sample yet"], ["max", fmtValue(c.max, c.unit)]]);
+      return showTip(e.clientX, e.clientY, [r.node.full, ["at", fmtNs(t)], ["value", i >= 0 && s ? fmtValue(s.v[i] ?? 0, c.unit) : "no sample yet"], [c.type === "memory" ? `peak ${c.metric}` : "max", fmtValue(c.max, c.unit)]]);
     }
     if (r.node.samples) {
       const run = scene.samples.get(r.node.samples.key);
