@@ -285,4 +285,3 @@ def detect_table(path: Path, title_word: str) -> Detection:
             return Detection(True, f"a boxed table titled {' '.join(s.strip('|').split())[:40]!r}")
         above = s
     return no(f"no boxed table titled {title_word}")
-
