@@ -140,6 +140,23 @@ def test_the_device_figures_say_their_span_leaves_the_last_step_out(tmp_path: Pa
     assert r.returncode == 0 and "device time" in r.stdout and "active span: the device" not in r.stdout
 
 
+def test_an_import_never_replaces_a_profile_unasked(tmp_path: Path) -> None:
+    import json
+
+    trace = write_trace(tmp_path / "t.json", two_step_trace())
+    out = tmp_path / "run.aiprof"
+    assert cli("import", trace, "-o", out).returncode == 0
+    first = json.loads((out / "profile.json").read_text())["created_unix_ns"]
+    r = cli("import", trace, "-o", out)
+    assert (
+        r.returncode == 2
+        and r.stderr.strip() == f"aiprof: error: {out} already exists: give another -o, or --force to replace it"
+    )
+    assert json.loads((out / "profile.json").read_text())["created_unix_ns"] == first
+    r = cli("import", trace, "-o", out, "--force")
+    assert r.returncode == 0 and json.loads((out / "profile.json").read_text())["created_unix_ns"] > first
+
+
 def test_bad_query_is_exit_2(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", two_step_trace())
     r = cli("report", trace, "--view", "kernels", "--filter", "nosuch=1")

@@ -46,6 +46,7 @@ def default_output(first: Path) -> Path:
     type=click.FloatRange(min=0, min_open=True),
     help="SMI logs without timestamps (dmon without -o T, hl-smi tables): seconds between samples (dmon -d).",
 )
+@click.option("--force", is_flag=True, help="Replace the profile already at the output (else the import refuses).")
 def command(
     files: tuple[Path, ...],
     output: str | None,
@@ -56,6 +57,7 @@ def command(
     scheduler_file: str | None,
     allow_mixed: bool,
     interval: float | None,
+    force: bool,
 ) -> None:
     """Import foreign profiler output (Kineto JSON, ...) into a profile.
 
@@ -108,6 +110,9 @@ def command(
             raise AiprofError(f"{output}: URLs other than file:// are for the rank files of a job")
         output = str(local)
     out = profile_path(Path(output)) if output else default_output(paths[0])
+    if out.exists() and not force:
+        # What the user imported or recorded there before is never replaced unasked.
+        raise AiprofError(f"{out} already exists: give another -o, or --force to replace it")
     chosen = [choose(p, forced) for p in paths]  # fail before writing anything, with the reason
     from ..allocators import describe
 
