@@ -285,3 +285,6 @@ def test_collectives_alone_say_nothing_of_their_share(shared_data: Path, tmp_pat
         v = _v(prof)
     for rule in ("comm.share", "comm.low_overlap"):
         assert v[rule].status == "no_data" and v[rule].reason == COLLECTIVES_ALONE, rule
+    # Rank 1 starts both of its 2 broadcasts last: too few to call it a straggler.
+    s = v["cluster.straggler"]
+    assert s.status == "no_data" and s.reason == "2 matched collectives, fewer than 4: too few to tell a straggler"

@@ -8,6 +8,9 @@ from .base import Context, NotEnoughData, Outcome, make, rule
 SPREAD = 0.05
 #: A rank that arrives last at this share of the matched collectives is the straggler.
 STRAGGLER_SHARE = 0.5
+#: ...over at least this many matched collectives (fewer: one late start, or two,
+#: is as likely chance as a straggler).
+STRAGGLER_MIN_COLLECTIVES = 4
 
 
 def _spread(values: list[float]) -> tuple[float, float]:
@@ -147,7 +150,7 @@ def backward_wait(ctx: Context) -> Outcome:
     "Straggler at collectives",
     anchor="HTA / msprof-analyze",
     cause="communication",
-    thresholds={"last_share": STRAGGLER_SHARE},
+    thresholds={"last_share": STRAGGLER_SHARE, "min_collectives": STRAGGLER_MIN_COLLECTIVES},
 )
 def straggler(ctx: Context) -> Outcome:
     rows = [r for r in ctx.rows("ranks") or [] if r["collectives"]]
@@ -155,6 +158,10 @@ def straggler(ctx: Context) -> Outcome:
         return NotEnoughData("collectives of fewer than two ranks to match")
     worst = max(rows, key=lambda r: int(r["last_arrivals"]))
     n = int(worst["collectives"])
+    if n < STRAGGLER_MIN_COLLECTIVES:
+        return NotEnoughData(
+            f"{n} matched collectives, fewer than {STRAGGLER_MIN_COLLECTIVES}: too few to tell a straggler"
+        )
     s = int(worst["last_arrivals"]) / n if n else 0.0
     if s < STRAGGLER_SHARE:
         return None
