@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aiprof.importers import SEPARATE_RUNS_NS, import_paths, separate_runs
+from aiprof.importers import import_paths
+from aiprof.store.runs import SEPARATE_RUNS_NS, separate_runs
 
 DAY_US = 86_400 * 10**6
 
@@ -103,3 +104,24 @@ def test_rule() -> None:
         "/b/r.json and /c/r.json were recorded 4 days apart: they are two runs; "
         "import each on its own (the 3 inputs fall into 3 runs)"
     )
+
+
+def test_profiles_of_two_runs_opened_together_are_said(shared_data: Path, tmp_path: Path) -> None:
+    from aiprof.store import open_profile
+
+    v100 = shared_data / "kineto/V100"
+    a, _ = import_paths([v100 / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"], tmp_path / "a.aiprof")
+    b, _ = import_paths([v100 / "df_index_resolver.json.gz"], tmp_path / "b.aiprof")
+    with open_profile(a, b) as p:
+        said = [w for w in p.warnings if "apart" in w]
+    assert said == [
+        "b.aiprof and a.aiprof were recorded 491 days apart: they are two runs; "
+        "open each on its own, or compare them with aiprof diff"
+    ]
+    with open_profile(a) as p:
+        assert not [w for w in p.warnings if "apart" in w]
+    ranks = shared_data / "kineto/sampled-128-ranks"
+    r0, _ = import_paths([ranks / "sampled_rank-0.json.gz"], tmp_path / "r0.aiprof")
+    r1, _ = import_paths([ranks / "sampled_rank-1.json.gz"], tmp_path / "r1.aiprof")
+    with open_profile(r0, r1) as p:
+        assert not [w for w in p.warnings if "apart" in w]

@@ -16,21 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
+from ..store.runs import UNIX_NS_MIN, separate_runs
 from .base import Detection, ImportContext, Importer
 
 if TYPE_CHECKING:
     from ..store.writer import ProfileWriter
 log = logging.getLogger("aiprof.import")
 
-#: Two inputs of one import whose times do not overlap and lie further apart than this
-#: were recorded in two runs (or two sessions far apart): a profiling session records
-#: seconds to minutes, the files of one session overlap or follow within seconds, and the
-#: clocks of a job's ranks or hosts differ by seconds at most; an hour is far past all of
-#: these and still far below the days that lie between runs kept side by side.
-SEPARATE_RUNS_NS = 3600 * 10**9
-#: Unix ns before which a time is not taken as wall time (2001-09-09): boot and device
-#: clocks, and inputs without times of their own placed at 0, stay below it.
-UNIX_NS_MIN = 10**18
 
 #: Module names under aiprof.importers, most specific formats first.
 REGISTRY: list[str] = [
@@ -258,46 +250,6 @@ def _wall_spans(writer: ProfileWriter, before: int, into: list[tuple[int, int, s
         span = writer.source_spans.get(i)
         if span is not None and origin + span[0] >= UNIX_NS_MIN:
             into.append((origin + span[0], origin + span[1], str(writer.meta["sources"][i].get("path", ""))))
-
-
-def separate_runs(spans: Sequence[tuple[int, int, str]]) -> str | None:
-    """The warning, one line, when the wall-time spans (first, last Unix ns, path) of one
-    import's inputs fall into groups further than ``SEPARATE_RUNS_NS`` apart, the spans of
-    each group overlapping or near: two runs joined in one profile, one's kernels read
-    beside the other's timeline. Names the two inputs on either side of the widest gap."""
-    by_path: dict[str, tuple[int, int]] = {}
-    for lo, hi, path in spans:
-        had = by_path.get(path)
-        by_path[path] = (lo, hi) if had is None else (min(had[0], lo), max(had[1], hi))
-    timed = sorted((lo, hi, path) for path, (lo, hi) in by_path.items())
-    if len(timed) < 2:
-        return None
-    gaps: list[tuple[int, str, str]] = []
-    end, last = timed[0][1], timed[0][2]
-    for lo, hi, path in timed[1:]:
-        if lo - end > SEPARATE_RUNS_NS:
-            gaps.append((lo - end, last, path))
-        if hi >= end:
-            end, last = hi, path
-    if not gaps:
-        return None
-    gap, a, b = max(gaps)
-    names = [Path(a).name, Path(b).name]
-    if names[0] == names[1]:
-        names = [a, b]
-    runs = f" (the {len(timed)} inputs fall into {len(gaps) + 1} runs)" if len(gaps) > 1 else ""
-    return (
-        f"{names[0]} and {names[1]} were recorded {_how_long(gap)} apart: they are two runs; "
-        f"import each on its own{runs}"
-    )
-
-
-def _how_long(ns: int) -> str:
-    """A gap of an hour or more in words: days past two days, else hours."""
-    hours = ns / 3.6e12
-    if hours >= 48:
-        return f"{hours / 24:.0f} days"
-    return f"{hours:.1f} hours"
 
 
 def _import(

@@ -30,6 +30,11 @@ T = TypeVar("T")
 _TIMED = {"events", "counters", "memory", "samples"}
 
 
+#: Profiles opened together past which :meth:`Profile.warnings` does not look for runs
+#: far apart (a job's ranks come from one run).
+RUNS_APART_MAX_PROFILES = 64
+
+
 @dataclass
 class Profile:
     """Profiles opened for analysis: a DuckDB connection with one view per table."""
@@ -88,7 +93,37 @@ class Profile:
 
     @property
     def warnings(self) -> list[str]:
-        return [w for m in self.metas for w in m.get("warnings", [])]
+        """The profiles' own warnings, and whether profiles opened together were
+        recorded in runs far apart (:func:`.runs.separate_runs`)."""
+        own = [w for m in self.metas for w in m.get("warnings", [])]
+        apart = self.memo("runs_apart", self._runs_apart)
+        return [*own, apart] if apart else own
+
+    def _runs_apart(self) -> str | None:
+        """Profiles opened together whose events lie in wall time far apart (each one's
+        first to last event start, from its events file's statistics: nothing is read),
+        where all of them are on Unix time: two runs, read as one. Past
+        ``RUNS_APART_MAX_PROFILES`` (a job's ranks, imported together) it is not asked."""
+        import pyarrow.parquet as pq
+
+        from .runs import UNIX_NS_MIN, separate_runs
+
+        if not 2 <= len(self.paths) <= RUNS_APART_MAX_PROFILES or any(m.get("clock") != "unix" for m in self.metas):
+            return None
+        spans = []
+        for folder, meta in zip(self.paths, self.metas, strict=True):
+            try:
+                md = pq.ParquetFile(folder / "events.parquet").metadata
+            except (OSError, pa.ArrowException):
+                continue
+            col = md.schema.names.index("ts") if "ts" in md.schema.names else -1
+            got = [md.row_group(g).column(col).statistics for g in range(md.num_row_groups)] if col >= 0 else []
+            lows = [st.min for st in got if st is not None and st.has_min_max]
+            highs = [st.max for st in got if st is not None and st.has_min_max]
+            base = int(meta.get("time_origin_ns", 0))
+            if lows and base + min(lows) >= UNIX_NS_MIN:
+                spans.append((base + int(min(lows)), base + int(max(highs)), str(folder)))
+        return separate_runs(spans, "open each on its own, or compare them with aiprof diff")
 
     def sql(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run a SQL query over the views and return an Arrow table."""
