@@ -69,6 +69,16 @@ class RaplReader:
         return joules / ((now_ns - last[0]) / 1e9)
 
 
+#: The kernel's CPU time counters move in ticks of this many seconds (USER_HZ = 100),
+#: waited twice over where a sample comes right after the priming read.
+TICK_S = 0.02
+
+
+def _total(times: list[tuple[float, float]]) -> float:
+    """The CPU time (busy and idle) the counters hold over every core."""
+    return sum(t for _, t in times)
+
+
 class CpuBackend(DeviceBackend):
     """Host CPU utilization (total and per core), frequency, temperature, power, memory."""
 
@@ -85,6 +95,7 @@ class CpuBackend(DeviceBackend):
         self._rapl = RaplReader(powercap)
         # Primed so the first sample already has a utilization (since construction).
         self._last_times: list[tuple[float, float]] | None = self._busy()
+        self._first = True
         self._slow_at = -SLOW_PERIOD_NS
         self._freq: float | None = None
         self._temp: float | None = None
@@ -147,6 +158,12 @@ class CpuBackend(DeviceBackend):
         power (W, RAPL), energy (J since the first sample, RAPL), mem_used / mem_total (MiB, labelled MB as dmon does)."""
         now = self._clock()
         times = self._busy()
+        if self._first and self._last_times is not None and _total(times) <= _total(self._last_times):
+            # Sampled within the kernel's 10 ms tick of the priming read (a monitor
+            # samples at once): one tick more, so the first sample has a utilization.
+            time.sleep(TICK_S)
+            times = self._busy()
+        self._first = False
         values: dict[str, float | None] = {}
         last, self._last_times = self._last_times, times
         if last is not None and len(last) == len(times):
