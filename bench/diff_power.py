@@ -60,7 +60,9 @@ def record(runs: list[tuple[Path, list[str]]], steps: int, together: bool) -> No
     """Record the example into each (folder, extra options): all at once, or in turn."""
     procs = []
     for out, extra in runs:
-        cmd = [*AIPROF, "record", "-o", str(out), "--batch-size", str(BATCH), "--", sys.executable, str(EXAMPLE)]
+        # --force: a second bench run with the same --keep records over the first's runs.
+        cmd = [*AIPROF, "record", "--force", "-o", str(out), "--batch-size", str(BATCH)]
+        cmd += ["--", sys.executable, str(EXAMPLE)]
         cmd += ["--steps", str(steps), "--batch-size", str(BATCH), *extra]
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(p)

@@ -188,7 +188,8 @@ def main() -> None:
         "a: train_cpu.py": [str(ROOT / "examples" / "train_cpu.py"), "--steps", str(args.steps)],
         "b: call-heavy Python": [str(heavy), str(args.reps)],
     }
-    aiprof = [PY, "-m", "aiprof", "-q", "record", "-o", str(tmp / "rec")]
+    # --force: every run records into this one folder, over the run before.
+    aiprof = [PY, "-m", "aiprof", "-q", "record", "--force", "-o", str(tmp / "rec")]
     startup(aiprof, max(args.repeat, 5))
     verdict: dict[str, tuple[float, float | None]] = {}
     for wname, target in workloads.items():

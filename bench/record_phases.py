@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,6 +82,11 @@ def recorded(cmd: list[str], out: Path, options: dict[str, Any], env: dict[str, 
     from types import SimpleNamespace
 
     from aiprof.record.launcher import launch
+
+    # Every run records into ``out`` (this bench's own temporary folder): the run before
+    # is removed here, since aiprof record refuses a folder holding a recording (and
+    # another --tree's launch.run may not take force=).
+    shutil.rmtree(out, ignore_errors=True)
 
     launch.subprocess = SimpleNamespace(Popen=_Job)  # type: ignore[assignment]
 

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup-venv.sh torch
 out="${1:-runs/slow_loader}"
 py=.venv/bin/python
-echo "== 1. record the job as written (no markers, no --ops)"
-.venv/bin/aiprof record -o "$out" -- "$py" examples/slow_loader.py | tee /tmp/aiprof-demo-before.txt
+echo "== 1. record the job as written (no markers, no --ops; --force replaces the last run's recording)"
+.venv/bin/aiprof record --force -o "$out" -- "$py" examples/slow_loader.py | tee /tmp/aiprof-demo-before.txt
 echo "== 2. where the step time goes"
 .venv/bin/aiprof report "$out"
 echo "== 3. the advice (first item: data loading, with the line that costs most)"

@@ -170,8 +170,9 @@ def test_a_second_record_on_the_same_output_is_refused(tmp_path: Path) -> None:
     assert first.returncode == 0, err
     m = meta(out / "rank0.aiprof")
     assert m["partial"] is False and m["record"]["argv"][-1].endswith("job.py")
-    # Free again once the first one is done.
-    assert aiprof("record", "-o", str(out), "--", PY, "-c", "pass").returncode == 0
+    # Free again once the first one is done: it now holds that recording, which only
+    # --force replaces (tests/test_record_output.py).
+    assert aiprof("record", "--force", "-o", str(out), "--", PY, "-c", "pass").returncode == 0
 
 
 #: A job's code that fills the disk to the last byte (64 KiB writes leave up to 64 KiB

@@ -10,6 +10,25 @@ import click
 from ..errors import AiprofError
 
 
+def fresh_default() -> Path:
+    """``aiprof-YYYYmmdd-HHMMSS`` in the working directory, ``-2``, ``-3``... after it when
+    that exists: a run without -o never lands in an earlier run's folder (two in one
+    second included), and claims its folder by creating it."""
+    from ..record.job.controller import default_output
+
+    base = default_output()
+    out, n = Path(base), 2
+    while True:
+        try:
+            out.mkdir()
+        except FileExistsError:
+            out, n = Path(f"{base}-{n}"), n + 1
+            continue
+        except OSError:
+            pass  # unwritable here: the output check says so in one line
+        return out
+
+
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Output folder (one rankN.aiprof per rank).")
 @click.option("--rate", type=float, default=100.0, show_default=True, help="Python stack sampling rate (Hz).")
@@ -37,6 +56,7 @@ from ..errors import AiprofError
     type=click.IntRange(min=1),
     help="Samples per step: the energy view and the steps view then give joules per sample.",
 )
+@click.option("--force", is_flag=True, help="Replace the recording already in the output folder (else record refuses).")
 @click.argument("cmd", metavar="COMMAND...", nargs=-1, required=True, type=click.UNPROCESSED)
 def command(
     output: Path | None,
@@ -51,12 +71,15 @@ def command(
     stack: bool,
     memory: bool,
     batch_size: int | None,
+    force: bool,
     cmd: tuple[str, ...],
 ) -> None:
     """Run COMMAND and record it: Python stacks, system and device telemetry, steps,
     what an accelerator ran (kernels, copies, launches, when torch sees one), and with
-    --ops the framework operators. Exits with COMMAND's exit status."""
-    from ..record.job.controller import default_output
+    --ops the framework operators. Exits with COMMAND's exit status.
+
+    An output folder that already holds a recording is refused before COMMAND runs,
+    unless --force; without -o, each run gets a new folder aiprof-DATE-TIME[-N]."""
     from ..record.job.schedule import parse_schedule
     from ..record.launcher.launch import run
 
@@ -81,8 +104,8 @@ def command(
     }
     if batch_size is not None:
         options["batch_size"] = batch_size
-    out = output or Path(default_output())
-    result = run(list(cmd), out, options)
+    out = output or fresh_default()
+    result = run(list(cmd), out, options, force=force)
     for s in result.summaries:
         for line in s.lines():
             click.echo(f"aiprof: {line}", err=True)

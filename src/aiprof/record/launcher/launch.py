@@ -109,15 +109,18 @@ def _await_offer(stacks: Any, child: subprocess.Popen[bytes]) -> None:
             return
 
 
-def run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
+def run(cmd: list[str], output: Path, options: dict[str, Any], *, force: bool = False) -> RecordResult:
     """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome.
 
     The output is checked and locked first (:class:`~.output_guard.OutputLock`): an
     unwritable one, or one another recording holds, is an error before the job runs.
+    So is one that holds an earlier recording (:func:`~.output_guard.check_earlier`),
+    unless ``force``: then that recording's profiles and raw folders are removed first.
     """
-    from .output_guard import OutputLock
+    from .output_guard import OutputLock, check_earlier
 
     with OutputLock(output):
+        check_earlier(output, force)
         return _run(cmd, output, options)
 
 

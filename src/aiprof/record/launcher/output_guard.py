@@ -6,12 +6,21 @@ it ran unrecorded. Two recordings into one output would mix their raw folders (o
 profile holding the other run's job): the second is refused while the first holds the
 lock, an ``flock`` on a file in the output folder, released when the process ends
 however it ends (so a killed ``aiprof record`` never leaves a stale lock behind).
+
+An output that already holds a recording (the profiles and raw folders an earlier
+``aiprof record`` wrote there) is refused too, before the job runs, unless ``--force``
+(:func:`check_earlier`): it would be replaced without a word. ``--force`` removes
+that recording's own outputs, and nothing else in the folder; profiles something else
+wrote there (an import) are refused even then, since the new recording would be read
+together with them.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import shutil
 from pathlib import Path
 from types import TracebackType
 
@@ -78,4 +87,72 @@ class OutputLock:
         self.release()
 
 
-__all__ = ["LOCK_NAME", "OutputLock"]
+def earlier_recording(output: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """What is already at ``output`` (a folder, or a name ending in ``.aiprof``) that a
+    recording into it would replace or be read with: (the profiles a recording wrote,
+    its raw folders (unfinished: ``aiprof recover`` makes profiles of them), the
+    profiles something else wrote). ``aiprof report OUT`` reads every profile in OUT."""
+    from ...store.reader import find_profiles
+    from ...store.writer import META_FILE
+    from ..finalizer import find_raw
+    from ..rawfile import RAW_SUFFIX
+
+    ours: list[Path] = []
+    others: list[Path] = []
+    for p in find_profiles(output):
+        try:
+            recorded = "record" in json.loads((p / META_FILE).read_text())
+        except (OSError, ValueError):
+            recorded = False  # unreadable: not known to be a recording, so never removed
+        # Only a NAME.aiprof is a profile aiprof record writes at OUT itself; a folder
+        # OUT that is a profile would hold the recording inside it.
+        ours_here = recorded and (p != output or output.name.endswith(".aiprof"))
+        (ours if ours_here else others).append(p)
+    raws = set(find_raw(output))
+    if output.name.endswith(".aiprof") and output.is_dir() and output not in ours + others:
+        # The ranks of a launcher given ``-o NAME.aiprof`` record into NAME.aiprof/.
+        raws.update(
+            p for p in output.iterdir() if p.is_dir() and p.name.startswith(".") and p.name.endswith(RAW_SUFFIX)
+        )
+    return ours, sorted(raws), others
+
+
+def _names(paths: list[Path]) -> str:
+    shown = ", ".join(p.name for p in paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def check_earlier(output: Path, force: bool) -> None:
+    """Refuse ``output`` when it holds an earlier recording (or profiles aiprof record
+    did not write); with ``force``, remove that recording's profiles and raw folders
+    (only those: other files in the folder are left as they are)."""
+    ours, raws, others = earlier_recording(output)
+    if others:
+        what = "is a profile" if others == [output] else f"already holds profiles ({_names(others)})"
+        raise AiprofError(
+            f"{output} {what} that aiprof record did not write: give another -o "
+            "(--force replaces only an earlier recording)"
+        )
+    if not (ours or raws):
+        return
+    if not force:
+        if ours == [output] and not raws:
+            raise AiprofError(f"{output} is an earlier recording: give another -o, or --force to replace it")
+        parts = [_names(ours)] if ours else []
+        if raws:
+            # A killed aiprof record's raw data: still a recording, which recover finishes.
+            parts.append(
+                f"{'unfinished ' if ours else ''}{_names(raws)}: aiprof recover {raws[0].parent} writes its profiles"
+            )
+        what = "a recording" if ours else "an unfinished recording"
+        raise AiprofError(
+            f"{output} already holds {what} ({'; '.join(parts)}): give another -o, or --force to replace it"
+        )
+    for p in ours + raws:
+        try:
+            shutil.rmtree(p)
+        except OSError as e:
+            raise AiprofError(f"cannot replace the recording in {output}: {p}: {e.strerror or e}") from None
+
+
+__all__ = ["LOCK_NAME", "OutputLock", "check_earlier", "earlier_recording"]
