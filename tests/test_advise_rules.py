@@ -925,4 +925,10 @@ def test_the_code_of_a_fix_follows_the_profiles_devices_and_framework() -> None:
     }
     # Devices unknown: every form but MindSpore's, which only a MindSpore profile gets.
     assert set(fit_snippets(advice(), set()).snippets) == {"pytorch", "ascend"}
-    assert set(fit_snippets(advice(), set(), mindspore=True).snippets) == {"pytorch", "ascend", "mindspore"}
+    # A MindSpore profile gets MindSpore's form alone, on any device: never PyTorch (or
+    # torch_npu) code; a fix without a MindSpore form has no code there.
+    for types in (set(), {"npu", "cpu"}, {"cuda"}):
+        assert fit_snippets(advice(), types, mindspore=True).snippets == {"mindspore": "ds = ds.batch(32)"}
+    bare = advice()
+    bare.snippets = {k: v for k, v in bare.snippets.items() if k != "mindspore"}
+    assert fit_snippets(bare, {"npu"}, mindspore=True).snippets == {}

@@ -123,6 +123,8 @@ def test_stages_view_and_the_slow_stage(prof: Any) -> None:
     a = items["cluster.slow_stage"]
     assert a.evidence["slowest_stage"] == 1 and a.evidence["ranks"] == "2,3"
     assert a.gain == pytest.approx((149.0 - 125.0) / 149.0)  # stage means 101 and 149 ms
+    # A MindSpore job: MindSpore's pipeline code, no torch.distributed.pipelining.
+    assert set(a.snippets) == {"mindspore"} and "nn.PipelineCell(" in a.snippets["mindspore"]
     # The ranks view reads the device step spans: rank 2 is the slowest.
     ranks = {r["rank"]: r for r in run(prof, "ranks").rows}
     assert ranks[2]["steps"] == STEPS and ranks[2]["step_mean_us"] == pytest.approx(150_500.0)

@@ -124,16 +124,24 @@ TO_NPU = (
 )
 
 
+#: The snippets in PyTorch (and torch_npu, the Ascend form): never shown for a MindSpore profile.
+TORCH_SNIPPETS = ("pytorch", "ascend")
+
+
 def fit_snippets(advice: Advice, types: set[str], mindspore: bool = False) -> Advice:
-    """``advice``'s code for the profile's devices, where they are known: without the
-    Ascend form of its fix where none is an Ascend NPU (a CUDA trace's reader has no
-    use for torch_npu); where all the accelerators are Ascend NPUs, the PyTorch code as
+    """``advice``'s code for the profile's framework and devices. Where the profile comes
+    from MindSpore (``mindspore``), its MindSpore form alone, or no code where the rule
+    has none (its fix then says what to change): never PyTorch code
+    (:data:`TORCH_SNIPPETS`). Elsewhere no MindSpore form, and, where the devices are
+    known, no Ascend form where none is an Ascend NPU (a CUDA trace's reader has no use
+    for torch_npu); where all the accelerators are Ascend NPUs, the PyTorch code as
     torch_npu spells it (:data:`TO_NPU`), with the Ascend form after it. ``types``: the
-    accelerators' types (:meth:`.base.Context.device_types`; cpu left out). The MindSpore
-    form only where the profile comes from MindSpore (``mindspore``)."""
+    accelerators' types (:meth:`.base.Context.device_types`; cpu left out)."""
     types = types - {"cpu"}
-    if not mindspore:
-        advice.snippets = {k: v for k, v in advice.snippets.items() if k != "mindspore"}
+    if mindspore:
+        advice.snippets = {k: v for k, v in advice.snippets.items() if k not in TORCH_SNIPPETS}
+        return advice
+    advice.snippets = {k: v for k, v in advice.snippets.items() if k != "mindspore"}
     if types and "npu" not in types:
         advice.snippets = {k: v for k, v in advice.snippets.items() if k != "ascend"}
     elif types and "cuda" not in types and "pytorch" in advice.snippets:
@@ -147,6 +155,21 @@ def fit_snippets(advice: Advice, types: set[str], mindspore: bool = False) -> Ad
             "pytorch": code + (f"\n{extra}" if extra else "")
         }
     return advice
+
+
+#: The one snippet a short face (the terminal table, the notebook) shows: PyTorch's, else
+#: MindSpore's (a MindSpore profile has no PyTorch code: :func:`fit_snippets`).
+SHOWN_SNIPPETS = (("pytorch", "PyTorch"), ("mindspore", "MindSpore"))
+
+
+def shown_snippet(item: dict[str, Any]) -> tuple[str, str] | None:
+    """(framework, code) of the snippet a short face shows for ``item`` (an
+    :meth:`Advice.to_json`), or None where the fix has no code."""
+    snippets = item.get("snippets") or {}
+    for key, label in SHOWN_SNIPPETS:
+        if key in snippets:
+            return label, str(snippets[key])
+    return None
 
 
 def bound(advice: list[Advice], attributed: dict[str, float], total_us: float) -> None:
@@ -272,6 +295,7 @@ def warnings(ctx: Context) -> list[str]:
 __all__ = [
     "CLOCK_SKEW_TOLERANCE_US",
     "SEVERITIES",
+    "TORCH_SNIPPETS",
     "Advice",
     "NotEnoughData",
     "Rule",
@@ -285,5 +309,6 @@ __all__ = [
     "merge",
     "rules",
     "severity",
+    "shown_snippet",
     "without_steps",
 ]

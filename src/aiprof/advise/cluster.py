@@ -257,4 +257,9 @@ def slow_stage(ctx: Context) -> Outcome:
         "Rebalance the pipeline: move layers out of the slow stage (pipeline_stages / the layers each stage "
         "holds), or raise the micro-batch count so the other stages wait less for it.",
         pytorch="# torch.distributed.pipelining: split points that give each stage equal compute",
+        mindspore=(
+            "from mindspore import nn\n"
+            "net.layer12.pipeline_stage = 2  # a Cell moved out of the slow stage\n"
+            "net_with_loss = nn.PipelineCell(net_with_loss, micro_size=8)  # more micro-batches"
+        ),
     )

@@ -20,6 +20,43 @@ SMALL_PACKET_SHARE = 0.5
 
 _DDP_FIX = "Overlap gradient communication with the backward pass (DDP buckets), and compress or reduce what is sent."
 
+# MindSpore's forms of the fixes (a MindSpore profile is shown no PyTorch code:
+# advise.fit_snippets). MindSpore inserts the collectives itself; its parallel context
+# says how they are fused: all_reduce_fusion_config splits the gradients' AllReduce
+# into groups at parameter indices, comm_fusion sets the size of each fused operator.
+_MS_SHARE_FIX = (
+    "Hide the gradient communication behind the backward pass: under data parallelism, split the gradients into "
+    "several fused AllReduce groups (all_reduce_fusion_config) so the first groups are sent while backward computes "
+    "the rest; under (semi-)auto parallelism, smaller fused AllGather and ReduceScatter operators (comm_fusion) "
+    "start sooner."
+)
+_MS_OVERLAP_FIX = (
+    "Overlap the collectives with computation: under data parallelism, split the gradients into several fused "
+    "AllReduce groups (all_reduce_fusion_config) so the first groups are sent while backward computes the rest, not "
+    "all at the end; under (semi-)auto parallelism, smaller fused AllGather and ReduceScatter operators (comm_fusion) "
+    "start sooner."
+)
+_MS_OVERLAP = (
+    "import mindspore as ms\n"
+    "# data parallel: the gradients in 3 fused AllReduce groups (split at parameter indices 20 and 35),\n"
+    "# the first ones sent while backward computes the rest\n"
+    "ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True,\n"
+    "                             all_reduce_fusion_config=[20, 35])\n"
+    "# (semi-)auto parallel: fused AllGather / ReduceScatter size, MB (64 by default; smaller ones start sooner)\n"
+    "ms.set_auto_parallel_context(comm_fusion={'allgather': {'mode': 'size', 'config': 32},\n"
+    "                                          'reducescatter': {'mode': 'size', 'config': 32}})"
+)
+_MS_SMALL_FIX = (
+    "Fuse the small collectives into fewer, larger ones: raise the fusion size of AllReduce, AllGather and "
+    "ReduceScatter (comm_fusion, MB per fused operator, 64 by default)."
+)
+_MS_SMALL = (
+    "import mindspore as ms\n"
+    "ms.set_auto_parallel_context(comm_fusion={'allreduce': {'mode': 'size', 'config': 128},  # MB per fused op\n"
+    "                                          'allgather': {'mode': 'size', 'config': 128},\n"
+    "                                          'reducescatter': {'mode': 'size', 'config': 128}})"
+)
+
 
 def _ddp_pt(ctx: Context) -> str:
     """DDP's overlap options and a compression hook the devices run: bfloat16 from
@@ -70,9 +107,10 @@ def comm_share(ctx: Context) -> Outcome:
         f"Communication not hidden by computation takes {100 * s:.1f}% of the step.",
         {"communication_us": t, "step_us": step, "communication_pct": 100 * s},
         t,
-        _DDP_FIX,
+        _MS_SHARE_FIX if ctx.mindspore() else _DDP_FIX,
         pytorch=_ddp_pt(ctx),
         ascend="# Ascend: the same DDP options with backend='hccl'",
+        mindspore=_MS_OVERLAP,
     )
 
 
@@ -103,8 +141,9 @@ def low_overlap(ctx: Context) -> Outcome:
         f"Only {100 * o:.1f}% of communication time overlaps computation; {100 * s:.1f}% of the step is exposed.",
         {"overlap_pct": 100 * o, "comm_us": comm, "overlap_us": ov, "exposed_us": exposed, "step_us": step},
         exposed * (OVERLAP_LOW - o) / OVERLAP_LOW if o < OVERLAP_LOW else 0.0,
-        _DDP_FIX,
+        _MS_OVERLAP_FIX if ctx.mindspore() else _DDP_FIX,
         pytorch=_ddp_pt(ctx),
+        mindspore=_MS_OVERLAP,
     )
 
 
@@ -132,8 +171,11 @@ def small_packets(ctx: Context) -> Outcome:
         f"{100 * s:.0f}% of sized collectives move less than 1 MiB each.",
         {"small_calls": small, "sized_calls": calls, "small_pct": 100 * s, "small_comm_us": t},
         t * 0.5,
-        "Bucket small tensors into fewer, larger collectives (bigger DDP buckets, coalesced calls).",
+        _MS_SMALL_FIX
+        if ctx.mindspore()
+        else "Bucket small tensors into fewer, larger collectives (bigger DDP buckets, coalesced calls).",
         pytorch="model = DDP(model, bucket_cap_mb=100)\n# or: dist.all_reduce_coalesced / torch.cat before all_reduce",
+        mindspore=_MS_SMALL,
     )
 
 

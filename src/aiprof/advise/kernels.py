@@ -20,6 +20,7 @@ IDLE_SHARE = 0.10
 #: nsys analyze gpu_gaps: device idle gaps of this length or more (µs; the gaps view's default).
 IDLE_GAP_US = MIN_GAP_NS / 1000
 
+_UTIL_VIEW = "# the utilization view (aiprof report --view utilization) shows where the low chunks are"
 _UTIL_FIX = (
     "Find what the device waits for (input, host launches, synchronization, communication: see the "
     "other advice) and increase the work per step (batch size)."
@@ -101,7 +102,8 @@ def low_util_regions(ctx: Context) -> Outcome:
         {"low_chunks": len(low), "chunks": len(rows), "low_chunk_idle_us": idle, "span_us": span},
         idle * LOW_REGION_FILLED,
         _UTIL_FIX,
-        pytorch="# the utilization view (aiprof report --view utilization) shows where the low chunks are",
+        pytorch=_UTIL_VIEW,
+        mindspore=_UTIL_VIEW,  # no framework's code: the same pointer
     )
 
 

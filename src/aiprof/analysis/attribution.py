@@ -22,8 +22,10 @@ Causes, highest priority first:
 - ``sync``: the host blocked in a synchronizing call (synchronize, blocking copies,
   ``.item()``, ``.cpu()``) or a device-side wait, while nothing above runs;
 - ``dataloader``: data loading while the device is idle;
-- ``launch``, ``memory_mgmt``, ``setup``: runtime calls of those classes
-  (analysis/runtime.py) while the device is idle;
+- ``launch``, ``context_init``, ``memory_mgmt``, ``setup``: runtime calls of the
+  classes launch, context, memory and setup (analysis/runtime.py) while the device is
+  idle (``context_init``: the call that created the device context, a long first
+  ``cudaMalloc`` for instance: one-time start-up, not allocator time);
 - ``host``: any other host operator or annotation while the device is idle (the device
   waits for the host's Python and framework work);
 - ``unaccounted``: nothing recorded explains the time.
@@ -171,6 +173,7 @@ CAUSES: list[Cause] = [
     Cause("sync", "Synchronization", _sync),
     Cause("dataloader", "Data loading", lambda p: by_rank(loader_spans(p))),
     Cause("launch", "Launch calls", _runtime("launch")),
+    Cause("context_init", "Device context creation", _runtime("context")),
     Cause("memory_mgmt", "Allocator calls", _runtime("memory")),
     Cause("setup", "Setup calls", _runtime("setup")),
     Cause("host", "Host work", _sql(f"{_HOST} AND kind IN ('cpu_op', 'user_annotation', 'python')")),

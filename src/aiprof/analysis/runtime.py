@@ -1,4 +1,4 @@
-"""Host runtime and driver calls by class: launch, sync, memory management, setup.
+"""Host runtime and driver calls by class: launch, sync, context creation, memory management, setup.
 
 A job whose host time goes to ``cudaMalloc`` or ``cudaStreamCreate`` is not
 launch-bound: each class has its own figures and its own advice.
@@ -10,6 +10,10 @@ Classes (first match wins):
   the same correlation), and calls named for launching or enqueueing
   (``cudaLaunchKernel``, ``cudaGraphLaunch``, ``cudaMemcpyAsync``...) whose work the
   trace lost;
+- ``context``: the call that created the process's device context (:data:`CONTEXT_SQL`:
+  its first runtime call, before any device work, lasting at least
+  :data:`CONTEXT_INIT_MIN_US`; Nsight Systems shows it as a long first ``cudaMalloc``
+  or ``cudaFree``): one-time start-up, not allocator or setup calls;
 - ``memory``: allocator calls (``cudaMalloc``, ``cudaFree``, ``cudaHostAlloc``,
   ``hipMalloc``, ``aclrtMalloc``...);
 - ``setup``: everything else (stream and event creation, device and attribute
@@ -39,7 +43,7 @@ from .common import fetch, rank_slice
 from .ranks import step_windows
 from .sync import SYNC_API_RE, SYNC_MEMCPY_RE, SYNC_MEMSET_RE
 
-RUNTIME_CLASSES = ("launch", "sync", "memory", "setup")
+RUNTIME_CLASSES = ("launch", "sync", "context", "memory", "setup")
 ALL = "(all)"
 
 #: Synchronizing calls: the sync view's three patterns (synchronize, blocking copy, blocking set).
@@ -52,16 +56,42 @@ MEMORY_RE = (
     r"|memrelease|memaddress|memsetaccess"
 )
 
+#: CUDA (HIP, AscendCL) creates a process's device context lazily, in the first runtime
+#: call the process makes, whatever it is: that call then lasts from tens of ms to
+#: seconds (Nsight Systems users know it as a long first ``cudaMalloc`` or ``cudaFree``),
+#: where the same call on a live context takes µs. A call is that context creation
+#: (class ``context``) when it is the first ``runtime`` call of its process (rank, pid;
+#: the driver calls the runtime makes for itself, ``cuModuleGetLoadingMode``, come before
+#: it), starts before any device work of its rank, lasts at least this long, and would
+#: otherwise be an allocator or setup call (a first launch or synchronize keeps its
+#: class). An allocator call on a live context, even of a large buffer, takes well under
+#: this.
+CONTEXT_INIT_MIN_US = 10_000.0
+
+#: SQL over the calls ``e`` joined to their process's first runtime call ``fc`` and their
+#: rank's first device work ``fd``: the context-creation condition (:data:`CONTEXT_INIT_MIN_US`).
+CONTEXT_SQL = (
+    f"fc.rank IS NOT NULL AND e.kind = 'runtime' AND e.dur >= {int(CONTEXT_INIT_MIN_US * 1000)} "
+    "AND (fd.ts IS NULL OR e.ts < fd.ts)"
+)
+
 _SQL = f"""
     WITH dev AS (SELECT DISTINCT rank, correlation FROM events
                  WHERE device_type <> 'cpu' AND correlation IS NOT NULL
-                   AND kind IN ('kernel', 'memcpy', 'memset', 'collective'))
+                   AND kind IN ('kernel', 'memcpy', 'memset', 'collective')),
+         fd AS (SELECT rank, min(ts) AS ts FROM events
+                WHERE device_type <> 'cpu' AND kind IN ('kernel', 'memcpy', 'memset', 'collective') GROUP BY rank),
+         fc AS (SELECT rank, coalesce(pid, -1) AS pid, min(ts) AS ts FROM events
+                WHERE device_type = 'cpu' AND kind = 'runtime' AND coalesce(cat, '') <> 'osrt' GROUP BY rank, 2)
     SELECT e.rank, e.ts, e.ts + e.dur AS te, e.name,
            CASE WHEN regexp_matches(e.name, '{SYNC_RE}') THEN 'sync'
                 WHEN dev.rank IS NOT NULL OR regexp_matches(e.name, '{LAUNCH_RE}') THEN 'launch'
+                WHEN {CONTEXT_SQL} THEN 'context'
                 WHEN regexp_matches(e.name, '{MEMORY_RE}') THEN 'memory'
                 ELSE 'setup' END AS class
     FROM events e LEFT JOIN dev ON dev.rank = e.rank AND dev.correlation = e.correlation
+    LEFT JOIN fc ON fc.rank = e.rank AND fc.pid = coalesce(e.pid, -1) AND fc.ts = e.ts
+    LEFT JOIN fd ON fd.rank = e.rank
     WHERE e.device_type = 'cpu' AND e.kind IN ('runtime', 'driver') AND coalesce(e.cat, '') <> 'osrt'
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import orjson
 
-from ..advise import SEVERITIES, advise_json
+from ..advise import SEVERITIES, advise_json, shown_snippet
 from .common import open_input
 
 
@@ -86,15 +86,16 @@ def command(profile: str, fmt: str, min_severity: str, show_all: bool) -> None:
             f"{a['gain_pct']:.1f}",
             f"[bold]{escape(a['title'])}[/bold]\n{escape(a['summary'])}\n[dim]{escape(_gain_line(a))}[/dim]{also}",
             escape(ev),
-            escape(a["fix"]) + (f"\n\n[dim]code: below, fix #{i}[/dim]" if "pytorch" in a["snippets"] else ""),
+            escape(a["fix"]) + (f"\n\n[dim]code: below, fix #{i}[/dim]" if shown_snippet(a) else ""),
         )
     console.print(t)
     # The code under the table, line by line and never folded: a cell would break it
     # mid-identifier (torch.amp.GradS / caler), and it must paste as written.
     for i, a in enumerate(doc["advice"], 1):
-        if "pytorch" in a["snippets"]:
-            console.print(f"[bold]fix #{i}[/bold] ({escape(a['title'])}), PyTorch:", soft_wrap=True)
-            console.print(Text(a["snippets"]["pytorch"]), soft_wrap=True)
+        shown = shown_snippet(a)
+        if shown:
+            console.print(f"[bold]fix #{i}[/bold] ({escape(a['title'])}), {shown[0]}:", soft_wrap=True)
+            console.print(Text(shown[1]), soft_wrap=True)
     if not doc["advice"]:
         console.print("No advice: no rule fired." + ("" if show_all else " (--all shows the items under 1% gain)"))
     else:

@@ -217,6 +217,8 @@ def _device_table(ov: list[dict[str, Any]], accelerators: bool) -> str:
 
 def advice_html(items: list[dict[str, Any]], total: int) -> str:
     """Advice items (``Advice.to_json()``) with their evidence and fix."""
+    from ..advise import shown_snippet
+
     if not items:
         return f'<p class="aiprof-advice" style="{_MUTED};margin:2px 0">No advice: no rule fired.</p>'
     out = []
@@ -224,7 +226,8 @@ def advice_html(items: list[dict[str, Any]], total: int) -> str:
         sev = str(a.get("severity", "low"))
         color = SEVERITY_COLORS.get(sev, "#6b7280")
         ev = "; ".join(f"{k} = {format_cell(v)}" for k, v in (a.get("evidence") or {}).items())
-        snippet = (a.get("snippets") or {}).get("pytorch")
+        shown = shown_snippet(a)
+        snippet = shown[1] if shown else None
         code = (
             f'<pre style="margin:4px 0;padding:6px 8px;background:rgba(128,128,128,.12);font-size:12px;'
             f'white-space:pre-wrap">{esc(snippet)}</pre>'
