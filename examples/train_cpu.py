@@ -105,12 +105,19 @@ def main() -> None:
     ap.add_argument("--slowdown", type=float, default=0.0, help="plant a slowdown: 0.15 makes each step 15%% longer")
     ap.add_argument("--clip-grad-norm", type=float, default=0.0, help="clip the gradients' norm to this (0: no clipping)")
     ap.add_argument("--profile", metavar="OUT", help="record with the aiprof Python API into OUT")
+    ap.add_argument("--force", action="store_true", help="with --profile: replace a recording already in OUT")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.profile:
         if Profiler is None:
             raise SystemExit("--profile needs aiprof installed")
-        with Profiler(output=args.profile):
+        from aiprof.errors import AiprofError
+
+        try:
+            profiler = Profiler(output=args.profile, force=args.force)
+        except AiprofError as e:  # an earlier recording in OUT: one line, not a traceback
+            raise SystemExit(f"train_cpu.py: {e} (here: --force)") from None
+        with profiler:
             checksum = train(args.steps, args.batch_size, args.slowdown, args.clip_grad_norm)
     else:
         checksum = train(args.steps, args.batch_size, args.slowdown, args.clip_grad_norm)

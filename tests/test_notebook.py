@@ -277,6 +277,71 @@ def test_bad_option_is_one_line(kernel: Kernel) -> None:
     assert not [o for o in out if o["output_type"] == "error" and len(o["traceback"]) > 2]
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden raw folders included), with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_output_holding_a_recording_is_refused_before_the_cell_runs(kernel: Kernel, work: Path) -> None:
+    out, ran = work / "again", work / "again-ran"
+
+    def cell(force: str) -> tuple[list[Any], str]:
+        # The cell's visible side effects: a line appended to a file, a model trained.
+        return kernel.run(
+            f"%%aiprof -o {out} --no-display{force}\n"
+            f"open({str(ran)!r}, 'a').write('ran\\n')\n"
+            "again = train_cpu.train(3, 64)"
+        )
+
+    first, status = cell("")
+    assert status == "ok", first
+    assert ran.read_text() == "ran\n"
+    origin = json.loads((out / "rank0.aiprof" / "profile.json").read_text())["time_origin_ns"]
+    before = _files(work / "again")
+    kernel.run("again = None")
+    refused, status = cell("")
+    assert status == "error"
+    # One line, as a bad option's (a UsageError): no traceback.
+    assert refused == [
+        {
+            "output_type": "stream",
+            "name": "stderr",
+            "text": f"UsageError: {out} already holds a recording (rank0.aiprof): "
+            "give another -o, or --force to replace it\n",
+        }
+    ]
+    assert ran.read_text() == "ran\n"  # the cell's code did not run
+    unchanged, _ = kernel.run("print(again)")
+    assert streams(unchanged) == "None\n"
+    assert _files(work / "again") == before  # the earlier profile byte for byte
+    # --force replaces it: the cell runs, recorded, in its place.
+    forced, status = cell(" --force")
+    assert status == "ok", forced
+    assert ran.read_text() == "ran\nran\n"
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.aiprof"]
+    with open_profile(out) as p:
+        assert p.metas[0]["time_origin_ns"] > origin and p.metas[0]["partial"] is False
+
+
+def test_a_default_cell_output_never_holds_an_earlier_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.notebook import magics
+    from aiprof.record import Profiler
+
+    monkeypatch.chdir(tmp_path)
+    stamp = "20261207-120000"
+    monkeypatch.setattr(magics, "time", type("T", (), {"strftime": staticmethod(lambda fmt: stamp)}))
+    # A kernel killed while recording cell 5 left its raw data beside the name the
+    # default gives (no profile there yet): aiprof recover finishes it.
+    killed = Path("aiprof-notebook") / f"cell5-{stamp}.aiprof"
+    with Profiler(output=killed, host=["system"], device=False, defer=True) as prof:
+        prof.step()
+    assert prof.raw_dir is not None and prof.raw_dir.is_dir() and not killed.exists()
+    (killed.parent / f"cell5-{stamp}-2.aiprof").mkdir()  # and a profile of that second
+    assert magics.default_output(5) == killed.parent / f"cell5-{stamp}-3.aiprof"
+
+
 def test_open_a_trace_shows_its_overview(kernel: Kernel, shared_data: Path) -> None:
     trace = shared_data / V100
     out, status = kernel.run(f"%aiprof {trace} --no-timeline")

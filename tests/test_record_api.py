@@ -391,3 +391,165 @@ def test_sampler_shows_aiprof_callbacks_by_their_label(monkeypatch: pytest.Monke
     leaf = by_id[dump["stack"][0]]
     assert leaf[2:] == ("[collect]", "<aiprof>", 0)
     assert by_id[leaf[1]][2] == "test_sampler_shows_aiprof_callbacks_by_their_label"
+
+
+# -- an output that holds an earlier recording (record/launcher/output_guard.py) ----------
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden raw folders included), by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _model() -> tuple[Any, Any]:
+    """A real model and its optimizer: a step of it changes its weights."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 2)
+    return m, torch.optim.SGD(m.parameters(), lr=0.1)
+
+
+def _fit(m: Any, opt: Any, steps: int, prof: Profiler | None = None) -> None:
+    import torch
+
+    for _ in range(steps):
+        opt.zero_grad()
+        m(torch.ones(4, 8)).sum().backward()
+        opt.step()
+        if prof is not None:
+            prof.step()
+
+
+@pytest.mark.parametrize("name", ["run", "run.aiprof"])
+def test_an_output_holding_a_recording_is_refused_before_anything_runs(tmp_path: Path, name: str) -> None:
+    torch = pytest.importorskip("torch")
+    out = tmp_path / name
+    with Profiler(output=out, host=["python", "system"], device=False) as p:
+        _fit(*_model(), 3, p)
+    profile = out if name.endswith(".aiprof") else out / "rank0.aiprof"
+    assert rows(profile, "select count(*) from events where kind = 'step'") == [(3,)]
+    if not name.endswith(".aiprof"):
+        (out / "notes.txt").write_text("the user's own notes\n")
+    before = files(tmp_path)
+    m, opt = _model()
+    weights = m.weight.detach().clone()
+    with pytest.raises(AiprofError) as refused:
+        with Profiler(output=out, host=["python", "system"], device=False) as p:
+            _fit(m, opt, 3, p)
+    if name.endswith(".aiprof"):
+        assert str(refused.value) == f"{out} is an earlier recording: give another output, or force=True to replace it"
+    else:
+        assert str(refused.value) == (
+            f"{out} already holds a recording (rank0.aiprof): give another output, or force=True to replace it"
+        )
+    assert torch.equal(m.weight, weights)  # the block never ran: refused at construction
+    assert files(tmp_path) == before  # the earlier profile byte for byte, nothing added
+    # The MindSpore style is refused as early: at construction, not at start().
+    with pytest.raises(AiprofError, match="force=True to replace it"):
+        Profiler(output=out, start_profile=False, host=["system"], device=False)
+    assert files(tmp_path) == before
+
+
+def test_force_replaces_the_recording_and_keeps_the_other_files(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    with Profiler(output=out, host=["python", "system"], device=False) as p:
+        _fit(*_model(), 2, p)
+    first = meta(out / "rank0.aiprof")
+    (out / "notes.txt").write_text("the user's own notes\n")
+    m, opt = _model()
+    with Profiler(output=out, host=["python", "system"], device=False, force=True) as p:
+        _fit(m, opt, 5, p)
+    assert sorted(q.name for q in out.iterdir()) == ["notes.txt", "rank0.aiprof"]  # no raw folder left either
+    assert meta(out / "rank0.aiprof")["time_origin_ns"] > first["time_origin_ns"]
+    assert rows(out / "rank0.aiprof", "select count(*) from events where kind = 'step'") == [(5,)]
+    assert (out / "notes.txt").read_text() == "the user's own notes\n"
+
+
+def test_an_unfinished_recording_is_refused_and_still_recoverable(tmp_path: Path) -> None:
+    from aiprof.record.finalizer import finalize
+
+    out = tmp_path / "run"
+    # Raw data only, no profile: what a recording killed before it finished leaves.
+    with Profiler(output=out, host=["system"], device=False, defer=True) as p:
+        for _ in range(4):
+            p.step()
+    raw = p.raw_dir
+    assert raw is not None and raw.is_dir() and not (out / "rank0.aiprof").exists()
+    before = files(tmp_path)
+    ran: list[int] = []
+    with pytest.raises(AiprofError) as refused:
+        with Profiler(output=out, host=["system"], device=False):
+            ran.append(1)
+    assert str(refused.value) == (
+        f"{out} already holds an unfinished recording ({raw.name}: aiprof recover {out} writes its profiles): "
+        "give another output, or force=True to replace it"
+    )
+    assert ran == [] and files(tmp_path) == before
+    summary = finalize(raw)  # what aiprof recover does: nothing was lost
+    assert summary.steps >= 3 and (out / "rank0.aiprof" / "profile.json").is_file()
+
+
+def test_profiles_aiprof_record_did_not_write_are_refused_even_with_force(tmp_path: Path) -> None:
+    from aiprof.importers import import_paths
+
+    out = tmp_path / "run"
+    samples = Path(__file__).resolve().parent / "samples"
+    import_paths([samples / "dmon_d10.txt"], out / "dmon.aiprof")
+    before = files(tmp_path)
+    for force in (False, True):
+        with pytest.raises(AiprofError) as refused:
+            Profiler(output=out, host=["system"], device=False, force=force)
+        assert str(refused.value) == (
+            f"{out} already holds profiles (dmon.aiprof) that aiprof record did not write: give another output "
+            "(force=True replaces only an earlier recording)"
+        )
+        assert files(tmp_path) == before
+
+
+def test_without_an_output_each_profiler_gets_a_folder_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiprof.record.job import controller
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(controller, "default_output", lambda: "aiprof-20261207-120000")  # two in one second
+    with Profiler(host=["system"], device=False) as a:
+        a.step()
+    before = files(tmp_path)
+    with Profiler(host=["system"], device=False) as b:
+        b.step()
+        b.step()
+    assert a.path == Path("aiprof-20261207-120000/rank0.aiprof")
+    assert b.path == Path("aiprof-20261207-120000-2/rank0.aiprof")
+    after = files(tmp_path)
+    assert {k: v for k, v in after.items() if k in before} == before  # the first one kept
+    assert rows(b.path, "select count(*) from events where kind = 'step'") == [(2,)]
+
+
+def test_under_a_launcher_each_rank_checks_its_own_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "job"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with Profiler(output=out, host=["system"], device=False) as p:  # rank 1 of an earlier run
+        p.step()
+    earlier = files(out)
+    monkeypatch.setenv("RANK", "0")
+    with Profiler(output=out, host=["system"], device=False) as r0:  # its own rank0.aiprof is new
+        raw0 = r0._controller.raw_dir  # type: ignore[union-attr]
+        # Rank 1 of this run starts while rank 0 records beside it: refused for its own
+        # earlier profile, not for rank 0's raw folder.
+        monkeypatch.setenv("RANK", "1")
+        with pytest.raises(AiprofError) as refused:
+            Profiler(output=out, host=["system"], device=False)
+        assert str(refused.value) == (
+            f"{out / 'rank1.aiprof'} is an earlier recording: give another output, or force=True to replace it"
+        )
+        assert {k: v for k, v in files(out).items() if k.startswith("rank1")} == earlier
+        # force replaces rank 1's earlier profile only: rank 0's recording goes on.
+        Profiler(output=out, host=["system"], device=False, force=True)
+        assert not (out / "rank1.aiprof").exists() and Path(raw0).is_dir()
+        r0.step()
+    assert meta(out / "rank0.aiprof")["ranks"] == [0]

@@ -14,19 +14,9 @@ def fresh_default() -> Path:
     """``aiprof-YYYYmmdd-HHMMSS`` in the working directory, ``-2``, ``-3``... after it when
     that exists: a run without -o never lands in an earlier run's folder (two in one
     second included), and claims its folder by creating it."""
-    from ..record.job.controller import default_output
+    from ..record.job.controller import claim_default_output
 
-    base = default_output()
-    out, n = Path(base), 2
-    while True:
-        try:
-            out.mkdir()
-        except FileExistsError:
-            out, n = Path(f"{base}-{n}"), n + 1
-            continue
-        except OSError:
-            pass  # unwritable here: the output check says so in one line
-        return out
+    return Path(claim_default_output())
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -71,6 +71,9 @@ class CellSampler(PythonSampler):
 class CellProfiler(Profiler):
     """:class:`~aiprof.record.job.api.Profiler` with the cell's sampler."""
 
+    #: A refused output is named as the magic's options name it.
+    _output_names = ("-o", "--force")
+
     def _build(self) -> list[Collector]:
         out = super()._build()
         if not any(type(c) is PythonSampler for c in out):

@@ -19,10 +19,14 @@ DEFAULT_FOLDER = "aiprof-notebook"
 
 
 def default_output(cell: int | None) -> Path:
-    """``aiprof-notebook/cellN-YYYYmmdd-HHMMSS.aiprof``, never one that exists."""
+    """``aiprof-notebook/cellN-YYYYmmdd-HHMMSS.aiprof``, never one that exists or that
+    the raw folders of a killed recording are beside (an output holding an earlier
+    recording is refused: a default one never is)."""
+    from ..record.launcher.output_guard import earlier_recording
+
     base = Path(DEFAULT_FOLDER) / f"cell{cell or 0}-{time.strftime('%Y%m%d-%H%M%S')}"
     out, n = base.with_name(base.name + ".aiprof"), 2
-    while out.exists():
+    while out.exists() or any(earlier_recording(out)):
         out, n = base.with_name(f"{base.name}-{n}.aiprof"), n + 1
     return out
 
@@ -82,6 +86,8 @@ class AiprofMagics(Magics):
             raise AiprofError("%%aiprof cannot record a cell with top-level await: call the coroutine from a function")
         count = shell.execution_count - 1  # IPython counts the cell before running it: In [count]
         out = opts["output"] or default_output(count)
+        # An output holding an earlier recording is refused here, before the cell runs,
+        # unless --force (Profiler's force: output_guard.check_earlier, one line).
         prof = CellProfiler(out, **settings)
         outer = shell.displayhook.exec_result
         prof.start()

@@ -15,7 +15,18 @@ from ..record.job.collectors.python_stacks import DEFAULT_RATE_HZ
 
 #: ``aiprof record`` options that mean something for a cell (not ``--sample-inside``:
 #: the kernel is the process, so the stacks are always sampled from a thread in it).
-RECORD_OPTIONS = ("output", "rate", "no_python", "ops", "no_device", "schedule_text", "shapes", "stack", "memory")
+RECORD_OPTIONS = (
+    "output",
+    "rate",
+    "no_python",
+    "ops",
+    "no_device",
+    "schedule_text",
+    "shapes",
+    "stack",
+    "memory",
+    "force",
+)
 
 _DISPLAY = [
     click.Option(["--no-display"], is_flag=True, help="Show nothing after the cell (the profile is still written)."),
@@ -89,4 +100,5 @@ def profiler_settings(opts: dict[str, Any]) -> dict[str, Any]:
         "record_shapes": bool(opts.get("shapes")),
         "with_stack": bool(opts.get("stack")),
         "profile_memory": bool(opts.get("memory")),
+        "force": bool(opts.get("force")),
     }

@@ -22,13 +22,13 @@ from ..environment import ENV_STACKS
 from ..rawfile import DISK_FULL_ERRNOS
 from . import anchors, collectives
 from .collectors.base import Collector
-from .controller import Controller, profile_location, rank_from_env
+from .controller import Controller, claim_default_output, profile_location, rank_from_env
 from .schedule import Schedule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any, TypeVar
+    from typing import Any, ClassVar, TypeVar
 
     # Finalizing (msgspec, then the store) is only needed at stop: not imported into
     # every recorded job at its start.
@@ -54,7 +54,17 @@ class Profiler:
 
     Args:
         output: folder of the profiles (``OUT/rank<R>.aiprof``), or a name ending in
-            ``.aiprof`` for exactly one profile; default ``aiprof-<date>-<time>``.
+            ``.aiprof`` for exactly one profile; default ``aiprof-<date>-<time>``
+            (``-2``, ``-3``... after it when that exists: a folder of its own, created
+            here; under a launcher, the ranks share the one of their second).
+        force: replace the recording already at ``output``. Without it, an output that
+            holds an earlier recording (profiles aiprof wrote, or the raw folders of one
+            that was killed) is refused here, with :class:`~aiprof.errors.AiprofError`,
+            before anything is recorded, as ``aiprof record -o`` refuses it
+            (:func:`aiprof.record.launcher.output_guard.check_earlier`); profiles aiprof
+            record did not write (an import) are refused even with it. Under a launcher
+            (``RANK`` set), each rank checks and replaces its own ``rank<R>.aiprof``
+            only: the job's ranks record beside each other at once.
         schedule: :func:`aiprof.schedule` (torch.profiler's semantics); None records
             every step.
         host: host collectors among ``"python"``, ``"system"``, ``"ops"``; None means
@@ -82,6 +92,10 @@ class Profiler:
             joules per sample (``annotate(..., samples=N)`` counts them per step instead).
     """
 
+    _output_names: ClassVar[tuple[str, str]] = ("output", "force=True")
+    """How a refused output's message names the output and force (``%%aiprof``'s
+    profiler: ``-o`` and ``--force``)."""
+
     def __init__(
         self,
         output: str | os.PathLike[str] | None = None,
@@ -100,6 +114,8 @@ class Profiler:
         defer: bool = False,
         telemetry_outside: bool = False,
         batch_size: int | None = None,
+        force: bool = False,
+        _output_checked: bool = False,
     ) -> None:
         if host is None:
             hosts = ["python", "system"] + (["ops"] if "torch" in sys.modules else [])
@@ -129,9 +145,17 @@ class Profiler:
             raise AiprofError(f"batch size must be > 0, got {batch_size}")
         self.batch_size = batch_size
         self.rank, self.world_size = rank_from_env()
+        # _output_checked: the profiler of aiprof record's job (record/job/bootstrap.py),
+        # whose output aiprof record checked before the job, and whose processes record
+        # beside each other into it.
+        claimed = output is None and self.rank is None and not _output_checked
+        if claimed:
+            output = claim_default_output()  # a new folder: nothing earlier in it
         # str, not Path: pathlib would cost every recorded job its import (the
         # properties below give Paths to those who ask).
         self._path = profile_location(output, self.rank)
+        if not (claimed or _output_checked):
+            self._check_output(output, force)
         self._raw: str | None = None
         self.summary: RecordSummary | None = None
         self._controller: Controller | None = None
@@ -139,6 +163,18 @@ class Profiler:
         self.python_sampler = "in the job"
         """Where the Python stacks are sampled: "outside" (by ``aiprof record``, which
         reads this process's memory) or "in the job" (a sampler thread), with why."""
+
+    def _check_output(self, output: str | os.PathLike[str] | None, force: bool) -> None:
+        """Refuse an output holding an earlier recording, unless ``force`` (which removes
+        it): :func:`~aiprof.record.launcher.output_guard.check_earlier`, the rule of
+        ``aiprof record -o``, on the output as given; under a launcher, on this rank's
+        own profile (and raw folders), since the other ranks write beside it now."""
+        from pathlib import Path
+
+        from ..launcher.output_guard import check_earlier
+
+        where = self._path if self.rank is not None or output is None else os.path.normpath(os.fspath(output))
+        check_earlier(Path(where), force, options=self._output_names)
 
     # -- life cycle ---------------------------------------------------------------
 

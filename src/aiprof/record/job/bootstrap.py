@@ -68,6 +68,9 @@ def profiler_from_env() -> Profiler:
         batch_size=opts.get("batch_size"),
         defer=os.environ.get(ENV_DEFER) == "1",
         telemetry_outside=os.environ.get(ENV_POLLER) == str(os.getppid()),
+        # aiprof record checked its output for an earlier recording before the job, and
+        # the job's processes record into it side by side (api.Profiler's force).
+        _output_checked=True,
     )
 
 

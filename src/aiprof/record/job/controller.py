@@ -74,6 +74,24 @@ def default_output() -> str:
     return time.strftime("aiprof-%Y%m%d-%H%M%S")
 
 
+def claim_default_output() -> str:
+    """:func:`default_output`, ``-2``, ``-3``... after it when that exists, claimed by
+    creating it: a recording without an output never lands in an earlier one's folder
+    (two in one second included). ``aiprof record`` without -o and ``Profiler()`` of a
+    process without a rank use it."""
+    base = default_output()
+    out, n = base, 2
+    while True:
+        try:
+            os.mkdir(out)
+        except FileExistsError:
+            out, n = f"{base}-{n}", n + 1
+            continue
+        except OSError:
+            pass  # unwritable here: recording into it says so
+        return out
+
+
 def profile_location(output: str | os.PathLike[str] | None, rank: int | None) -> str:
     """Where this process's profile goes.
 

@@ -12,7 +12,9 @@ An output that already holds a recording (the profiles and raw folders an earlie
 (:func:`check_earlier`): it would be replaced without a word. ``--force`` removes
 that recording's own outputs, and nothing else in the folder; profiles something else
 wrote there (an import) are refused even then, since the new recording would be read
-together with them.
+together with them. The in-process recorders apply the same rule through
+:func:`check_earlier`: ``Profiler(output=..., force=...)`` when it is made
+(record/job/api.py), and ``%%aiprof -o ... --force`` with it, before the cell runs.
 """
 
 from __future__ import annotations
@@ -92,9 +94,14 @@ def earlier_recording(output: Path) -> tuple[list[Path], list[Path], list[Path]]
     recording into it would replace or be read with: (the profiles a recording wrote,
     its raw folders (unfinished: ``aiprof recover`` makes profiles of them), the
     profiles something else wrote). ``aiprof report OUT`` reads every profile in OUT."""
+    from ..finalizer import find_raw
+
+    if (not output.is_dir() or not any(output.iterdir())) and not find_raw(output):
+        # Nothing there (the usual case): a recording's process (``Profiler``) does not
+        # load the store's modules (DuckDB, Arrow) before its job runs.
+        return [], [], []
     from ...store.reader import find_profiles
     from ...store.writer import META_FILE
-    from ..finalizer import find_raw
     from ..rawfile import RAW_SUFFIX
 
     ours: list[Path] = []
@@ -122,22 +129,28 @@ def _names(paths: list[Path]) -> str:
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def check_earlier(output: Path, force: bool) -> None:
+def check_earlier(output: Path, force: bool, *, options: tuple[str, str] = ("-o", "--force")) -> None:
     """Refuse ``output`` when it holds an earlier recording (or profiles aiprof record
     did not write); with ``force``, remove that recording's profiles and raw folders
-    (only those: other files in the folder are left as they are)."""
+    (only those: other files in the folder are left as they are).
+
+    ``options``: how the message names the output and force where they are given:
+    ``aiprof record`` and ``%%aiprof``'s ``-o`` and ``--force``, ``Profiler``'s
+    ``output`` and ``force=True``."""
+    name_output, name_force = options
     ours, raws, others = earlier_recording(output)
     if others:
         what = "is a profile" if others == [output] else f"already holds profiles ({_names(others)})"
         raise AiprofError(
-            f"{output} {what} that aiprof record did not write: give another -o "
-            "(--force replaces only an earlier recording)"
+            f"{output} {what} that aiprof record did not write: give another {name_output} "
+            f"({name_force} replaces only an earlier recording)"
         )
     if not (ours or raws):
         return
     if not force:
+        redo = f"give another {name_output}, or {name_force} to replace it"
         if ours == [output] and not raws:
-            raise AiprofError(f"{output} is an earlier recording: give another -o, or --force to replace it")
+            raise AiprofError(f"{output} is an earlier recording: {redo}")
         parts = [_names(ours)] if ours else []
         if raws:
             # A killed aiprof record's raw data: still a recording, which recover finishes.
@@ -145,9 +158,7 @@ def check_earlier(output: Path, force: bool) -> None:
                 f"{'unfinished ' if ours else ''}{_names(raws)}: aiprof recover {raws[0].parent} writes its profiles"
             )
         what = "a recording" if ours else "an unfinished recording"
-        raise AiprofError(
-            f"{output} already holds {what} ({'; '.join(parts)}): give another -o, or --force to replace it"
-        )
+        raise AiprofError(f"{output} already holds {what} ({'; '.join(parts)}): {redo}")
     for p in ours + raws:
         try:
             shutil.rmtree(p)
