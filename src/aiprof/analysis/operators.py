@@ -408,6 +408,20 @@ class _Nesting:
         return pa.table(cols)
 
 
+def operator_names(profile: Profile, limit: int = 5, name: str | None = None) -> list[str]:
+    """Names of the profile's operators, most host time first (for a message that asks
+    for one); with ``name``, that name alone where an operator has it, else none."""
+    where, args = [_OP_SQL, "device_type = 'cpu'", "name IS NOT NULL"], []
+    if name is not None:
+        where.append("name = ?")
+        args.append(name)
+    t = profile.sql(
+        f"SELECT name FROM events WHERE {' AND '.join(where)} GROUP BY name ORDER BY sum(dur) DESC, name LIMIT {int(limit)}",
+        args or None,
+    )
+    return [str(x) for x in t.column(0).to_pylist()]
+
+
 @analyser(
     "operator-kernels",
     "Kernels an operator launched",

@@ -22,8 +22,9 @@ Two views share the computation:
     step's window, all devices of the rank together), outlier (analysis/outliers.py),
     <phase>_us for each phase of analysis/phases.py (forward_us, backward_us,
     optimizer_us, data_loading_us, sync_us, collective_us, logging_us,
-    other_python_us); with power or energy counters also energy_j, energy_error_j,
-    avg_w and j_per_sample (see energy.py).
+    other_python_us; null where the step has no Python sample: not measured, as on a
+    trace imported from a vendor's profiler); with power or energy counters also
+    energy_j, energy_error_j, avg_w and j_per_sample (see energy.py).
 
 Breakdown: each instant of a step is counted once, in the first category active at
 that instant in this priority: kernel > memcpy > memset > communication > runtime >
@@ -288,7 +289,11 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     breakdown categories and other_us, device_busy_us, idle_us, compute_us,
     non_compute_us (all µs), outlier (the step is an outlier: analysis/outliers.py;
     per-step means leave it out); where the step trace has its points, MindInsight's
-    iteration_interval_us, fp_and_bp_us, tail_us and step_trace_comm_us too."""
+    iteration_interval_us, fp_and_bp_us, tail_us and step_trace_comm_us too; the
+    phases from the Python samples as <phase>_us. A figure the profile did not measure
+    is null, never 0: a phase in a step without Python samples (every trace imported
+    from a vendor's profiler), a step trace figure of a step without its points, the
+    step trace's communication where it has no communication points."""
     w, b, _, per = _compute_all(profile)
     used = sum(b[c] for c in CATEGORIES)
     cols: dict[str, Any] = {
@@ -324,11 +329,21 @@ def _outliers(w: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def phase_columns(profile: Profile, rank: np.ndarray, step: np.ndarray) -> dict[str, Any]:
-    """<phase>_us per (rank, step) window, from the Python samples (analysis.phases)."""
+    """<phase>_us per (rank, step) window, from the Python samples (analysis.phases):
+    null where the window holds no sample of the step thread (not measured: a trace
+    without Python samples, or a step shorter than the sampling interval); a phase
+    none of the window's samples fell in is a measured 0."""
     from .phases import PHASES, classify, window_times
 
     c = classify(profile)
-    _, ns = window_times(profile)
+    counts, ns = window_times(profile)
     at = {(int(r), int(s)): i for i, (r, s) in enumerate(zip(c.w_rank.tolist(), c.w_step.tolist(), strict=True))}
     idx = np.array([at.get((int(r), int(s)), -1) for r, s in zip(rank, step, strict=True)], dtype=np.int64)
-    return {f"{p}_us": us(np.where(idx >= 0, ns[p][np.clip(idx, 0, None)] if len(ns[p]) else 0, 0)) for p in PHASES}
+    sampled = counts.sum(axis=1) > 0 if len(counts) else np.zeros(0, dtype=bool)
+    measured = (idx >= 0) & (sampled[np.clip(idx, 0, None)] if len(sampled) else False)
+    return {
+        f"{p}_us": pa.array(
+            us(np.where(measured, ns[p][np.clip(idx, 0, None)] if len(ns[p]) else 0, 0)), mask=~measured
+        )
+        for p in PHASES
+    }

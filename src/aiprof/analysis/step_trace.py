@@ -2,13 +2,16 @@
 the step trace's points (Ascend / MindSpore step traces), its iteration interval (from
 the step's start to the forward start), forward + backward (to the backward end) and
 tail (to the step end), and the time of the communication spans between the points of
-that step (kind ``collective``, cat ``step_trace``)."""
+that step (kind ``collective``, cat ``step_trace``). What the step trace did not
+measure is null: the parts of a step without the points, the communication of a
+rank whose step trace has no communication points."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..store import Profile
 from .common import fetch, us
@@ -40,7 +43,12 @@ def columns(profile: Profile, rank: np.ndarray, step: np.ndarray) -> dict[str, A
     out: dict[str, Any] = {}
     for k, col in PARTS.items():
         vals = np.where(have, t[k][np.maximum(idx, 0)], 0)
-        out[col] = np.where(have & (vals >= 0), us(vals), np.nan)
+        ok = have & (vals >= 0)
+        out[col] = pa.array(np.where(ok, us(vals), 0.0), mask=~ok)
+    # A rank whose step trace has no communication points (MindInsight's file then has
+    # no reduce columns) did not measure it: null there, not 0.
+    comm_ranks = {r for r, _ in cwhere}
     cv = np.array([cwhere.get((int(r), int(s)), 0) for r, s in zip(rank, step, strict=True)], dtype=np.int64)
-    out["step_trace_comm_us"] = np.where(have, us(cv), np.nan)
+    ok = have & np.array([int(r) in comm_ranks for r in rank], dtype=bool)
+    out["step_trace_comm_us"] = pa.array(np.where(ok, us(cv), 0.0), mask=~ok)
     return out

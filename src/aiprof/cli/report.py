@@ -40,6 +40,11 @@ def view_names() -> list[str]:
 
 #: The views that read --group-by beyond "name" (the operators analyser's params).
 GROUP_BY_VIEWS = {"shapes": ("operators",), "stack": ("operators",)}
+#: The views that read --name (the analyser's params["name"], the API's param.name): the
+#: operator whose device work operator-kernels lists, which it needs.
+NAME_VIEWS = ("operator-kernels",)
+#: Operator names a missing --name lists, most host time first.
+NAME_EXAMPLES = 5
 
 
 class _ReportCommand(click.Command):
@@ -55,6 +60,14 @@ class _ReportCommand(click.Command):
             for line in textwrap.wrap(names, width, break_on_hyphens=False, break_long_words=False):
                 formatter.write(" " * formatter.current_indent + line + "\n")
         super().format_epilog(ctx, formatter)
+
+
+#: Views whose null figures are ones the profile did not measure (steps: a phase without
+#: Python samples, a step trace figure without its points): the table leaves out the
+#: columns null on every row shown and says so, and a null cell ("-") says it too, as
+#: the web UI's Steps page does; CSV and JSON keep every column, null as empty / null.
+UNMEASURED_VIEWS = ("steps",)
+UNMEASURED_NOTE = "not measured in this profile"
 
 
 #: Why a view has no rows on a profile, where one reason is by far the likeliest.
@@ -82,6 +95,13 @@ _EMPTY = {
     "(with_stack=True).",
 )
 @click.option(
+    "--name",
+    "op_name",
+    metavar="OPERATOR",
+    help=f"{', '.join(NAME_VIEWS)}: the operator whose device work to list, as the operators view names it "
+    "(the API's param.name).",
+)
+@click.option(
     "--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here."
 )
 def command(
@@ -93,16 +113,19 @@ def command(
     offset: int,
     fmt: str,
     group_by: str,
+    op_name: str | None,
     html_out: str | None,
 ) -> None:
     """Summarise PROFILE (a .aiprof folder, a folder of them, or a trace file)."""
-    if group_by != "name" and view not in GROUP_BY_VIEWS[group_by]:
-        from ..errors import QueryError
+    from ..errors import QueryError
 
+    if group_by != "name" and view not in GROUP_BY_VIEWS[group_by]:
         raise QueryError(
             f"--group-by {group_by}: the {view} view does not group by {group_by}; "
             f"views that do: {', '.join(GROUP_BY_VIEWS[group_by])}"
         )
+    if op_name is not None and view not in NAME_VIEWS:
+        raise QueryError(f"--name: the {view} view takes no name; views that do: {', '.join(NAME_VIEWS)}")
     overview = view == "overview" and fmt == "table" and not filters
     folder = single_profile(profile) if overview else None
     if folder is not None and not html_out:
@@ -118,7 +141,11 @@ def command(
         limit = 30
     q = Query.parse(list(filters), sort, limit, offset)
     params: dict[str, Any] = {"group_by": group_by}
+    if op_name is not None:
+        params["name"] = op_name
     with open_input(*profile) as prof:
+        if view in NAME_VIEWS and not op_name:
+            raise QueryError(_name_needed(prof, view, profile))
         if html_out:
             _write_html(prof, html_out)
         if overview:
@@ -150,17 +177,80 @@ def command(
             why = (
                 "none match " + " ".join(f"--filter {f}" for f in filters)
                 if filters
+                else _no_operator(prof, op_name)
+                if view in NAME_VIEWS and op_name
                 else _EMPTY.get(view, "this profile holds nothing this view reads")
             )
             click.echo(f"aiprof: {title}: no rows ({why})", err=True)
+        table = res.table
+        notes: list[str] = []
+        if view in UNMEASURED_VIEWS and fmt == "table":
+            table, notes = _leave_out_unmeasured(table, title)
         emit_table(
-            res.table,
+            table,
             fmt,
             title=title,
             total=res.total,
             units=res.units,
             extra={"view": view, "offset": offset, "limit": limit},
         )
+        for note in notes:  # under the table they are about
+            click.echo(note, err=True)
+
+
+def _leave_out_unmeasured(table: Any, title: str) -> tuple[Any, list[str]]:
+    """``table`` without its figure (floating point) columns null on every row, and the
+    notes that name them and give the key to the "-" of the figures null in some rows."""
+    import pyarrow as pa
+
+    from ..analysis.phases import PHASES
+
+    if not table.num_rows:
+        return table, []
+    figures = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+    gone = [c for c in figures if table.column(c).null_count == table.num_rows]
+    some = [c for c in figures if c not in gone and table.column(c).null_count]
+    notes = []
+    if gone:
+        why = " (the phases come from Python stack samples: aiprof record takes them)"
+        why = why if any(c.removesuffix("_us") in PHASES for c in gone) else ""
+        notes.append(f"aiprof: {title}: {UNMEASURED_NOTE}, so left out: {', '.join(gone)}{why}")
+        table = table.drop_columns(gone)
+    if some:
+        notes.append(f"aiprof: {title}: - in {', '.join(some)}: {UNMEASURED_NOTE}")
+    return table, notes
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _name_needed(prof: Any, view: str, paths: tuple[str, ...]) -> str:
+    """The one line a view that needs --name says without it: the option, and a few of
+    the profile's operator names (``paths``: what the user named, for the command)."""
+    import shlex
+
+    from ..analysis.operators import operator_names
+
+    names = operator_names(prof, NAME_EXAMPLES)
+    if not names:
+        return (
+            f"the {view} view needs --name OPERATOR, and this profile has no operators "
+            "(no framework operator events: a PyTorch profiler trace, or aiprof record --ops)"
+        )
+    return (
+        f"the {view} view needs --name OPERATOR; operators with the most host time: {_quoted(names)} "
+        f"(aiprof report {' '.join(shlex.quote(p) for p in paths)} --view operators lists them all)"
+    )
+
+
+def _no_operator(prof: Any, name: str) -> str:
+    """Why operator-kernels has no rows for --name ``name``."""
+    from ..analysis.operators import operator_names
+
+    if operator_names(prof, 1, name):
+        return f"operator {name!r} launched no device work"
+    return f"no operator is named {name!r}; operators with the most host time: {_quoted(operator_names(prof, NAME_EXAMPLES))}"
 
 
 def _has_stacks(prof: Any, view: str, params: dict[str, Any]) -> bool:

@@ -27,6 +27,7 @@ Times in and out are int64 ns on the profile's time axis.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -57,6 +58,17 @@ LOD_PER_PIXEL = 4
 MAX_FLOWS = 2000
 #: The most matches one search answer lists (the count covers them all).
 SEARCH_LIMIT = 5000
+#: Kineto's own bookkeeping, which every PyTorch profiler trace carries beside the job's
+#: activity: in its "Spans" process one span per profiler, named "<profiler> (<iteration>)"
+#: on the thread of the profiler's name ("PyTorch Profiler (0)", "__cupti_profiler__
+#: (-1)"); in its "Traces" process an instant "Iteration Start: <profiler>" per profiler;
+#: and the global instant "Record Window End" (pid ""). A host track that holds these
+#: and nothing else is a placeholder row, not the job's: the track list leaves it out.
+KINETO_SPANS, KINETO_TRACES = "Spans", "Traces"
+KINETO_WINDOW_END = "Record Window End"
+KINETO_ITERATION = "Iteration Start: "
+#: A placeholder track holds a few markers (one per profiler); more is the job's.
+KINETO_MAX_MARKERS = 8
 
 _DEVICE_KINDS_SQL = ", ".join(f"'{k}'" for k in sorted(DEVICE_KINDS))
 
@@ -441,7 +453,9 @@ class Timeline:
 
     def tracks(self) -> list[dict[str, Any]]:
         """Track list: track, rank, pid, tid, device_type, device, is_device, name,
-        process_name, thread_name, events, max_depth."""
+        process_name, thread_name, events, max_depth. Tracks that hold no event, and
+        Kineto's placeholder rows (:data:`KINETO_SPANS`: tracks holding only the
+        profiler's own markers), are left out; their events stay in the profile."""
         self.build()
         if self._track_rows is None:  # the same for every request: computed once
             # The deepest row of each track, from the coarsest level: merging keeps each
@@ -451,12 +465,43 @@ class Timeline:
             size = max([int(t["track"]) + 1 for t in tracks] + [int(deep.track.max()) + 1 if len(deep.track) else 0])
             deepest = np.zeros(size, np.int64)
             np.maximum.at(deepest, deep.track, deep.depth)
-            self._track_rows = [{**t, "max_depth": int(deepest[int(t["track"])])} for t in tracks]
+            placeholders = self._kineto_placeholders(tracks, deep)
+            self._track_rows = [
+                {**t, "max_depth": int(deepest[int(t["track"])])}
+                for t in tracks
+                if int(t["events"] or 0) > 0 and int(t["track"]) not in placeholders
+            ]
         rows = [dict(r) for r in self._track_rows]
         many = len({r["rank"] for r in rows}) > 1
         for r in rows:
             r["name"] = (f"rank {r['rank']} " if many else "") + track_name(r)
         return rows
+
+    def _kineto_placeholders(self, tracks: list[dict[str, Any]], deep: tiles.Spans) -> set[int]:
+        """The ids of the host tracks holding only Kineto's markers (see
+        :data:`KINETO_SPANS`), told from the rows of ``deep`` (a level of the events:
+        a track of a few events has them unmerged there, n = 1 each; a merged row keeps
+        its track)."""
+        few = {
+            int(t["track"]): t for t in tracks if not t["is_device"] and 0 < int(t["events"] or 0) <= KINETO_MAX_MARKERS
+        }
+        if not few:
+            return set()
+        at = np.flatnonzero(np.isin(deep.track, np.fromiter(few, dtype=np.int64)))
+        rows: dict[int, list[tuple[str, str, int]]] = {}
+        for i in at.tolist():
+            rows.setdefault(int(deep.track[i]), []).append(
+                (self._names_by_id[int(deep.name[i])], deep.kinds[int(deep.kind[i])], int(deep.n[i]))
+            )
+        out = set()
+        for track, evs in rows.items():
+            t = few[track]
+            if sum(n for _, _, n in evs) == int(t["events"]) and all(
+                n == 1 and kineto_marker(name, kind, t.get("process_name"), t.get("thread_name"))
+                for name, kind, n in evs
+            ):
+                out.add(track)
+        return out
 
     def window(self, w: Window) -> dict[str, Any]:
         """Merged items of the window (columnar): track, depth, ts, dur (ns), name
@@ -655,6 +700,21 @@ def arrow_table(profile: Profile, sql: str, params: list[Any] | None = None) -> 
     if params:
         return profile.con.sql(sql, params=params).to_arrow_table()
     return profile.con.sql(sql).to_arrow_table()
+
+
+def kineto_marker(name: str, kind: str, process_name: str | None, thread_name: str | None) -> bool:
+    """Whether an event is one of Kineto's own markers (:data:`KINETO_SPANS`), not the
+    job's: the profiler's span in the "Spans" process, its "Iteration Start" instant in
+    the "Traces" process, the "Record Window End" instant."""
+    proc = (process_name or "").strip()
+    if kind == "instant" and name == KINETO_WINDOW_END:
+        return True
+    if kind == "instant" and proc == KINETO_TRACES:
+        return name.startswith(KINETO_ITERATION)
+    if kind == "other" and proc == KINETO_SPANS:
+        profiler = re.escape((thread_name or "").strip()) or ".+"
+        return re.fullmatch(rf"{profiler} \(-?\d+\)", name) is not None
+    return False
 
 
 def track_name(r: dict[str, Any]) -> str:

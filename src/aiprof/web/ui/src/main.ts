@@ -47,6 +47,7 @@ const PAGE_FNS: Record<string, PageFn> = {
   kernels: (main) => kernelsPage(main, EMBED ? undefined : onTimeline((r) => showName(String(r.name)))),
   steps: tablePage("steps", "Steps", { ...onTimeline((r) => showStep(r)), title: "show the step on the timeline" }, {
     hideEmpty: true,
+    unmeasured: true,
     keys: ["rank", "step"],
     empty: () => emptyState("No steps in this profile.", "The trace marks no training steps, so there is no per-step split.",
       RECORD_STEPS),

@@ -4,6 +4,7 @@
 import { api, EMBED, profilePath, type Row, type ViewResult } from "../lib/api";
 import { h } from "../lib/dom";
 import { exportButtons } from "../lib/export";
+import { hiddenColumns, isFigureType, isNull, UNMEASURED, UNMEASURED_TITLE } from "../lib/columns";
 import { columnUnit, fmtValue } from "../lib/format";
 import { pid, state, updateRoute } from "../state/app";
 
@@ -24,6 +25,11 @@ export interface TableOptions {
   /** Columns that say which row it is (steps: rank, step): they stay at the left, with the
    * row's button, while a wide table scrolls sideways inside its box. */
   keys?: string[];
+  /** A null in a number column is a figure the profile did not measure (the steps view:
+   * a phase without Python samples): shown as {@link UNMEASURED}, its tooltip says so,
+   * never as a zero; with ``hideEmpty`` such columns null on every row shown are left
+   * out and named as not measured, apart from those that are zero. */
+  unmeasured?: boolean;
 }
 
 /** Most rows an export asks for (the API's MAX_LIMIT). */
@@ -36,9 +42,6 @@ export function headerLabel(name: string, unit: string | null): (string | HTMLEl
   if (unit && base.toLowerCase().endsWith(" " + unit.toLowerCase())) base = base.slice(0, -unit.length - 1);
   return unit ? [base, h("span", { class: "unit" }, unit)] : [base];
 }
-
-const isNull = (v: unknown): boolean => v === null || v === undefined || v === "";
-const isEmpty = (v: unknown): boolean => isNull(v) || v === 0;
 
 export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
   const r = opts.bindUrl ? state.route : { filter: undefined, sort: undefined, offset: undefined };
@@ -126,8 +129,8 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     const t = h("table", { class: "data" });
     const trh = h("tr");
     if (opts.action) trh.append(h("th", { class: "act" + (opts.keys?.length ? " key" : "") }, ""));
-    const empty = opts.hideEmpty === "null" ? isNull : isEmpty;
-    const hidden = opts.hideEmpty && res.rows.length ? res.columns.filter((c) => res.rows.every((row) => empty(row[c.name]))).map((c) => c.name) : [];
+    const left = hiddenColumns(res.columns, res.rows, opts.hideEmpty, opts.unmeasured);
+    const hidden = [...left.notMeasured, ...left.empty];
     // The key columns first (in their order), then the rest as the view gives them.
     const keys = (opts.keys || []).filter((k) => res.columns.some((c) => c.name === k) && !hidden.includes(k));
     const shownCols = res.columns.filter((c) => !hidden.includes(c.name));
@@ -155,6 +158,10 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
         const v = row[c.name];
         const num = typeof v === "number";
         const unit = opts.rowUnit?.includes(c.name) && row.unit ? String(row.unit) : columnUnit(c.name, c.unit);
+        if (opts.unmeasured && isFigureType(c.type) && (v === null || v === undefined)) {
+          tr.append(h("td", { class: "num unmeasured" + keyCls(c.name), title: UNMEASURED_TITLE }, UNMEASURED));
+          continue;
+        }
         const shown = num ? fmtValue(v, unit) : v === null || v === undefined ? "" : String(v);
         tr.append(h("td", { class: (num ? "num" : "") + keyCls(c.name), title: v === null || v === undefined ? "" : String(v) }, shown));
       }
@@ -166,7 +173,17 @@ export function makeTable(view: string, opts: TableOptions = {}): HTMLElement {
     if (!res.total && !st.filters && opts.empty) tw.append(opts.empty());
     else tw.append(t);
     if (keys.length) pinKeys(t);
-    if (hidden.length) tw.append(h("p", { class: "muted hidden-cols" }, (opts.hideEmpty === "null" ? "Empty on every row shown, so left out: " : "Zero on every row shown, so left out: ") + hidden.join(", ") + "."));
+    if (hidden.length) {
+      const note = h("p", { class: "muted hidden-cols" });
+      if (left.notMeasured.length)
+        note.append(h("span", { class: "unmeasured-cols", title: UNMEASURED_TITLE }, "Not measured in this profile, so left out: " + left.notMeasured.join(", ") + ". "));
+      if (left.empty.length)
+        note.append(h("span", { class: "zero-cols" }, (opts.hideEmpty === "null" ? "Empty on every row shown, so left out: " : "Zero on every row shown, so left out: ") + left.empty.join(", ") + ". "));
+      tw.append(note);
+    }
+    // A figure shown as — in some cell: the key to it.
+    if (opts.unmeasured && cols.some((c) => isFigureType(c.type) && res.rows.some((r) => isNull(r[c.name]))))
+      tw.append(h("p", { class: "muted unmeasured-key" }, `${UNMEASURED} ${UNMEASURED_TITLE}.`));
     const end = Math.min(res.total, st.offset + res.rows.length);
     info.textContent = res.total ? `rows ${st.offset + 1}–${end} of ${res.total.toLocaleString("en-US")}` : "no rows";
     info.dataset.total = String(res.total);
