@@ -125,3 +125,44 @@ def test_profiles_of_two_runs_opened_together_are_said(shared_data: Path, tmp_pa
     r1, _ = import_paths([ranks / "sampled_rank-1.json.gz"], tmp_path / "r1.aiprof")
     with open_profile(r0, r1) as p:
         assert not [w for w in p.warnings if "apart" in w]
+
+
+def test_profiles_holding_the_same_rank_from_one_kind_of_source_are_said(shared_data: Path, tmp_path: Path) -> None:
+    # Two traces of rank 0 recorded an hour apart or less would be summed as one rank
+    # without a word: the same rank from the same kind of source is two runs.
+    from aiprof.store import open_profile
+
+    v100 = shared_data / "kineto/V100"
+    trace = v100 / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    a, _ = import_paths([trace], tmp_path / "a.aiprof")
+    b, _ = import_paths([trace], tmp_path / "b.aiprof")
+    with open_profile(a, b) as p:
+        said = [w for w in p.warnings if "rank" in w]
+        # Both read as rank 0, every event twice: what the warning is for.
+        assert p.sql("SELECT DISTINCT rank FROM events").column("rank").to_pylist() == [0]
+    assert said == [
+        "a.aiprof and b.aiprof both hold rank 0 (kineto): two runs, read as one rank's events; "
+        "open each on its own, or compare them with aiprof diff"
+    ]
+    # A job's ranks, and one rank from two kinds of source (a recording and a vendor
+    # trace of it, here an nvidia-smi log beside the trace), are read together unsaid.
+    ranks = shared_data / "kineto/sampled-128-ranks"
+    r0, _ = import_paths([ranks / "sampled_rank-0.json.gz"], tmp_path / "r0.aiprof")
+    r1, _ = import_paths([ranks / "sampled_rank-1.json.gz"], tmp_path / "r1.aiprof")
+    with open_profile(r0, r1) as p:
+        assert not [w for w in p.warnings if "rank" in w or "apart" in w]
+    smi = sorted((shared_data / "nvidia-smi").glob("*dmon*"))[0]
+    s, _ = import_paths([smi], tmp_path / "smi.aiprof")
+    with open_profile(a, s) as p:
+        assert not [w for w in p.warnings if "both hold" in w]
+
+
+def test_same_rank_names_the_kinds_of_source() -> None:
+    from aiprof.store.runs import same_rank, source_kind
+
+    rec = {"record": {"pid": 1}, "ranks": [0], "sources": [{"importer": "aiprof.record.torch"}]}
+    kin = {"ranks": [0, 1], "sources": [{"importer": "kineto"}, {"importer": "kineto"}]}
+    assert source_kind(rec) == "aiprof record" and source_kind(kin) == "kineto"
+    assert same_rank([rec, kin], [Path("r/rank0.aiprof"), Path("k.aiprof")]) is None
+    said = same_rank([rec, kin, rec], [Path("r/rank0.aiprof"), Path("k.aiprof"), Path("s/rank0.aiprof")])
+    assert said is not None and said.startswith("r/rank0.aiprof and s/rank0.aiprof both hold rank 0 (aiprof record)")

@@ -93,10 +93,15 @@ class Profile:
 
     @property
     def warnings(self) -> list[str]:
-        """The profiles' own warnings, and whether profiles opened together were
-        recorded in runs far apart (:func:`.runs.separate_runs`)."""
+        """The profiles' own warnings, and whether profiles opened together are two runs:
+        recorded far apart (:func:`.runs.separate_runs`), or else holding the same rank
+        from the same kind of source (:func:`.runs.same_rank`)."""
         own = [w for m in self.metas for w in m.get("warnings", [])]
         apart = self.memo("runs_apart", self._runs_apart)
+        if apart is None and len(self.paths) <= RUNS_APART_MAX_PROFILES:
+            from .runs import same_rank
+
+            apart = same_rank(self.metas, self.paths)
         return [*own, apart] if apart else own
 
     def _runs_apart(self) -> str | None:

@@ -1,10 +1,13 @@
-"""Inputs recorded far apart: two runs joined in one import, or profiles of two runs
-opened together, where one's kernels would be read beside the other's timeline."""
+"""Inputs of two runs read as one: recorded far apart (two runs joined in one import, or
+profiles of two runs opened together, where one's kernels would be read beside the
+other's timeline), or profiles opened together that hold the same rank from the same
+kind of source (:func:`same_rank`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 #: Two inputs (of one import, or profiles opened together) whose times do not overlap and lie further apart than this
 #: were recorded in two runs (or two sessions far apart): a profiling session records
@@ -52,3 +55,34 @@ def _how_long(ns: int) -> str:
     if hours >= 48:
         return f"{hours / 24:.0f} days"
     return f"{hours:.1f} hours"
+
+
+def source_kind(meta: dict[str, Any]) -> str:
+    """What wrote a profile (its profile.json ``meta``): ``aiprof record``, or the
+    importers of its sources. A job's run gives one profile per rank of each kind (a
+    recording's ranks, a trace per rank); a recording of a run and a vendor profiler's
+    trace of it are two kinds, meant to be read together."""
+    if "record" in meta:
+        return "aiprof record"
+    return "+".join(sorted({str(s.get("importer", "?")) for s in meta.get("sources", [])})) or "?"
+
+
+def same_rank(metas: Sequence[dict[str, Any]], paths: Sequence[Path]) -> str | None:
+    """The warning, one line, when two profiles opened together hold the same rank from
+    the same kind of source (:func:`source_kind`): two runs (or two ranks saved without
+    their rank numbers), whose events are read as one rank's, summed, whenever they ran."""
+    seen: dict[tuple[str, int], Path] = {}
+    for meta, path in zip(metas, paths, strict=True):
+        kind = source_kind(meta)
+        for rank in meta.get("ranks") or []:
+            key = (kind, int(rank))
+            if key in seen and seen[key] != path:
+                names = [seen[key].name, path.name]
+                if names[0] == names[1]:
+                    names = [str(seen[key]), str(path)]
+                return (
+                    f"{names[0]} and {names[1]} both hold rank {rank} ({kind}): two runs, read as one rank's "
+                    "events; open each on its own, or compare them with aiprof diff"
+                )
+            seen.setdefault(key, path)
+    return None
