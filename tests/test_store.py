@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from aiprof.errors import AiprofError
@@ -98,6 +99,22 @@ def test_events_spill_past_the_memory_budget(tmp_path: Path, monkeypatch: pytest
         rows = p.sql("SELECT step, count(*) AS n FROM events GROUP BY step ORDER BY step").to_pylist()
     assert rows == [{"step": 0, "n": 4}, {"step": 1, "n": 4}, {"step": 2, "n": 4}]
     assert not list((tmp_path / "e.aiprof").glob(".*spill*"))
+
+
+def test_spilled_events_come_back_in_order_over_several_row_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The spill is read back in row groups of SPILL_ROW_GROUP rows, whatever the batches:
+    # the rows keep their order and steps across groups.
+    import aiprof.store.writer as writer
+
+    monkeypatch.setattr(writer, "SPOOL_BYTES", 1)
+    monkeypatch.setattr(writer, "SPILL_ROW_GROUP", 8)  # 15 steps x 4 rows = 60 rows: 8 groups
+    _write_steps(tmp_path / "g", list(range(15)))
+    with open_profile(tmp_path / "g.aiprof") as p:
+        rows = p.sql("SELECT ts, step FROM events").to_pylist()
+    assert rows == [{"ts": i * 100 + 10 * d, "step": i} for i in range(15) for d in range(4)]
+    assert pq.ParquetFile(tmp_path / "g.aiprof" / "events.parquet").metadata.num_row_groups == 8
 
 
 def test_a_step_number_marking_several_spans_is_said(tmp_path: Path) -> None:

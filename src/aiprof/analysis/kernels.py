@@ -11,9 +11,9 @@ from .base import analyser
 from .tensor_cores import tensor_core_sql
 
 
-def _shape(key: str) -> str:
-    """Kineto's launch shape arg ``[4,106,1]`` as ``4×106×1``."""
-    return f"replace(regexp_replace(json_extract(args, '$.{key}')::VARCHAR, '[\\[\\] ]', '', 'g'), ',', '×')"
+def _shape(value: str) -> str:
+    """Kineto's launch shape arg ``[4,106,1]`` (the JSON ``value``) as ``4×106×1``."""
+    return f"replace(regexp_replace({value}::VARCHAR, '[\\[\\] ]', '', 'g'), ',', '×')"
 
 
 @analyser(
@@ -43,15 +43,20 @@ def kernels_from_events(profile: Profile) -> pa.Table:
     # Deterministic whatever the threads: the most common shape, ties to the smallest;
     # occupancy summed as a decimal (a float sum depends on the order rows arrive in).
     # A small aggregate: materialised once, then filtered and paged in memory.
-    occ = """json_extract(args, '$."est. achieved occupancy %"')"""
+    # The five args keys in one parse of each args (one json_extract each parses it again).
+    paths = (
+        """['$.grid', '$.block', '$."registers per thread"', '$."shared memory"', '$."est. achieved occupancy %"']"""
+    )
     return profile.sql(
         f"""
-        WITH k AS (
-            SELECT name, kind, dur, device, tid, rank, {_shape("grid")} AS grid, {_shape("block")} AS block,
-                   TRY_CAST(json_extract(args, '$."registers per thread"') AS BIGINT) AS regs,
-                   TRY_CAST(json_extract(args, '$."shared memory"') AS BIGINT) AS smem,
-                   TRY_CAST({occ} AS DOUBLE)::DECIMAL(38, 12) AS occ, {occ} IS NOT NULL AS has_occ
+        WITH j AS (
+            SELECT name, kind, dur, device, tid, rank, json_extract(args, {paths}) AS a
             FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective')),
+        k AS (
+            SELECT name, kind, dur, device, tid, rank, {_shape("a[1]")} AS grid, {_shape("a[2]")} AS block,
+                   TRY_CAST(a[3] AS BIGINT) AS regs, TRY_CAST(a[4] AS BIGINT) AS smem,
+                   TRY_CAST(a[5] AS DOUBLE)::DECIMAL(38, 12) AS occ, a[5] IS NOT NULL AS has_occ
+            FROM j),
         shapes AS (
             SELECT name, 'grid' AS axis, grid AS shape, count(*) AS n FROM k WHERE grid IS NOT NULL GROUP BY ALL
             UNION ALL
