@@ -282,4 +282,4 @@ def test_python_view_self_and_total(tmp_path: Path) -> None:
     # fib is on the stack in 4 samples (recursion counted once), running in 1.
     assert (rows["fib"]["self_samples"], rows["fib"]["total_samples"]) == (1, 4)
     assert (rows["main"]["total_samples"], rows["main"]["total_pct"]) == (6, 100.0)
-    assert rows["io"]["self_ms"] == 20.0
+    assert rows["io"]["self_us"] == 20_000.0  # µs, as every view's times

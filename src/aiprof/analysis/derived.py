@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ..store import Profile
 from ..store.derived import DERIVE_MIN_EVENTS, read_derived, write_derived
-from .overview import CATEGORIES, Totals, compute_totals
+from .overview import CATEGORIES, MEASURED, Totals, compute_totals, measured
 
 __all__ = [
     "DERIVE_MIN_EVENTS",
@@ -67,14 +67,18 @@ def tables_of(totals: Totals, rows: dict[str, pa.Table]) -> dict[str, pa.Table]:
     (``stream_idle``, ``kernel_stats``), however computed (cluster/derived_mem.py
     computes them from a rank's events in memory)."""
     w, b, dev, per = totals
-    step_totals = {
+    step_totals: dict[str, Any] = {
         "rank": w["rank"],
         "step": w["step"],
         "whole_span": w["whole_span"],
         "start": w["ts"],
         "end": w["ts"] + w["dur"],
     }
-    step_totals |= {c: b[c] for c in (*CATEGORIES, "device_busy")} | {"busy": per["busy"], "compute": per["compute"]}
+    # A figure whose source the rank's events lack is null (overview.measured_of).
+    dm = ~measured(b, "device")
+    step_totals |= {c: pa.array(b[c], pa.int64(), mask=~measured(b, c)) for c in CATEGORIES}
+    step_totals["device_busy"] = pa.array(b["device_busy"], pa.int64(), mask=dm)
+    step_totals |= {c: pa.array(per[c], pa.int64(), mask=dm) for c in ("busy", "compute")}
     return {"step_totals": pa.table(step_totals), "device_totals": pa.table(dev)} | rows
 
 
@@ -88,7 +92,15 @@ def _tables(profile: Profile) -> dict[str, dict[str, np.ndarray]] | None:
         st, dt = load_rows(profile, "step_totals"), load_rows(profile, "device_totals")
         if st is None or dt is None:
             return None
-        s = {c: st.column(c).to_numpy() for c in st.column_names}
+        # Null: not measured (overview.measured_of); the arrays hold 0 there, and the
+        # masks say which (as compute_totals gives them).
+        s = {
+            c: (st.column(c) if st.column(c).null_count == 0 else st.column(c).fill_null(0)).to_numpy()
+            for c in st.column_names
+        }
+        for c in CATEGORIES:
+            s[MEASURED + c] = st.column(c).is_valid().to_numpy()
+        s[MEASURED + "device"] = st.column("busy").is_valid().to_numpy()
         # The windows' order from the events: step windows by rank and start, then the
         # ranks without steps by rank (already so for one profile; a stable sort keeps it).
         order = np.lexsort((s["start"], s["rank"], s["whole_span"]))
@@ -116,7 +128,7 @@ def load_totals(profile: Profile) -> Totals | None:
     s = t["steps"]
     w = {"rank": s["rank"], "step": s["step"], "ts": s["start"], "dur": s["end"] - s["start"]}
     w["whole_span"] = s["whole_span"]
-    b = {c: s[c] for c in (*CATEGORIES, "device_busy")}
+    b = {c: s[c] for c in (*CATEGORIES, "device_busy")} | {k: v for k, v in s.items() if k.startswith(MEASURED)}
     return w, b, dict(t["device"]), {"busy": s["busy"], "compute": s["compute"]}
 
 

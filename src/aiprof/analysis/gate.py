@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import AiprofError
-from .regression import STEP_TIME, StepSeries, parse_pattern, verdicts
+from .regression import PHASE_FIGURES, PHASE_RULE, STEP_TIME, StepSeries, not_measured, parse_pattern, verdicts
 from .stats import TOO_FEW
 from .steady import LIMITS, MIN_STEADY_STEPS, STEADY, usable
 
@@ -71,7 +71,8 @@ class Rule:
         p = row.get("p_value")
         ptext = f", p={p:.3g}" if p is not None else ""
         shown = "from 0" if math.isinf(change) else f"{change:+.1f}%"
-        return past and moved, f"{self.figure}: median {shown} ({verdict}{ptext})"
+        what = "sampled mean" if self.figure in PHASE_FIGURES else "median"
+        return past and moved, f"{self.figure}: {what} {shown} ({verdict}{ptext})"
 
 
 def parse_rule(text: str) -> Rule:
@@ -134,9 +135,25 @@ def check_rules(rules: list[Rule], a: StepSeries, b: StepSeries) -> None:
 
 def judge(a: StepSeries, b: StepSeries, rules: list[Rule]) -> dict[str, Any]:
     """note (too few steps, or None), verdicts (one row per figure), gate (one result per
-    rule) and failed (a rule failed) of B against A; bad rules raise AiprofError."""
+    rule), failed (a rule failed) of B against A, not_measured (the figures left out
+    because a run did not measure them: ``a``, ``b``, ``both``) and phase_rule (how the
+    phases were compared, where a verdict is of a phase; else None); bad rules raise
+    AiprofError."""
     check_rules(rules, a, b)
     rows = verdicts(a, b).to_pylist()
     results = evaluate(rules, rows, step_figure(a, b))
+    missing = not_measured(a, b)
+    where = {f: {"a": "A", "b": "B", "both": "A and B"}[k] for k, names in missing.items() for f in names}
+    for g in results:
+        if g["figure"] in where:  # a rule on a figure a run did not measure: nothing to test
+            g["detail"] = f"{g['figure']}: not measured in {where[g['figure']]}, so not compared"
     note = TOO_FEW_NOTE if any(r["verdict"] == TOO_FEW for r in rows) else None
-    return {"note": note, "verdicts": rows, "gate": results, "failed": any(g["failed"] for g in results)}
+    phased = any(r["figure"] in PHASE_FIGURES for r in rows)
+    return {
+        "note": note,
+        "verdicts": rows,
+        "gate": results,
+        "failed": any(g["failed"] for g in results),
+        "not_measured": missing,
+        "phase_rule": PHASE_RULE if phased else None,
+    }

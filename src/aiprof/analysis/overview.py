@@ -30,6 +30,17 @@ Breakdown: each instant of a step is counted once, in the first category active 
 that instant in this priority: kernel > memcpy > memset > communication > runtime >
 dataloader > cpu_exec; what is left is other. Without step markers the whole trace
 span of a rank is one window, reported as step null.
+
+A figure whose source the rank's events lack is null (not measured), never 0
+(:data:`SOURCES_SQL`, :func:`measured_of`): without device work (kernels, copies,
+memsets, collectives or syncs on a device) kernel, memcpy, memset, device_busy, idle,
+compute and non_compute; without host operators (``cpu_op`` / ``python`` events: a
+recording without ``--ops``) cpu_exec, unless the job's own annotations cover it, and
+dataloader, unless DataLoader spans do; communication needs device work, operators or
+collective events, runtime device work, operators or runtime calls; other (the step
+time in none of the measured categories) is null where no category is measured. A
+category measured as zero stays 0. Profiles with device work and operators (every
+Kineto trace of a GPU job) have every figure, unchanged.
 """
 
 from __future__ import annotations
@@ -64,6 +75,60 @@ _CATEGORY_SQL = f"""
       WHEN device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation', 'python') THEN 6
       ELSE -1 END
 """
+
+
+#: Per rank, the sources of the breakdown the events hold (see the module doc).
+SOURCES = ("device", "operators", "dataloader", "annotations", "collectives", "runtime")
+SOURCES_SQL = f"""
+    SELECT rank,
+      bool_or(device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL}) AS device,
+      bool_or(device_type = 'cpu' AND kind IN ('cpu_op', 'python')) AS operators,
+      bool_or(kind = 'dataloader') AS dataloader,
+      bool_or(device_type = 'cpu' AND kind = 'user_annotation' AND NOT starts_with(coalesce(name, ''), 'aiprof: '))
+        AS annotations,
+      bool_or(kind = 'collective') AS collectives,
+      bool_or(device_type = 'cpu' AND kind IN ('runtime', 'driver')) AS runtime
+    FROM events GROUP BY rank
+"""
+#: Figure -> the sources any one of which measures it. ``device`` stands for the device
+#: figures (device_busy, idle, compute, non_compute); ``other`` is measured where any
+#: category is.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "kernel": ("device",),
+    "memcpy": ("device",),
+    "memset": ("device",),
+    "communication": ("device", "operators", "collectives"),
+    "runtime": ("device", "operators", "runtime"),
+    "dataloader": ("operators", "dataloader"),
+    "cpu_exec": ("operators", "annotations"),
+    "device": ("device",),
+}
+#: The key of a figure's measured mask (one bool per window) among the breakdown's arrays.
+MEASURED = "measured:"
+
+
+def sources(profile: Profile) -> dict[int, dict[str, bool]]:
+    """Rank -> which sources of the breakdown its events hold (:data:`SOURCES_SQL`)."""
+    t = profile.sql(SOURCES_SQL).to_pylist()
+    return {int(r["rank"]): {k: bool(r[k]) for k in SOURCES} for r in t if r["rank"] is not None}
+
+
+def measured_of(src: dict[int, dict[str, bool]], w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per window, whether each figure of :data:`NEEDS` is measured, keyed MEASURED + figure."""
+    out: dict[str, np.ndarray] = {}
+    ranks = w["rank"].tolist()
+    for fig, needs in NEEDS.items():
+        have = [any(src.get(int(r), {}).get(k, False) for k in needs) for r in ranks]
+        out[MEASURED + fig] = np.array(have, dtype=bool)
+    return out
+
+
+def measured(b: dict[str, np.ndarray], figure: str) -> np.ndarray:
+    """Per window, whether ``figure`` (a category, ``device`` or ``other``) is measured."""
+    if figure == "other":
+        return np.asarray(np.logical_or.reduce([measured(b, c) for c in CATEGORIES]), dtype=bool)
+    m = b.get(MEASURED + figure)
+    return np.ones(len(b[CATEGORIES[0]]), dtype=bool) if m is None else np.asarray(m, dtype=bool)
 
 
 def _windows(profile: Profile) -> dict[str, np.ndarray]:
@@ -190,7 +255,7 @@ def compute_totals(profile: Profile) -> Totals:
     """The overview's totals computed from the events (the rule; store/derived.py keeps
     them at import)."""
     w = _windows(profile)
-    b = _breakdown(profile, w)
+    b = _breakdown(profile, w) | measured_of(sources(profile), w)
     dev, per = _device(profile, w)
     return w, b, dev, per
 
@@ -218,6 +283,7 @@ _OVERVIEW_SCHEMA = pa.schema(
 def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """Step time breakdown, device temporal breakdown and utilization (see module doc)."""
     w, b, dev, per = _compute_all(profile)
+    m = {f: measured(b, f) for f in (*CATEGORIES, "other", "device")}
     rows: list[dict[str, Any]] = []
     for r in np.unique(w["rank"]):
         sel = np.flatnonzero(w["rank"] == r)
@@ -230,46 +296,29 @@ def overview(profile: Profile, params: dict[str, Any]) -> pa.Table:
             win = int(w["dur"][idx].sum())
             used = 0
             for c in CATEGORIES:
-                v = int(b[c][idx].sum())
-                used += v
-                rows.append(
-                    {
-                        "section": "breakdown",
-                        "rank": int(r),
-                        "device": None,
-                        "step": step,
-                        "category": c,
-                        "time_us": v / 1000.0,
-                        "percent": float(pct(v, win)),
-                    }
-                )
-            other = max(win - used, 0)
-            rows.append(
-                {
-                    "section": "breakdown",
-                    "rank": int(r),
-                    "device": None,
-                    "step": step,
-                    "category": "other",
-                    "time_us": other / 1000.0,
-                    "percent": float(pct(other, win)),
-                }
-            )
-        busy = int(per["busy"][sel].sum())
-        rows.append(
-            {
-                "section": "utilization",
-                "rank": int(r),
-                "device": None,
-                "step": None,
-                "category": "device_busy",
-                "time_us": busy / 1000.0,
-                "percent": float(pct(busy, total)),
-            }
-        )
+                v = int(b[c][idx].sum()) if bool(m[c][idx].any()) else None
+                used += v or 0
+                rows.append(_figure("breakdown", int(r), step, c, v, win))
+            other = max(win - used, 0) if bool(m["other"][idx].any()) else None
+            rows.append(_figure("breakdown", int(r), step, "other", other, win))
+        busy = int(per["busy"][sel].sum()) if bool(m["device"][sel].any()) else None
+        rows.append(_figure("utilization", int(r), None, "device_busy", busy, total))
     rows.extend(_device_rows(dev))
     rows.extend(phase_section(profile))
     return pa.Table.from_pylist(rows, schema=_OVERVIEW_SCHEMA)
+
+
+def _figure(section: str, rank: int, step: int | None, category: str, ns: int | None, of: int) -> dict[str, Any]:
+    """One overview row; ``ns`` None: not measured (time and share null)."""
+    return {
+        "section": section,
+        "rank": rank,
+        "device": None,
+        "step": step,
+        "category": category,
+        "time_us": None if ns is None else ns / 1000.0,
+        "percent": None if ns is None else float(pct(ns, of)),
+    }
 
 
 def phase_section(profile: Profile) -> list[dict[str, Any]]:
@@ -291,24 +340,32 @@ def steps(profile: Profile, params: dict[str, Any]) -> pa.Table:
     per-step means leave it out); where the step trace has its points, MindInsight's
     iteration_interval_us, fp_and_bp_us, tail_us and step_trace_comm_us too; the
     phases from the Python samples as <phase>_us. A figure the profile did not measure
-    is null, never 0: a phase in a step without Python samples (every trace imported
-    from a vendor's profiler), a step trace figure of a step without its points, the
-    step trace's communication where it has no communication points."""
+    is null, never 0: a breakdown category or device figure whose source the rank's
+    events lack (module doc: no device work, no host operators), a phase in a step
+    without Python samples (every trace imported from a vendor's profiler), a step trace
+    figure of a step without its points, the step trace's communication where it has no
+    communication points."""
     w, b, _, per = _compute_all(profile)
-    used = sum(b[c] for c in CATEGORIES)
+    m = {f: measured(b, f) for f in (*CATEGORIES, "other", "device")}
+    used = sum(np.where(m[c], b[c], 0) for c in CATEGORIES)
     cols: dict[str, Any] = {
         "rank": w["rank"],
         "step": pa.array(w["step"], mask=w["step"] < 0),
         "start_us": us(w["ts"]),
         "duration_us": us(w["dur"]),
     }
+
+    def fig(ns: np.ndarray, ok: np.ndarray) -> pa.Array:
+        return pa.array(us(ns), type=pa.float64(), mask=~ok)
+
     for c in CATEGORIES:
-        cols[f"{c}_us"] = us(b[c])
-    cols["other_us"] = us(np.maximum(w["dur"] - used, 0))
-    cols["device_busy_us"] = us(per["busy"])
-    cols["idle_us"] = us(np.maximum(w["dur"] - per["busy"], 0))
-    cols["compute_us"] = us(per["compute"])
-    cols["non_compute_us"] = us(per["busy"] - per["compute"])
+        cols[f"{c}_us"] = fig(b[c], m[c])
+    cols["other_us"] = fig(np.maximum(w["dur"] - used, 0), m["other"])
+    dm = m["device"]
+    cols["device_busy_us"] = fig(per["busy"], dm)
+    cols["idle_us"] = fig(np.maximum(w["dur"] - per["busy"], 0), dm)
+    cols["compute_us"] = fig(per["compute"], dm)
+    cols["non_compute_us"] = fig(per["busy"] - per["compute"], dm)
     cols["outlier"] = _outliers(w)
 
     from .energy import step_columns  # energy reads this module's windows

@@ -20,8 +20,8 @@ _SCHEMA = pa.schema(
         ("total_samples", pa.int64()),
         ("self_pct", pa.float64()),
         ("total_pct", pa.float64()),
-        ("self_ms", pa.float64()),
-        ("total_ms", pa.float64()),
+        ("self_us", pa.float64()),
+        ("total_us", pa.float64()),
     ]
 )
 
@@ -34,15 +34,15 @@ STARTUP = "(before the first step)"
     "python",
     "Python functions",
     default_sort=("-self_samples",),
-    units={"self_pct": "%", "total_pct": "%", "self_ms": "ms", "total_ms": "ms"},
+    units={"self_pct": "%", "total_pct": "%", "self_us": "µs", "total_us": "µs"},
     scope=("step", "thread"),
 )
 def python(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and Python function (name and file) seen in the stack samples:
     self_samples (the function was running), total_samples (it was on the stack,
     counted once per sample however deep the recursion), their % of the samples in
-    scope, and self_ms / total_ms estimated as samples x the sampling interval (the
-    median gap between a thread's consecutive samples).
+    scope, and self_us / total_us (µs, as every view's times) estimated as samples x
+    the sampling interval (the median gap between a thread's consecutive samples).
 
     Scope: by default the samples inside steps, with the ones before the first step
     as one row named "(before the first step)"; ``--filter step=5..20`` keeps those
@@ -58,7 +58,7 @@ def python(profile: Profile, params: dict[str, Any]) -> pa.Table:
         "SELECT median(d) AS d FROM (SELECT ts - lag(ts) OVER (PARTITION BY rank, pid, tid ORDER BY ts) AS d FROM samples) "
         "WHERE d > 0"
     ).to_pylist()[0]["d"]
-    interval_ms = float(interval) / 1e6 if interval is not None else 0.0
+    interval_us = float(interval) / 1e3 if interval is not None else 0.0
     parent: dict[tuple[int, int], int] = {}
     func: dict[tuple[int, int], tuple[str, str]] = {}
     for r, f, p, fn, fl in zip(
@@ -105,8 +105,8 @@ def python(profile: Profile, params: dict[str, Any]) -> pa.Table:
             "total_samples": totals,
             "self_pct": 100.0 * selfs / all_n,
             "total_pct": 100.0 * totals / all_n,
-            "self_ms": selfs * interval_ms,
-            "total_ms": totals * interval_ms,
+            "self_us": selfs * interval_us,
+            "total_us": totals * interval_us,
         },
         schema=_SCHEMA,
     )

@@ -30,7 +30,8 @@ from ..store import Profile
 from . import steady
 from .base import full_table
 from .outliers import outlier_mask
-from .stats import ALPHA, FASTER, SLOWER, TOO_FEW, compare_samples
+from .phases import PHASES
+from .stats import ALPHA, FASTER, SLOWER, TEST_COUNTS, TOO_FEW, Comparison, compare_counts, compare_samples
 
 #: The figure a plain ``--fail-if-slower`` tests: the step's wall time.
 STEP_TIME = "step_time_us"
@@ -40,6 +41,18 @@ PATTERN_KINDS = {"kernel": "kind IN ('kernel', 'collective') AND device_type <> 
 _NOT_FIGURES = {"rank", "step", "start_us", "energy_error_j"}
 #: Words of the verdict for figures that are not times (joules, watts).
 _LESS_MORE = {SLOWER: "higher", FASTER: "lower"}
+#: The steps view's phase columns (Python samples) -> their phase. Sampled estimates:
+#: compared on their sample counts (:func:`phase_verdict`), never step by step.
+PHASE_FIGURES = {f"{p}_us": p for p in PHASES}
+#: How the phases are compared (said once, under the verdicts).
+PHASE_RULE = (
+    "phases (forward_us ... other_python_us) are Python-sample estimates: each is the mean per step "
+    "(the phase's samples x the sampling interval / the steps; the interval is the steps' time over "
+    "their samples), compared on the two runs' sample counts (exact Poisson test, "
+    "Clopper-Pearson interval); 'too few samples' where no split of them could be significant"
+)
+#: Figures whose NaN means "left out of this step", not "not measured" (steady module).
+_OWN_NAN = {steady.STEADY, STEP_TIME}
 
 
 @dataclass
@@ -66,6 +79,15 @@ class StepSeries:
     unix_clock: bool = True
     """Every run's times are on the Unix clock (a recording, or a trace whose clock is
     known), so two runs' steps can be matched by when they ran."""
+    phase_samples: dict[str, int] = field(default_factory=dict)
+    """Per phase, the step thread's Python samples in it, over the kept steps of the
+    sampled ranks."""
+    sampled: int = 0
+    """All those samples (every phase)."""
+    sampled_us: float = 0.0
+    """The time of the steps they were taken in (µs): with ``sampled``, the interval."""
+    sampled_steps: int = 0
+    """Those steps (kept steps of the ranks with Python samples)."""
 
 
 def device_names(profile: Profile) -> list[str]:
@@ -167,6 +189,7 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
                 tot = _pattern_total(prof, *parsed)
                 figures[metric] = np.array([tot.get(int(r), 0.0) for r in rank])
             out.units[metric] = "µs"
+        _add_phase_samples(out, prof, rank, step, dur, keep)
         for name, v in figures.items():
             cols.setdefault(name, []).append(v[keep])
             runs.setdefault(name, []).append(np.full(int(keep.sum()), run_index, dtype=np.int64))
@@ -176,6 +199,88 @@ def step_series(profiles: Sequence[Profile], patterns: Sequence[str] = ()) -> St
     out.devices = devices
     out.start_unix_us = np.concatenate(starts) if starts else np.zeros(0)
     return out
+
+
+def _add_phase_samples(
+    out: StepSeries, prof: Profile, rank: np.ndarray, step: np.ndarray, dur: np.ndarray, keep: np.ndarray
+) -> None:
+    """Add the Python samples of the kept steps (rows of the steps view: ``rank``,
+    ``step`` -1 for a rank's whole span, ``dur`` µs) to ``out``, per phase, with the
+    time and number of those steps, for the ranks that have samples in their steps."""
+    if not prof.tables.get("samples"):
+        return
+    from .phases import classify, window_times
+
+    c = classify(prof)
+    counts, _ = window_times(prof)
+    if not len(counts):
+        return
+    at = {(int(r), int(s)): i for i, (r, s) in enumerate(zip(c.w_rank.tolist(), c.w_step.tolist(), strict=True))}
+    idx = np.array([at.get((int(r), int(s)), -1) for r, s in zip(rank.tolist(), step.tolist(), strict=True)])
+    per_row = np.where((idx >= 0)[:, None], counts[np.clip(idx, 0, None)], 0)
+    sampled_ranks = [r for r in np.unique(rank) if per_row[rank == r].sum() > 0]
+    on = keep & np.isin(rank, sampled_ranks)
+    got = per_row[on].sum(axis=0)
+    for k, p in enumerate(PHASES):
+        out.phase_samples[p] = out.phase_samples.get(p, 0) + int(got[k])
+    out.sampled += int(got.sum())
+    out.sampled_us += float(dur[on].sum())
+    out.sampled_steps += int(on.sum())
+
+
+def phase_verdict(a: StepSeries, b: StepSeries, phase: str) -> dict[str, Any] | None:
+    """The verdict row of a phase (PHASE_RULE), or None where neither run has a sample
+    of it. Each run's interval is its sampled steps' time over their samples; its
+    exposure (steps / interval) is what the counts are compared over."""
+    na, nb = a.phase_samples.get(phase, 0), b.phase_samples.get(phase, 0)
+    if na == 0 and nb == 0:
+        return None
+    ia, ib = a.sampled_us / a.sampled, b.sampled_us / b.sampled
+    ea, eb = a.sampled_steps / ia, b.sampled_steps / ib
+    change, lo, hi, p, verdict = compare_counts(na, ea, nb, eb)
+    ta, tb = na * ia, nb * ib
+    row = Comparison(
+        a.sampled_steps,
+        b.sampled_steps,
+        ta / a.sampled_steps,
+        tb / b.sampled_steps,
+        change,
+        lo,
+        hi,
+        p,
+        verdict,
+        ta,
+        tb,
+        f"{TEST_COUNTS} ({na:,} and {nb:,} of {a.sampled:,} and {b.sampled:,})",
+    ).as_row()
+    return {"figure": f"{phase}_us", "unit": "µs", **row}
+
+
+def not_measured(a: StepSeries, b: StepSeries) -> dict[str, list[str]]:
+    """The figures :func:`verdicts` leaves out because a run did not measure them (null
+    in every kept step: a breakdown category without its source, a phase without Python
+    samples), by side: ``a``, ``b`` (that run only) and ``both``."""
+    out: dict[str, list[str]] = {"a": [], "b": [], "both": []}
+    for name in known_figures(a, b):
+        if name in _OWN_NAN or parse_pattern(name):
+            continue
+        if name in PHASE_FIGURES:
+            miss_a, miss_b = a.sampled == 0, b.sampled == 0
+        else:
+            miss_a, miss_b = not np.isfinite(a.values[name]).any(), not np.isfinite(b.values[name]).any()
+        if miss_a or miss_b:
+            out["both" if miss_a and miss_b else "a" if miss_a else "b"].append(name)
+    return out
+
+
+def not_measured_text(left: dict[str, list[str]]) -> str | None:
+    """One line naming the figures left out as not measured (None when there are none)."""
+    parts = [
+        f"{where}: {', '.join(left[k])}"
+        for k, where in (("both", "in A and B"), ("a", "in A"), ("b", "in B"))
+        if left.get(k)
+    ]
+    return "not compared, not measured " + "; ".join(parts) if parts else None
 
 
 def step_block(s: StepSeries) -> dict[str, Any]:
@@ -241,9 +346,19 @@ def verdicts(a: StepSeries, b: StepSeries) -> pa.Table:
     mean run median; see :mod:`.stats`).
 
     Figures that are zero in every step of both runs (a category the runs never use)
-    are left out."""
+    are left out, and so are those a run did not measure (:func:`not_measured`). The
+    phases of the Python samples are compared on their sample counts
+    (:func:`phase_verdict`, PHASE_RULE): their a_median / b_median are the mean per step."""
     rows = []
+    left = {n for names in not_measured(a, b).values() for n in names}
     for name in known_figures(a, b):
+        if name in left:
+            continue
+        if name in PHASE_FIGURES:
+            got = phase_verdict(a, b, PHASE_FIGURES[name])
+            if got is not None:
+                rows.append(got)
+            continue
         va, vb = a.values[name], b.values[name]
         if not np.nan_to_num(va).any() and not np.nan_to_num(vb).any() and name != STEP_TIME:
             continue

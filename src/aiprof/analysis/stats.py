@@ -24,6 +24,13 @@ the test rejects "same distribution" at :data:`ALPHA` (the sign is that of the m
 change), else ``no significant change``. With fewer than :data:`MIN_STEPS` steps on a
 side no test is possible: the verdict is ``too few steps`` and only the totals and the
 mean step compare.
+
+Figures estimated from samples (the phases of the Python stack samples: a phase's time
+per step is its samples x the sampling interval / the steps) are not compared step by
+step (a short step holds no sample or one): :func:`compare_counts` compares the two
+runs' sample counts of the phase with the exact conditional test of two Poisson rates
+(Przyborowski and Wilenski 1940; each run's exposure is its steps over its interval),
+with a Clopper-Pearson interval of the rate ratio.
 """
 
 from __future__ import annotations
@@ -53,8 +60,12 @@ MIN_BASELINE_RUNS = 3
 _SEED = 0x5EED
 
 SLOWER, FASTER, SAME, TOO_FEW = "slower", "faster", "no significant change", "too few steps"
+#: The verdict of a sampled figure (a phase of the Python samples) whose samples are
+#: too few for any split of them between A and B to be significant (:func:`compare_counts`).
+TOO_FEW_SAMPLES = "too few samples"
 #: Which test a verdict comes from.
 TEST_STEPS, TEST_RUNS = "mann-whitney on steps", "t on run medians"
+TEST_COUNTS = "poisson on samples"
 
 
 def _ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -309,3 +320,65 @@ def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA, a_run: Any = None, 
         tb,
         test,
     )
+
+
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """The ``q`` quantile of the Beta(a, b) distribution, by bisection on :func:`betainc`."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        if betainc(a, b, mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def _binomial_pmf(n: int, q: float) -> np.ndarray:
+    """P(X = j) for j = 0..n, X ~ Binomial(n, q)."""
+    j = np.arange(n + 1, dtype=np.float64)
+    logfact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))])
+    with np.errstate(divide="ignore"):
+        logp = logfact[n] - logfact[: n + 1] - logfact[n::-1] + j * np.log(q) + (n - j) * np.log1p(-q)
+    return np.asarray(np.exp(logp))
+
+
+def binomial_two_sided_p(k: int, n: int, q: float) -> float:
+    """Exact two-sided binomial p-value of ``k`` of ``n`` under success probability ``q``:
+    the probability of the outcomes no likelier than ``k`` (as scipy's binomtest)."""
+    pmf = _binomial_pmf(n, q)
+    return float(min(1.0, pmf[pmf <= pmf[k] * (1 + 1e-7)].sum()))
+
+
+def smallest_p(n: int, q: float) -> float:
+    """The smallest two-sided p-value any split of ``n`` can reach (:func:`binomial_two_sided_p`)."""
+    pmf = _binomial_pmf(n, q)
+    return float(min(1.0, pmf[pmf <= pmf.min() * (1 + 1e-7)].sum()))
+
+
+def compare_counts(
+    na: int, ea: float, nb: int, eb: float, *, alpha: float = ALPHA, level: float = CI_LEVEL
+) -> tuple[float | None, float | None, float | None, float, str]:
+    """Two Poisson counts, ``na`` over exposure ``ea`` and ``nb`` over ``eb``: (change of
+    the rate in % of A's (None when A's count is 0), the ``level`` interval of that change
+    (None for an unbounded end), the two-sided p-value, verdict). The test is conditional
+    on the total: under equal rates, nb ~ Binomial(na + nb, eb / (ea + eb)). Verdict:
+    TOO_FEW_SAMPLES where no split of na + nb could reach ``alpha``, else SLOWER / FASTER
+    (p < alpha) or SAME."""
+    n = na + nb
+    q0 = eb / (ea + eb)
+    ratio = ea / eb  # rate B / rate A = (nb / na) * (ea / eb)
+    change = 100.0 * (nb / na * ratio - 1.0) if na else None
+    tail = (1.0 - level) / 2.0
+    lo_q = beta_quantile(tail, nb, na + 1) if nb else 0.0
+    hi_q = beta_quantile(1.0 - tail, nb + 1, na) if na else 1.0
+    lo = 100.0 * (lo_q / (1.0 - lo_q) * ratio - 1.0) if na else None
+    hi = 100.0 * (hi_q / (1.0 - hi_q) * ratio - 1.0) if na and hi_q < 1.0 else None
+    p = binomial_two_sided_p(nb, n, q0)
+    if smallest_p(n, q0) >= alpha:
+        verdict = TOO_FEW_SAMPLES
+    elif p < alpha:
+        verdict = SLOWER if nb / eb > na / ea else FASTER
+    else:
+        verdict = SAME
+    return change, lo, hi, p, verdict

@@ -24,7 +24,7 @@ from ..analysis.gate import Rule, judge, parse_rule, parse_slower
 from ..analysis.job_match import job_differences
 from ..analysis.regression import VERDICT_SCHEMA, parse_pattern, side, step_block, step_series
 from ..errors import AiprofError
-from ..render.diff_report import TOP_CHANGES, junit, markdown
+from ..render.diff_report import TOP_CHANGES, junit, markdown, notes
 from ..render.terminal import emit_table
 from ..store import find_profiles, is_profile
 from .common import open_input
@@ -198,7 +198,11 @@ def _write(
         for r in doc["verdicts"]
     ]
     if shown:
-        emit_table(pa.Table.from_pylist(shown), "table", title="per-step figures: B vs A (medians)")
+        phased = doc.get("phase_rule") is not None
+        title = "per-step figures: B vs A (medians" + ("; phases: sampled means, below)" if phased else ")")
+        emit_table(pa.Table.from_pylist(shown), "table", title=title)
+    for line in notes(doc):
+        click.echo(line)
     for g in doc["gate"]:
         click.echo(f"{'FAIL' if g['failed'] else 'pass'}  {g['rule']}: {g['detail']}")
         if g.get("basis"):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 6
+SUMMARY_VERSION = 7
 #: Ranks up to which the overview names each input and prints each rank's tables; past
 #: it (a job of many ranks), one table of each kind over all of them.
 RANK_TABLES = 8
@@ -189,7 +189,8 @@ def compute_items(prof: Profile) -> list[Item]:
     if prof.tables.get("kernel_metrics"):
         has_steps = any(r["step"] is not None for r in st.to_pylist())
         items.extend(_vendor_steps(prof, 0 if has_steps else prof.tables.get("events", 0)))
-    items.extend(_energy(prof))
+    energy = _energy(prof)
+    items.extend(energy)
     by_rank: dict[int, list[dict[str, Any]]] = {}
     for r in ov:
         by_rank.setdefault(r["rank"], []).append(r)
@@ -221,6 +222,8 @@ def compute_items(prof: Profile) -> list[Item]:
     top = run(prof, "kernels", Query.parse([], "-total_us", 5)).table
     if top.num_rows:
         items.append(_top(top, "top kernels by total time", ["name", "count", "total_us", "pct"]))
+    measured = {r["category"] for r in ov if r["section"] in ("breakdown", "utilization") and r["time_us"] is not None}
+    operators_there = "cpu_exec" in measured  # the operators view's rows, where it is not computed
     if big:
         items.append(
             _hint(
@@ -230,6 +233,7 @@ def compute_items(prof: Profile) -> list[Item]:
         )
     else:
         ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
+        operators_there = bool(ops.num_rows)
         if ops.num_rows and "host_self_us" in ops.column_names:
             items.append(
                 _top(ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"])
@@ -238,14 +242,17 @@ def compute_items(prof: Profile) -> list[Item]:
         py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
         if py.num_rows:
             items.append(
-                _top(py, "top Python functions by sampled self time", ["function", "self_pct", "self_ms", "total_pct"])
+                _top(py, "top Python functions by sampled self time", ["function", "self_pct", "self_us", "total_pct"])
             )
-    items.append(
-        _hint(
-            f"[dim]more: aiprof report {PATH_SLOT} --view "
-            "steps|operators|kernels|idle|memory|counters|energy|python|events[/dim]"
-        )
-    )
+    # The views worth a look in this profile: those its data fills.
+    more = ["steps"]
+    more += ["phases", "phase_hotspots", "python"] if prof.tables.get("samples") else []
+    more += ["operators"] if operators_there else []
+    more += ["kernels", "idle"] if top.num_rows or "device_busy" in measured else []
+    more += ["memory"] if prof.tables.get("memory") else []
+    more += ["counters"] if prof.tables.get("counters") else []
+    more += ["energy"] if energy else []
+    items.append(_hint(f"[dim]more: aiprof report {PATH_SLOT} --view {'|'.join([*more, 'events'])}[/dim]"))
     return items
 
 
@@ -257,11 +264,15 @@ def _rank_tables(rank: int, rows: list[dict[str, Any]], last_step_out: bool = Fa
 
     items: list[Item] = []
     mine = [r for r in rows if r["step"] is None]
-    bd = [r for r in mine if r["section"] == "breakdown"]
+    bd = [r for r in mine if r["section"] == "breakdown" and r["time_us"] is not None]
+    unmeasured = [r["category"] for r in mine if r["section"] == "breakdown" and r["time_us"] is None]
     ph = [r for r in mine if r["section"] == "phases"]
-    # Without operator events the breakdown is all "other": the phases say more.
-    if not ph or any(r["time_us"] for r in bd if r["category"] != "other"):
+    # Without operator events the breakdown is all "other" (or not measured at all):
+    # the phases say more.
+    if bd and (not ph or any(r["time_us"] for r in bd if r["category"] != "other")):
         items.append(_split(f"rank {rank}: step time breakdown (all steps)", bd))
+        if unmeasured:
+            items.append(_line(f"[dim]not measured in this profile, so left out: {', '.join(unmeasured)}[/dim]"))
     if ph:
         title = f"rank {rank}: step time by phase (all steps, from Python samples)"
         items.append(_split(title, [r for r in ph if r["time_us"]]))
@@ -335,8 +346,8 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
         per: dict[str, dict[int, float]] = {}
         for rank, rows in whole.items():
             for r in rows:
-                if r["section"] == section:
-                    per.setdefault(r["category"], {})[rank] = float(r["time_us"] or 0.0)
+                if r["section"] == section and r["time_us"] is not None:  # null: not measured
+                    per.setdefault(r["category"], {})[rank] = float(r["time_us"])
         total = sum(sum(v.values()) for v in per.values())
         if not per or not total:
             continue
@@ -361,9 +372,10 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
     # A device figure per rank and device (a rank may drive several).
     dev: dict[str, dict[tuple[int, int], float]] = {}
     busy_any = False
+    seen = any(r["section"] in ("device", "utilization") for rows in by_rank.values() for r in rows)
     for rank, rows in by_rank.items():
         for r in rows:
-            if r["section"] in ("device", "utilization"):
+            if r["section"] in ("device", "utilization") and r["time_us"] is not None:
                 key = (rank, -1 if r.get("device") is None else int(r["device"]))
                 dev.setdefault(r["category"], {})[key] = float(r["percent"] or 0.0)
                 busy_any = busy_any or bool(r["time_us"])
@@ -372,7 +384,7 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
     def where(key: tuple[int, int]) -> str:
         return f"{key[0]} dev {key[1]}" if several and key[1] >= 0 else str(key[0])
 
-    if dev and not busy_any:
+    if seen and not busy_any:  # no device work (its figures null) or all of it zero
         out.append(_line(f"no device activity in the profiles of the {n:,} ranks"))
     elif dev:
         cols = [("figure", "left", "fold", None), *_right("% median", "% lowest", "rank", "% highest", "rank")]

@@ -30,7 +30,7 @@ from ..analysis import intervals as iv
 from ..analysis.common import COMM_OP_NAME_RE, COMPUTE_NOT_IN, COMPUTE_NOT_PREFIX, DEVICE_BUSY_KINDS
 from ..analysis.derived import tables_of
 from ..analysis.idle import KERNEL_WAIT_NS
-from ..analysis.overview import Unions, breakdown_of, device_of
+from ..analysis.overview import SOURCES, Unions, breakdown_of, device_of, measured_of
 from ..analysis.tensor_cores import uses_tensor_cores
 from ..store.vocabulary import COMM_RANGE_SQL_RE
 from .summary_mem import _INT64, RankEvents, Unsure
@@ -49,7 +49,7 @@ def derive_rank(e: RankEvents) -> dict[str, pa.Table]:
     w["whole_span"] = sw["whole_span"]
     lts = _launch_ts(e)
     window = _hta_window(e, lts)
-    b = breakdown_of(_category_unions(e), w)
+    b = breakdown_of(_category_unions(e), w) | measured_of({e.rank: _sources(e)} if len(e.ts) else {}, w)
     dev, per = device_of(*_device_unions(e, window), w)
     rows = {"stream_idle": _idle(e, window, lts), "kernel_stats": _kernels(e)}
     return tables_of((w, b, dev, per), rows)
@@ -72,6 +72,26 @@ def _comm_names(e: RankEvents, rows: np.ndarray) -> np.ndarray:
     hit = pc.or_kleene(hit, pc.equal(names, "record_param_comms"))
     hit = pc.or_kleene(hit, pc.match_substring_regex(pc.utf8_lower(names), COMM_OP_NAME_RE))
     return np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _sources(e: RankEvents) -> dict[str, bool]:
+    """overview.SOURCES_SQL for the rank ``e``: which sources of the breakdown it holds."""
+    dt = e.t.column("device_type")
+    host = np.asarray(pc.equal(dt, "cpu").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    dev = np.asarray(pc.not_equal(dt, "cpu").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    ann = np.flatnonzero(host & e.kind_in("user_annotation"))
+    names = e.t.column("name").take(pa.array(ann, type=pa.int64())).fill_null("")
+    ours = np.asarray(pc.starts_with(names, "aiprof: ").to_numpy(zero_copy_only=False), dtype=bool)
+    got = {
+        "device": bool((dev & e.kind_in(*DEVICE_BUSY_KINDS)).any()),
+        "operators": bool((host & e.kind_in("cpu_op", "python")).any()),
+        "dataloader": bool(e.kind_in("dataloader").any()),
+        "annotations": bool((~ours).any()),
+        "collectives": bool(e.kind_in("collective").any()),
+        "runtime": bool((host & e.kind_in("runtime", "driver")).any()),
+    }
+    assert tuple(got) == SOURCES
+    return got
 
 
 def _category_unions(e: RankEvents) -> Unions:

@@ -114,8 +114,16 @@ def _swatch(color: str) -> str:
 
 
 def _breakdown_bar(rows: list[dict[str, Any]]) -> str:
-    """One stacked bar of the all-steps breakdown, with its legend."""
-    by = {r["category"]: r for r in rows}
+    """One stacked bar of the all-steps breakdown, with its legend; the categories the
+    profile did not measure (null) are named under it, never drawn as 0."""
+    by = {r["category"]: r for r in rows if r.get("time_us") is not None}
+    unmeasured = [str(r["category"]) for r in rows if r.get("time_us") is None]
+    if not by and unmeasured:
+        return (
+            f'<p style="{_MUTED};margin:2px 0">Not measured: the profile has no operators or device work to split '
+            "the step time by (record with --ops); the phases from the Python samples: "
+            "<code>_aiprof.report('phases')</code>.</p>"
+        )
     cats = [c for c in CATEGORIES if c in by] + [c for c in by if c not in CATEGORIES]
     segs, legend = [], []
     for c in cats:
@@ -126,6 +134,8 @@ def _breakdown_bar(rows: list[dict[str, Any]]) -> str:
         if pct > 0:
             segs.append(f'<div title="{esc(label)}" style="width:{pct:.3f}%;background:{color}"></div>')
         legend.append(f'<span style="white-space:nowrap">{_swatch(color)}{esc(label)}</span> ')
+    if unmeasured:
+        legend.append(f'<span style="{_MUTED};white-space:nowrap">not measured: {esc(", ".join(unmeasured))}</span>')
     return (
         '<div style="display:flex;height:16px;width:100%;max-width:900px;border-radius:3px;overflow:hidden;'
         f'background:rgba(128,128,128,.15)">{"".join(segs)}</div>'
@@ -143,6 +153,8 @@ def _step_chart(steps: list[dict[str, Any]]) -> str:
     for s in shown:
         dur = float(s.get("duration_us") or 0.0)
         parts = [(c, float(s.get(f"{c}_us") or 0.0)) for c in CATEGORIES]
+        if all(s.get(f"{c}_us") is None for c in CATEGORIES):
+            parts = [("other", dur)]  # not split (no operators or device work): the step, grey
         total = sum(v for _, v in parts) or 1.0
         tip = f"step {s.get('step')}: {_ms(dur)} — " + ", ".join(f"{c} {_ms(v)}" for c, v in parts if v > 0)
         segs = "".join(
@@ -197,12 +209,13 @@ def _device_table(ov: list[dict[str, Any]], accelerators: bool) -> str:
             f'<span style="display:inline-block;vertical-align:middle;margin-left:6px;height:8px;'
             f'width:{max(0.0, min(100.0, pct)):.1f}px;background:#2563eb"></span>'
         )
+        shown = "not measured" if r.get("time_us") is None else f"{pct:.1f}%{bar}"
         out.append(
             f'<tr><td style="{_CELL}">{esc(str(r["rank"]))}</td>'
             f'<td style="{_CELL}">{esc("" if r.get("device") is None else str(r["device"]))}</td>'
             f'<td style="{_CELL}">{esc(label)}</td>'
             f'<td style="{_CELL};text-align:right">{esc(format_cell(r.get("time_us")))}</td>'
-            f'<td style="{_CELL};text-align:right;white-space:nowrap">{pct:.1f}%{bar}</td></tr>'
+            f'<td style="{_CELL};text-align:right;white-space:nowrap">{shown}</td></tr>'
         )
     head = "".join(
         f'<th style="{_CELL};text-align:{a}">{t}</th>'
@@ -315,7 +328,7 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         (
             "python",
             "Top Python functions by sampled self time",
-            ["function", "file", "self_pct", "self_ms", "total_pct"],
+            ["function", "file", "self_pct", "self_us", "total_pct"],
         ),
         ("operators", "Top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"]),
         ("kernels", "Top kernels by total time", ["name", "count", "total_us", "pct"]),

@@ -42,6 +42,15 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
 
 
+def notes(doc: dict[str, Any]) -> list[str]:
+    """The lines every report says once under its verdicts: the figures left out as not
+    measured, and how the phases of the Python samples were compared."""
+    from ..analysis.regression import not_measured_text
+
+    out = [not_measured_text(doc.get("not_measured") or {}), doc.get("phase_rule")]
+    return [x for x in out if x]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The report as GitHub-flavoured Markdown."""
     failed = [g for g in doc["gate"] if g["failed"]]
@@ -65,6 +74,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {r['figure']} | {format_cell(r['a_median'])} {r['unit']} | {format_cell(r['b_median'])} {r['unit']} "
             f"| {_pct(r['change_pct'])} | {_ci(r)} | {p} | {r['verdict']} |"
         )
+    if notes(doc):
+        lines += ["", *(f"- {n}" for n in notes(doc))]
     for view, rows in doc["top"].items():
         if not rows:
             continue
@@ -109,6 +120,7 @@ def junit(doc: dict[str, Any]) -> str:
     out = [f"A: {_side(doc, 'a')}", f"B: {_side(doc, 'b')}"]
     if doc.get("note"):
         out.append(doc["note"])
+    out += notes(doc)
     for view, rows in doc["top"].items():
         for r in rows[:TOP_CHANGES]:
             where = f" ({r['device_type']})" if r.get("device_type") else ""

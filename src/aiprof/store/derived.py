@@ -7,7 +7,9 @@ A profile may hold, beside its event tables, small Parquet tables derived from t
     whole span, not a step), start, end (ns), the breakdown categories' ns (kernel, memcpy,
     memset, communication, runtime, dataloader, cpu_exec), device_busy (kernel + memcpy +
     memset, the breakdown's), busy and compute (device time inside the window, all devices
-    of the rank: the steps view's device figures).
+    of the rank: the steps view's device figures). A figure whose source the rank's
+    events lack is null, never 0 (analysis/overview.py: ``measured_of``): the device
+    figures without device work, cpu_exec and dataloader without host operators...
 ``device_totals.parquet`` (one row per rank with device work in HTA's window)
     rank, span, busy, compute (ns): HTA's temporal breakdown before it is split into
     idle / compute / non_compute.
@@ -41,8 +43,9 @@ import pyarrow.parquet as pq
 #: OLD.aiprof``) derives whatever the size.
 DERIVE_MIN_EVENTS = 50_000
 
-#: Bumped whenever a derived table, or the rule it was computed by, changes.
-DERIVED_VERSION = 2
+#: Bumped whenever a derived table, or the rule it was computed by, changes (3: a
+#: figure not measured is null in step_totals, no longer 0).
+DERIVED_VERSION = 3
 
 _CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 

@@ -247,19 +247,25 @@ class Verdict(Model):
     unit: str
     a_n: int
     b_n: int
-    a_median: float | None
+    a_median: float | None = Field(description="the median step's figure; a phase (Python samples): its mean per step")
     b_median: float | None
     change_pct: float | None = Field(
-        description="of the median (of the mean run median with the run-level test; of the mean step with too few steps)"
+        description="of the median (of the mean run median with the run-level test; of the mean step with too few "
+        "steps; of the sampled mean for a phase)"
     )
-    ci_low_pct: float | None = Field(description="95% bootstrap interval of the median change")
+    ci_low_pct: float | None = Field(
+        description="95% bootstrap interval of the median change (a phase: Clopper-Pearson, of the rate ratio)"
+    )
     ci_high_pct: float | None
-    p_value: float | None = Field(description="Mann-Whitney U, two-sided")
-    verdict: str = Field(description="slower, faster, no significant change, too few steps; higher/lower (J, W)")
+    p_value: float | None = Field(description="Mann-Whitney U, two-sided (a phase: exact Poisson test on its samples)")
+    verdict: str = Field(
+        description="slower, faster, no significant change, too few steps, too few samples (a phase); higher/lower (J, W)"
+    )
     a_total: float | None
     b_total: float | None
     test: str | None = Field(
-        description="mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps"
+        description="mann-whitney on steps, or t on run medians (a baseline of 3 runs or more), or for a phase "
+        "'poisson on samples (its samples in A and B of all the samples in A and B)'; None: too few steps"
     )
 
 
@@ -307,6 +313,10 @@ class CompareResponse(Model):
     differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
     gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")
     failed: bool = Field(description="a fail_if rule failed")
+    not_measured: dict[str, list[str]] = Field(
+        description="figures not compared because a run did not measure them: a (A only), b (B only), both"
+    )
+    phase_rule: str | None = Field(description="how the phases of the Python samples were compared, where they were")
     sides: dict[str, DiffSide] = Field(description="a and b: steps kept, outliers left out, devices")
 
 

@@ -549,10 +549,22 @@ export interface components {
              */
             gate: components["schemas"]["GateResult"][];
             /**
+             * Not Measured
+             * @description figures not compared because a run did not measure them: a (A only), b (B only), both
+             */
+            not_measured: {
+                [key: string]: string[];
+            };
+            /**
              * Note
              * @description why only the mean step was compared (too few steps), if so
              */
             note: string | null;
+            /**
+             * Phase Rule
+             * @description how the phases of the Python samples were compared, where they were
+             */
+            phase_rule: string | null;
             /** Query */
             query: {
                 [key: string]: unknown;
@@ -1241,7 +1253,10 @@ export interface components {
          * @description One per-step figure of B against A, as in ``aiprof diff --format json``'s verdicts.
          */
         Verdict: {
-            /** A Median */
+            /**
+             * A Median
+             * @description the median step's figure; a phase (Python samples): its mean per step
+             */
             a_median: number | null;
             /** A N */
             a_n: number;
@@ -1255,14 +1270,14 @@ export interface components {
             b_total: number | null;
             /**
              * Change Pct
-             * @description of the median (of the mean run median with the run-level test; of the mean step with too few steps)
+             * @description of the median (of the mean run median with the run-level test; of the mean step with too few steps; of the sampled mean for a phase)
              */
             change_pct: number | null;
             /** Ci High Pct */
             ci_high_pct: number | null;
             /**
              * Ci Low Pct
-             * @description 95% bootstrap interval of the median change
+             * @description 95% bootstrap interval of the median change (a phase: Clopper-Pearson, of the rate ratio)
              */
             ci_low_pct: number | null;
             /**
@@ -1272,19 +1287,19 @@ export interface components {
             figure: string;
             /**
              * P Value
-             * @description Mann-Whitney U, two-sided
+             * @description Mann-Whitney U, two-sided (a phase: exact Poisson test on its samples)
              */
             p_value: number | null;
             /**
              * Test
-             * @description mann-whitney on steps, or t on run medians (a baseline of 3 runs or more); None: too few steps
+             * @description mann-whitney on steps, or t on run medians (a baseline of 3 runs or more), or for a phase 'poisson on samples (its samples in A and B of all the samples in A and B)'; None: too few steps
              */
             test: string | null;
             /** Unit */
             unit: string;
             /**
              * Verdict
-             * @description slower, faster, no significant change, too few steps; higher/lower (J, W)
+             * @description slower, faster, no significant change, too few steps, too few samples (a phase); higher/lower (J, W)
              */
             verdict: string;
         } & {

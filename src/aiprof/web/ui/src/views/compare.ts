@@ -68,20 +68,32 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     if (v.differences.length)
       out.append(h("div", { class: "warning", id: "cmp-warning", role: "alert" },
         h("strong", {}, "These runs come from different jobs; the comparison may mean little."), h("ul", {}, v.differences.map((d) => h("li", {}, d)))));
-    const mean = (rows: Record<string, unknown>[], k: string) => (rows.length ? rows.reduce((s, r) => s + Number(r[k] || 0), 0) / rows.length : 0);
+    // The mean over the steps that measured the figure; null where none did (not measured, README).
+    const mean = (rows: Record<string, unknown>[], k: string): number | null => {
+      const got = rows.filter((r) => r[k] !== null && r[k] !== undefined);
+      return got.length ? got.reduce((s, r) => s + Number(r[k]), 0) / got.length : null;
+    };
     const chart = h("canvas", { class: "chart", id: "cmp-chart" });
-    const left = h("div", {}, h("h3", {}, `Mean step (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), legend(CAT_COLORS, CATS), chart);
+    // The categories either run measured; none (no operators or device work in either): the step, not split.
+    const cats = CATS.filter((k) => mean(sa.rows, k + "_us") !== null || mean(sb.rows, k + "_us") !== null);
+    const parts = cats.length ? cats : ["step"];
+    const colors: Record<string, string> = { ...CAT_COLORS, step: CAT_COLORS.other! };
+    const left = h("div", {}, h("h3", {}, `Mean step (A: ${sa.rows.length} steps, B: ${sb.rows.length} steps)`), legend(colors, parts), chart);
     const t = h("table", { class: "data", id: "cmp-steps" }, h("tr", {}, ["mean per step", "A", "B", "B − A", "change"].map((x) => h("th", {}, x))));
     // Device idle overlaps the host's parts (the device waits while the host runs): a row of the table, not a bar.
+    const NOT_MEASURED = "not measured";
     for (const c of ["duration", ...CATS, "idle"]) {
       const va = mean(sa.rows, c + "_us"), vb = mean(sb.rows, c + "_us");
       if (!va && !vb) continue;
-      t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c === "idle" ? "device idle" : c), h("td", { class: "num" }, fmtValue(va, "µs")), h("td", { class: "num" }, fmtValue(vb, "µs")),
-        h("td", { class: "num" }, signed(vb - va, "µs")), h("td", { class: "num" }, va ? pct((100 * (vb - va)) / va) : "new")));
+      const cell = (x: number | null) => h("td", { class: "num" }, x === null ? NOT_MEASURED : fmtValue(x, "µs"));
+      const both = va !== null && vb !== null;
+      t.append(h("tr", {}, h("td", {}, c === "duration" ? "step" : c === "idle" ? "device idle" : c), cell(va), cell(vb),
+        h("td", { class: "num" }, both ? signed(vb - va, "µs") : "–"), h("td", { class: "num" }, !both ? "–" : va ? pct((100 * (vb - va)) / va) : "new")));
     }
     out.append(h("div", { class: "grid2" }, left, h("div", {}, h("h3", {}, "Breakdown ", exportTable(`${a}-vs-${b}.breakdown`, t, () => ({ a: sa, b: sb }))), t)));
     alignNumbers(t);
-    stackedBars(chart, ["A", "B"], CATS.map((k) => ({ name: k, color: CAT_COLORS[k] || "#999", values: [mean(sa.rows, k + "_us"), mean(sb.rows, k + "_us")] })), (x) => fmtValue(x, "µs"));
+    const col = (k: string) => (k === "step" ? "duration_us" : k + "_us");
+    stackedBars(chart, ["A", "B"], parts.map((k) => ({ name: k, color: colors[k] || "#999", values: [mean(sa.rows, col(k)) ?? 0, mean(sb.rows, col(k)) ?? 0] })), (x) => fmtValue(x, "µs"));
 
     const significant = v.verdicts.filter((r) => VERDICT_CLASS[String(r.verdict)]);
     const verdictsHead = h("h3", {}, "Verdicts per step figure (as aiprof diff) ");
@@ -102,6 +114,12 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     verdictsHead.append(exportTable(`${a}-vs-${b}.verdicts`, vt, () => v));
     out.append(h("div", { class: "scrollx" }, vt));
     alignNumbers(vt);
+    // Said once, as aiprof diff says them: the figures a run did not measure, and how the phases compare.
+    const nm = v.not_measured || {};
+    const leftOut = ([["both", "in A and B"], ["a", "in A"], ["b", "in B"]] as const)
+      .filter(([k]) => (nm[k] || []).length).map(([k, where]) => `${where}: ${(nm[k] || []).join(", ")}`);
+    if (leftOut.length) out.append(h("p", { class: "muted small", id: "cmp-not-measured" }, "Not compared, not measured " + leftOut.join("; ") + "."));
+    if (v.phase_rule) out.append(h("p", { class: "muted small", id: "cmp-phase-rule" }, "The " + v.phase_rule + "."));
 
     let changed = 0;
     for (const [title, view, id, vk, up, down] of [["Operators", "operators", "cmp-ops", "host total", opsUp, opsDown], ["Kernels", "kernels", "cmp-kernels", "total", kUp, kDown]] as const) {

@@ -100,10 +100,18 @@ function stepChart(box: HTMLElement, rows: Row[], error?: string | null): void {
     return;
   }
   const c = h("canvas", { class: "chart", id: "steps-chart" });
-  box.append(legend(CAT_COLORS, CATS), c);
+  // The categories measured in some step (null: not measured, README); none measured
+  // (a recording without operators or device work): the step time, not split.
+  const cats = CATS.filter((k) => rows.some((r) => r[k + "_us"] !== null && r[k + "_us"] !== undefined));
+  const unsplit = !cats.length;
+  box.append(unsplit ? legend({ step: CAT_COLORS.other! }, ["step"]) : legend(CAT_COLORS, cats), c);
+  if (unsplit)
+    box.append(h("p", { class: "muted small", id: "steps-chart-unsplit" }, "Not split: the profile has no operators or device work (the Steps page has the phases from the Python samples)."));
   const many = new Set(rows.map((x) => x.rank)).size > 1;
   const labels = rows.map((r) => String(r.step === null ? "all" : r.step) + (many ? "/r" + String(r.rank) : ""));
-  const series = CATS.map((k) => ({ name: k, color: CAT_COLORS[k]!, values: rows.map((r) => Number(r[k + "_us"] || 0)) }));
+  const series = unsplit
+    ? [{ name: "step", color: CAT_COLORS.other!, values: rows.map((r) => Number(r.duration_us || 0)) }]
+    : cats.map((k) => ({ name: k, color: CAT_COLORS[k]!, values: rows.map((r) => Number(r[k + "_us"] || 0)) }));
   c.dataset.totals = JSON.stringify(labels.map((_, i) => series.reduce((s, x) => s + x.values[i]!, 0)));
   stackedBars(c, labels, series, (v) => fmtValue(v, "µs"));
 }
@@ -124,7 +132,9 @@ function breakdown(box: HTMLElement, rows: Row[], steps: { rank?: unknown; step?
     if (ranks.length > shown.length) out.append(h("p", { class: "muted" }, `${ranks.length - shown.length} more ranks: see the steps view.`));
     return out;
   };
-  const util = rows.filter((r) => (r.section === "utilization" || r.section === "device") && all(r));
+  // A figure the profile did not measure is null (time_us and percent): left out of the bars, named under them.
+  const measured = (r: Row) => r.time_us !== null && r.time_us !== undefined;
+  const util = rows.filter((r) => (r.section === "utilization" || r.section === "device") && all(r) && measured(r));
   box.append(h("h3", {}, "Device utilization (all steps)"));
   if (!util.length)
     box.append(emptyState("No device activity recorded.", "The profile has no kernels, copies or collectives on a device.",
@@ -139,10 +149,19 @@ function breakdown(box: HTMLElement, rows: Row[], steps: { rank?: unknown; step?
       box.append(h("p", { class: "muted small", id: "active-span-note" },
         (withUtil.length > 1 && spanned.length < withUtil.length ? `rank${spanned.length > 1 ? "s" : ""} ${spanned.join(", ")}: ` : "") + ACTIVE_SPAN_NOTE));
   }
-  const bd = rows.filter((r) => r.section === "breakdown" && all(r));
+  const bdAll = rows.filter((r) => r.section === "breakdown" && all(r));
+  const bd = bdAll.filter(measured);
+  const unmeasured = [...new Set(bdAll.filter((r) => !measured(r)).map((r) => String(r.category)))];
   box.append(h("h3", {}, "Where step time goes (all steps)"));
-  if (!bd.length) box.append(h("p", { class: "muted" }, "No breakdown: the profile has no steps, or no host and device events to split."));
-  else box.append(bars("breakdown-table", bd, (c) => CAT_COLORS[c] || "#999"));
+  if (!bd.length)
+    box.append(h("p", { class: "muted", id: "breakdown-none" }, bdAll.length
+      ? "Not measured in this profile: it has no operators or device work to split the step time by (record with --ops for the operators; the Steps page has the phases from the Python samples)."
+      : "No breakdown: the profile has no steps, or no host and device events to split."));
+  else {
+    box.append(bars("breakdown-table", bd, (c) => CAT_COLORS[c] || "#999"));
+    if (unmeasured.length)
+      box.append(h("p", { class: "muted small", id: "breakdown-unmeasured" }, "Not measured in this profile, so left out: " + unmeasured.join(", ") + "."));
+  }
 }
 
 function barRow(r: Row, color: string, label = String(r.category)): { label: string; pct: number; text: string; color: string; title: string } {
