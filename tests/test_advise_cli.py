@@ -66,3 +66,38 @@ def test_api_html_and_cli_give_the_same_advice(shared_data: Path, tmp_path: Path
     assert api["available"]
     key = [(a["rule"], a["gain_pct"], a["also"]) for a in cli_doc["advice"]]
     assert [(a["rule"], a["gain_pct"], a["also"]) for a in api["advice"]] == key
+
+
+def test_no_advice_says_which_data_was_missing(shared_data: Path) -> None:
+    """A telemetry-only capture (nvidia-smi dmon): no rule fires because none has the
+    data it reads. The advice says so, per missing data, not "no rule fired"."""
+    from aiprof.advise import rules
+
+    f = shared_data / "nvidia-smi" / "dmon_pcut_8gpu_gnosia93_slurm-on-aws.txt"
+    doc = _json(["advise", str(f), "--format", "json", "--all"])
+    assert doc["advice"] == []
+    groups = {g["missing"]: g["rules"] for g in doc["not_judged"]}
+    # Every rule that could not judge is listed once, under the data it lacked.
+    listed = [r for g in doc["not_judged"] for r in g["rules"]]
+    assert len(listed) == len(set(listed)) and set(listed) <= set(rules())
+    samples = "no Python stack samples in the profile (an imported trace has none; aiprof record takes them unless --no-python)"
+    assert groups[samples] == [
+        "python.data_loading",
+        "python.sync",
+        "python.logging",
+        "python.optimizer",
+        "python.preprocessing",
+    ]
+    assert doc["not_judged"][0]["missing"] == samples  # the rules any recording feeds come first
+    assert "steps.outlier" in groups["no step markers"] and "steps.warmup" in groups["no step markers"]
+    r = CliRunner().invoke(cli, ["advise", str(f)])
+    assert r.exit_code == 0 and "No advice: no rule fired." not in r.output
+    text = " ".join(r.output.split())
+    assert "No advice: no rule fired on the data this profile holds (--all shows the items under 1% gain)." in text
+    assert f"{len(listed)} rules could not judge for lack of data:" in text
+    assert (
+        f"- {samples}: python.data_loading, python.sync, python.logging, python.optimizer, python.preprocessing" in text
+    )
+    md = CliRunner().invoke(cli, ["advise", str(f), "--format", "markdown"]).output
+    assert "\nNo advice: no rule fired on the data this profile holds.\n" in md
+    assert f"\n- {samples}: python.data_loading," in md

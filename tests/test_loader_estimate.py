@@ -95,18 +95,38 @@ def test_an_idle_host_gives_the_loading_every_core(tmp_path: Path) -> None:
     assert est == pytest.approx(STEPS * 50_000, rel=1e-6)
 
 
-def test_a_busy_host_gives_the_workers_their_fair_share(tmp_path: Path) -> None:
-    # The job got 0.25 of a core, the host was full: the others are 1.75 cores, 7 threads
-    # as busy as the job's one. With 2 workers the job has 3 of 10 threads: 0.6 cores, and a
-    # step of 0.25 cores' work x 100 ms takes 41.7 ms (R = 20 ms is less): 58.3 ms saved.
-    # The bound of an idle host (50 ms) is wrong both ways here.
-    status, est = loader(build(tmp_path / "busy", 0.8, proc_cpu=25.0, sys_cpu=100.0))
-    assert status == "fired"
-    assert est == pytest.approx(STEPS * (100_000 - 100_000 * 0.25 / 0.6), rel=1e-6)
-    with open_profile(tmp_path / "busy.aiprof") as p:
+def test_a_busy_host_gives_workers_nothing_and_asks_for_cheaper_items(tmp_path: Path) -> None:
+    # The job got 0.25 of a core, the host was full: workers would only share the same
+    # busy cores (an A/B on such a host gained nothing), so they save nothing. The
+    # loading runs the Dataset's own Python (80 of each 100 ms step, under the loader):
+    # making that per-item work cheaper (vectorised over the batch) is the fix, at most
+    # that time saved. (Before: the workers' "fair share" of the busy cores, 58.3 ms a
+    # step, and a num_workers=2 snippet.)
+    from aiprof.advise.python_time import VECTORISE_FIX
+
+    path = build(tmp_path / "busy", 0.8, proc_cpu=25.0, sys_cpu=100.0)
+    with open_profile(path) as p:
+        v = evaluate(p, only=["python.data_loading"])[0]
         (row,) = run(p, "loader_cpu").rows
+    a = v.advice
+    assert v.status == "fired" and a is not None
+    assert a.evidence["overlap_us"] == 0.0 and a.evidence["per_item_us"] == pytest.approx(STEPS * 80_000, rel=1e-6)
+    assert a.estimate_us == pytest.approx(STEPS * 80_000, rel=1e-6)
+    assert a.fix == VECTORISE_FIX and "num_workers" not in a.snippets["pytorch"]
+    assert "collate_fn=your_batched_collate" in a.snippets["pytorch"]
+    assert "make it cheaper instead" in a.summary
     assert (row["loading_samples"], row["worker_samples"]) == (STEPS * 80, 0)
     assert (row["proc_cpu_pct"], row["sys_cpu_pct"]) == (25.0, 100.0)
+
+
+def test_a_host_with_some_idle_cpu_gives_workers_only_that(tmp_path: Path) -> None:
+    # The job at 0.5 of a core, the host 75% busy on 2 cores: 0.5 core idle. With workers
+    # the job can use 0.5 + 0.5 = 1 core at most, so a step of 0.5 cores' work x 100 ms
+    # takes 50 ms (R = 20 ms is less): 50 ms saved a step, not the fair share of the
+    # other processes' cores.
+    status, est = loader(build(tmp_path / "half", 0.8, proc_cpu=50.0, sys_cpu=75.0))
+    assert status == "fired"
+    assert est == pytest.approx(STEPS * 50_000, rel=1e-6)
 
 
 def test_a_loader_with_workers_on_busy_cores_gets_no_advice(tmp_path: Path) -> None:

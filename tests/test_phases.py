@@ -122,13 +122,13 @@ def test_data_loading_advice_fires_with_its_line_and_stays_silent_just_below(
         assert v["python.data_loading"].status == "fired" and a is not None
         share = a.evidence["data_loading_pct"] / 100
         # The gain is the loading's share, less what a cause before it in the attribution
-        # took of the same time (GC pauses inside the loading, on a loaded machine), within
-        # 2 points: the attribution splits each step by its own samples, the share splits
-        # all the steps by all their samples.
+        # took of the same time (GC pauses inside the loading, and, on a loaded machine, a
+        # step the machine made an outlier), within 2 points: the attribution splits each
+        # step by its own samples, the share splits all the steps by all their samples.
         causes = {r["cause"]: 0.0 for r in run(p, "attribution").rows}
         for r in run(p, "attribution").rows:
             causes[r["cause"]] += r["time_us"]
-        before = causes.get("gc", 0.0) / sum(causes.values())
+        before = (causes.get("gc", 0.0) + causes.get("outlier_step", 0.0)) / sum(causes.values())
         assert share - before - 0.02 <= a.gain <= share + 1e-3 and a.evidence["function"] == "spin"
         assert "job.py" in a.summary
         # The optimizer and logging phases of this job are under their thresholds.
@@ -241,13 +241,13 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     import psutil
 
     from aiprof.advise import evaluate
+    from aiprof.advise.python_time import VECTORISE_FIX
 
     with open_profile(loading) as p:
         a = evaluate(p, only=["python.data_loading"])[0].advice
         rows = [r for r in run(p, "phases").rows if r["step"] is None]
     assert a is not None
     cores = psutil.cpu_count()
-    assert a.evidence["cores"] == cores and f"num_workers={cores}" in a.snippets["pytorch"]
     step = sum(r["time_us"] for r in rows)
     load = sum(r["time_us"] for r in rows if r["phase"] == "data_loading")
     # 30 ms of loading in a ~38 ms step: workers on C cores save at most the loading;
@@ -258,7 +258,19 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     # 100 = one core: the job's threads (its loop and aiprof's collector threads) may
     # together use a little more than one (CI read 101); the host's share is of all cores.
     assert 0 < a.evidence["proc_cpu_pct"] <= 100.0 * cores and 0 < a.evidence["sys_cpu_pct"] <= 100.0
-    assert f"With {cores} DataLoader workers on {cores} cores" in a.summary
+    # Workers add only the host's idle CPU: with the job at p cores and the host's cores
+    # sys busy, at most T (1 - sys) C / (p + (1 - sys) C) of the steps' time T.
+    p_ = min(a.evidence["proc_cpu_pct"] / 100.0, 1.0)
+    idle = (1.0 - max(a.evidence["sys_cpu_pct"] / 100.0, p_ / cores)) * cores
+    assert a.evidence["cores"] == cores and a.evidence["overlap_us"] <= step * idle / (p_ + idle) + 1.0
+    if "per_item_us" in a.evidence:
+        # The host (shared with other work) had too little idle CPU for workers to gain the
+        # threshold: the fix is the Dataset's per-item work made cheaper, its sampled time.
+        assert a.fix == VECTORISE_FIX and "num_workers" not in a.snippets["pytorch"]
+        assert a.estimate_us == pytest.approx(a.evidence["per_item_us"], abs=0.01)
+    else:
+        assert f"num_workers={cores}" in a.snippets["pytorch"]
+        assert f"With {cores} DataLoader workers on {cores} cores" in a.summary
 
 
 def test_preprocessing_advice_names_the_function_and_stays_silent_just_below(

@@ -83,6 +83,7 @@ def evaluate(profile: Profile, only: list[str] | None = None, ctx: Context | Non
             out.append(Verdict(rid, "no_data", reason=res.reason))
         else:
             out.append(Verdict(rid, "silent"))
+    ctx.cache[VERDICTS] = out
     fired = [v.advice for v in out if v.advice is not None]
     if fired and indexed:
         # The index holds per-rank summaries, no events to attribute: each item is
@@ -249,7 +250,51 @@ def advise_json(profile: Profile, include_info: bool = False, min_severity: str 
         "causes": {k: round(v, 3) for k, v in sorted(causes.items(), key=lambda kv: -kv[1])},
         "gain_sum_pct": round(sum(100.0 * a.gain for a in items), 3),
         "warnings": notes,
+        "not_judged": not_judged(ctx.cache.get(VERDICTS) or []),
     }
+
+
+#: Where :func:`evaluate` leaves its verdicts in the context's cache.
+VERDICTS = "advise:verdicts"
+
+
+def not_judged(verdicts: list[Verdict]) -> list[dict[str, Any]]:
+    """The rules that could not judge for lack of data, one entry per missing data
+    (each rule's ``NotEnoughData`` reason): ``{"missing": reason, "rules": [ids]}``, the
+    rules any recording feeds first (:data:`_NOT_JUDGED_ORDER`), then the largest
+    groups. A rule that did not fire is silent only where it had the data."""
+    groups: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.status == "no_data":
+            groups.setdefault(v.reason or "not enough data", []).append(v.rule)
+
+    def order(kv: tuple[str, list[str]]) -> tuple[int, int, str]:
+        area = kv[1][0].split(".")[0]
+        return (
+            _NOT_JUDGED_ORDER.index(area) if area in _NOT_JUDGED_ORDER else len(_NOT_JUDGED_ORDER),
+            -len(kv[1]),
+            kv[0],
+        )
+
+    return [{"missing": k, "rules": r} for k, r in sorted(groups.items(), key=order)]
+
+
+#: The order of the areas in :func:`not_judged`: first the rules any recording feeds (its
+#: Python samples, its steps), then the host's operators, then the device's, then many ranks'.
+_NOT_JUDGED_ORDER = (
+    "python",
+    "steps",
+    "input",
+    "sync",
+    "runtime",
+    "launch",
+    "data",
+    "kernels",
+    "precision",
+    "memory",
+    "comm",
+    "cluster",
+)
 
 
 #: A device operation that starts more than this before the host call that launched it
@@ -281,7 +326,17 @@ def clock_skew(ctx: Context) -> tuple[int, float]:
 
 def warnings(ctx: Context) -> list[str]:
     """What the reader of the advice should know about the data behind it."""
+    from .steps import machine_pauses
+
     out: list[str] = []
+    ranks = {r for m in ctx.metas for r in m.get("ranks", [])}
+    for p in machine_pauses(ctx).values():
+        if p.machine:
+            out.append(
+                f"Step {p.step}{f' of rank {p.rank}' if len(ranks) > 1 else ''} took "
+                f"{p.duration_us / 1000:,.0f} ms, but {p.said()}. The step is left out of per-step means; the "
+                "gains here are shares of a total that holds it."
+            )
     n, lead_us = clock_skew(ctx)
     if n:
         out.append(
@@ -307,6 +362,7 @@ __all__ = [
     "evaluate",
     "fit_snippets",
     "merge",
+    "not_judged",
     "rules",
     "severity",
     "shown_snippet",

@@ -125,6 +125,9 @@ class Finding:
     estimate_us: float
     fix: str
     snippets: dict[str, str]
+    title: str | None = None
+    """The advice's title where it differs from the rule's (the wording for a profile
+    without an accelerator, say); None: the rule's registered title."""
 
 
 Outcome = Finding | NotEnoughData | None
@@ -142,6 +145,8 @@ class Context:
 
         self.profile = profile
         self._cache: dict[str, Any] = {}
+        self.cache: dict[str, Any] = {}
+        """What rules (and the advice's warnings) work out once and share within one advice."""
         # A big profile's views are computed one at a time: each view's per-event
         # intermediates go once its rows are kept (a view that needs one again computes
         # it again), so the memory is the biggest view's, not every view's at once.
@@ -231,15 +236,32 @@ class Context:
     def device_types(self) -> set[str]:
         """The accelerators' types (cuda, npu, ...): profile.json's devices and the
         events' device types (an import may know its devices' type without their
-        properties, torch_npu's trace)."""
+        properties, torch_npu's trace). The host's CPU (a recording's ``cpu`` device) is
+        no accelerator: empty on a CPU-only job, and where the profile names no device."""
 
         def find() -> set[str]:
             got = self.profile.con.execute(
                 "SELECT DISTINCT device_type FROM events WHERE device_type IS NOT NULL AND device_type <> 'cpu'"
             ).fetchall()
-            return {str(r[0]) for r in got} | {str(d.get("type")) for d in self.devices if d.get("type")}
+            named = {str(d.get("type")) for d in self.devices if d.get("type")}
+            return ({str(r[0]) for r in got} | named) - {"cpu"}
 
         found: set[str] = self.profile.memo("advise:device_types", find)
+        return found
+
+    def device_work(self) -> bool:
+        """Whether the profile holds work that ran on an accelerator (kernels, copies,
+        sets, device-side collectives): without it, no device idle time is measured,
+        even where the profile names a device (telemetry alone, ``--no-device-trace``)."""
+
+        def find() -> bool:
+            got = self.profile.con.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM events WHERE device_type IS NOT NULL AND device_type <> 'cpu' "
+                "LIMIT 1)"
+            ).fetchall()
+            return bool(got and got[0][0])
+
+        found: bool = self.profile.memo("advise:device_work", find)
         return found
 
     def mindspore(self) -> bool:
@@ -284,7 +306,7 @@ class Rule:
         """The advice of this rule from what it found (the gain is set later)."""
         return Advice(
             rule=self.id,
-            title=self.title,
+            title=found.title or self.title,
             area=self.area,
             summary=found.summary,
             evidence=found.evidence,

@@ -20,11 +20,14 @@ _LOADER_FIX = (
     "Load data in parallel with compute: more DataLoader workers, pinned memory, "
     "prefetching, and persistent workers; move heavy decoding off the training process."
 )
-_LOADER_PT = (
-    "loader = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=8, pin_memory=True,\n"
-    "                                     prefetch_factor=4, persistent_workers=True)"
+#: Without an accelerator there is no copy to a device for pinned memory to speed up.
+_LOADER_FIX_HOST = (
+    "Load data in parallel with compute: DataLoader workers (as many as the host has cores to spare), "
+    "prefetching, and persistent workers; move heavy decoding off the training process."
 )
 _LOADER_MS = "dataset = dataset.batch(B, num_parallel_workers=8)  # MindSpore: parallel map/batch workers"
+#: Workers proposed where the host's cores are not known.
+DEFAULT_WORKERS = 8
 
 
 def _loader(ctx: Context) -> tuple[list[dict[str, Any]], float, float, int] | NotEnoughData:
@@ -39,6 +42,57 @@ def _loader(ctx: Context) -> tuple[list[dict[str, Any]], float, float, int] | No
     return rows, step, dl, calls
 
 
+def _fix(
+    ctx: Context, rows: list[dict[str, Any]], claimed_us: float, threshold_us: float
+) -> tuple[float, str, dict[str, str], str, dict[str, Any]] | None:
+    """(estimate, fix, snippets, a note for the summary, evidence) of a data-loading rule
+    that claims ``claimed_us`` of the DataLoader spans' time, or None where its fix has
+    nothing to gain. Where the recording measured the host's CPU, the fix is the one
+    :func:`.python_time.loader_plan` finds (workers bounded by the idle CPU, else the
+    per-item Python made cheaper) and the estimate is at most what it saves; the
+    snippet's workers are the host's cores (at most 8), pinned memory only where the
+    profile has an accelerator to copy to."""
+    from .python_time import VECTORISE_FIX, VECTORISE_PT, loader_plan
+
+    accel = bool(ctx.device_types())
+    per: dict[int, tuple[float, float]] = {}
+    for r in rows:
+        if r["step"] is not None or ctx.steps() == 0:
+            t, load = per.get(int(r["rank"]), (0.0, 0.0))
+            per[int(r["rank"])] = (t + float(r["step_us"] or 0.0), load + float(r["dataloader_us"] or 0.0))
+    # The DataLoader spans hold every sample of the loading, whatever its phase (a
+    # float() per element under --ops is a "sync" sample inside the span).
+    plan = loader_plan(ctx, per, threshold_us, ("data_loading", "sync", "other_python"))
+    if plan is None:
+        return None
+    if plan.vectorise:
+        return min(claimed_us, plan.estimate_us), VECTORISE_FIX, {"pytorch": VECTORISE_PT}, plan.note(), plan.evidence()
+    workers = min(plan.cores, DEFAULT_WORKERS) if plan.cores is not None else DEFAULT_WORKERS
+    code = (
+        f"loader = torch.utils.data.DataLoader(ds, batch_size=B, num_workers={workers}"
+        + (", pin_memory=True" if accel else "")
+        + ",\n                                     prefetch_factor=4, persistent_workers=True)"
+    )
+    estimate = claimed_us if plan.cores is None else min(claimed_us, plan.estimate_us)
+    return (
+        estimate,
+        _LOADER_FIX if accel else _LOADER_FIX_HOST,
+        {"pytorch": code, "mindspore": _LOADER_MS},
+        plan.note(),
+        plan.evidence(),
+    )
+
+
+def _fired(
+    ctx: Context, rows: list[dict[str, Any]], summary: str, evidence: dict[str, Any], claimed_us: float, share_: float
+) -> Outcome:
+    got = _fix(ctx, rows, claimed_us, share_ * ctx.total_us())
+    if got is None:
+        return None
+    estimate, fix, snippets, note, more = got
+    return make(summary + note, evidence | more, estimate, fix, **snippets)
+
+
 @rule(
     "input.dataloader_share",
     "Data loading takes a large share of the step",
@@ -48,17 +102,17 @@ def _loader(ctx: Context) -> tuple[list[dict[str, Any]], float, float, int] | No
 )
 @needs(_loader)
 def dataloader_share(ctx: Context, got: tuple[list[dict[str, Any]], float, float, int]) -> Outcome:
-    _, step, dl, calls = got
+    rows, step, dl, calls = got
     s = share(dl, step)
     if s <= DATALOADER_SHARE:
         return None
-    return make(
+    return _fired(
+        ctx,
+        rows,
         f"Data loading takes {100 * s:.1f}% of the step time (threshold {100 * DATALOADER_SHARE:.0f}%).",
         {"dataloader_us": dl, "step_us": step, "dataloader_pct": 100 * s, "loader_calls": calls},
         dl,
-        _LOADER_FIX,
-        pytorch=_LOADER_PT,
-        mindspore=_LOADER_MS,
+        DATALOADER_SHARE,
     )
 
 
@@ -72,18 +126,23 @@ def dataloader_share(ctx: Context, got: tuple[list[dict[str, Any]], float, float
 @needs(_loader)
 def input_bound(ctx: Context, got: tuple[list[dict[str, Any]], float, float, int]) -> Outcome:
     rows, step, _, _ = got
+    if not ctx.device_types():
+        # A CPU-only job: no device waits; the host's own loading is input.dataloader_share's.
+        return NotEnoughData("no accelerator in the profile: no device to wait for input")
+    if not ctx.device_work():
+        return NotEnoughData("no device work recorded (kernels, copies), so no device idle time is measured")
     idle = float(sum(float(r["idle_in_loader_us"] or 0.0) for r in rows))
     s = share(idle, step)
     if s < INPUT_BOUND_MODERATE:
         return None
     level = "highly" if s >= INPUT_BOUND_HIGH else "moderately"
-    return make(
+    return _fired(
+        ctx,
+        rows,
         f"The program is {level} input-bound: the device idles {100 * s:.1f}% of the step while the host loads data.",
         {"idle_in_loader_us": idle, "step_us": step, "input_bound_pct": 100 * s},
         idle,
-        _LOADER_FIX,
-        pytorch=_LOADER_PT,
-        mindspore=_LOADER_MS,
+        INPUT_BOUND_MODERATE,
     )
 
 
@@ -106,13 +165,13 @@ def dataloader_per_step(ctx: Context, got: tuple[list[dict[str, Any]], float, fl
     per = sum(float(r["dataloader_us"] or 0.0) for r in normal) / n
     if per <= DATALOADER_US_PER_STEP:
         return None
-    return make(
+    return _fired(
+        ctx,
+        rows,
         f"Data loading takes {per / 1000:.1f} ms per step (threshold {DATALOADER_US_PER_STEP / 1000:.0f} ms).",
         {"dataloader_us_per_step": per, "steps": n, "dataloader_us": dl},
         dl,
-        _LOADER_FIX,
-        pytorch=_LOADER_PT,
-        mindspore=_LOADER_MS,
+        DATALOADER_SHARE,
     )
 
 

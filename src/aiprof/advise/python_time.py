@@ -3,6 +3,7 @@ which phase of the step (analysis/phases.py) costs most, and the line that costs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .base import Context, NotEnoughData, Outcome, make, rule
@@ -20,12 +21,21 @@ OPTIMIZER_SHARE = 0.15
 #: cause of step time, doubled, since the loop's own bookkeeping is Python of this kind too.
 PREPROCESS_SHARE = 0.10
 
+#: A batched collate function under a name that reads as the user's own: the per-item
+#: transform written once over the batch dimension (the fix of per-item Python in the Dataset).
+_COLLATE_DEF = (
+    "def your_batched_collate(items):  # __getitem__ returns the raw item; the transform runs once per batch\n"
+    "    x, y = torch.utils.data.default_collate(items)\n"
+    "    return your_transform(x), y  # e.g. (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-6)\n"
+)
+
 _FIXES = {
     "data_loading": (
         "Take the per-sample work out of the training process's critical path: DataLoader workers "
         "(num_workers>0, persistent_workers=True) where cores are free, and vectorise per-item Python "
         "transforms over the batch (a collate_fn or a batched transform).",
-        "loader = DataLoader(ds, batch_size=B, num_workers=2, persistent_workers=True, collate_fn=batched_augment)",
+        _COLLATE_DEF + "loader = DataLoader(ds, batch_size=B, num_workers=2, persistent_workers=True, "
+        "collate_fn=your_batched_collate)",
     ),
     "sync": (
         "Read values back from the device less often: accumulate on the device and call .item() / .cpu() "
@@ -37,15 +47,41 @@ _FIXES = {
         "if step % 50 == 0:\n    log.info('step %d loss %.4f', step, loss.item())",
     ),
     "other_python": (
-        "Move the per-sample Python work out of the training loop: into the Dataset's __getitem__ "
-        "(where DataLoader workers run it in parallel) or vectorised over the batch with tensor ops.",
-        "x = (batch - batch.mean(1, keepdim=True)) / (batch.std(1, keepdim=True) + 1e-6)  # not a loop over rows",
+        "Vectorise the Python work in the training loop: a loop over a tensor's elements or rows in Python "
+        "costs an interpreter round trip per element; one whole-tensor operation does the same work in one "
+        "call. Where the code prepares the batch's inputs, it can also go into the Dataset or a batched "
+        "collate_fn.",
+        "# a Python loop over a tensor's elements, e.g. sum(float(v) * float(v) for v in g.flatten()):\n"
+        "sq_norm = torch.linalg.vector_norm(g) ** 2  # one op over the whole tensor\n"
+        "# a loop over a batch's rows: one op over the batch dimension\n"
+        "x = (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-6)",
     ),
     "optimizer": (
         "Use the foreach or fused implementation of the optimizer (one kernel over all parameters).",
         "opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)  # fused=True on CUDA",
     ),
 }
+
+#: The loading's own Python made cheaper, where DataLoader workers cannot gain (no idle
+#: CPU for them): the fix of python.data_loading and the input rules then.
+VECTORISE_FIX = (
+    "Make the per-item work cheaper rather than parallel: the host had no idle CPU for DataLoader workers "
+    "to use, so they would only share the same cores. Vectorise the per-item Python transform over the "
+    "batch (a batched collate_fn or transform: one tensor operation per batch instead of a Python loop "
+    "per item and element), or precompute it once before training."
+)
+VECTORISE_PT = _COLLATE_DEF + "loader = DataLoader(ds, batch_size=B, collate_fn=your_batched_collate)"
+
+#: python.sync on a profile without an accelerator: ``.item()`` / ``float()`` read host
+#: memory and wait for no device; what costs is a read per element.
+_HOST_READS = (
+    "Reading tensor values into Python, one at a time (.item(), float(), .tolist()) (Python samples)",
+    "Read tensors whole, not element by element: compute with tensor operations and convert the result "
+    "once (one float() of a reduction, one .tolist() where Python needs every value); read logged "
+    "metrics every N steps.",
+    "total = float(g.pow(2).sum())  # one read, not float(v) for each element of g\n"
+    "values = t.tolist()  # where Python needs every value: one call",
+)
 
 
 def per_rank(ctx: Context, phase: str) -> dict[int, tuple[float, float]]:
@@ -60,21 +96,113 @@ def per_rank(ctx: Context, phase: str) -> dict[int, tuple[float, float]]:
     return out
 
 
+def no_samples(ctx: Context) -> NotEnoughData:
+    """Why the Python-sample rules have nothing to judge: no samples at all, or samples
+    that all fall outside the steps (a sampler that stopped early: ``aiprof record``
+    killed, its profile made by ``aiprof recover`` from what the job wrote)."""
+    got = (
+        ctx.profile.con.execute("SELECT count(*), max(ts) FROM samples").fetchall()
+        if ctx.profile.tables.get("samples")
+        else [(0, None)]
+    )
+    n, last = int(got[0][0] or 0), got[0][1]
+    if not n:
+        return NotEnoughData(
+            "no Python stack samples in the profile (an imported trace has none; aiprof record takes them unless "
+            "--no-python)"
+        )
+    starts = [float(r["start_us"]) for r in ctx.rows("steps") or [] if r.get("step") is not None]
+    if starts and last is not None and float(last) / 1000.0 < min(starts):
+        return NotEnoughData(
+            f"the profile's {n} Python stack samples all come before the first step (the last at "
+            f"{float(last) / 1e9:.2f} s, the first step at {min(starts) / 1e6:.2f} s): the sampler stopped early, "
+            "as when aiprof record is killed and aiprof recover makes the profile"
+        )
+    return NotEnoughData(f"none of the profile's {n} Python stack samples fall inside the steps")
+
+
 def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any] | None] | NotEnoughData:
     """(phase share of the step time over all ranks, its time in µs, samples, the
     costliest line) or why not."""
     rows = ctx.rows("phases")
     if not rows:
-        return NotEnoughData("no Python samples inside steps")
+        return no_samples(ctx)
     ranks = per_rank(ctx, phase)
     total = sum(t for t, _ in ranks.values())
     if total <= 0:
-        return NotEnoughData("no Python samples inside steps")
+        return no_samples(ctx)
     mine = sum(m for _, m in ranks.values())
     samples = sum(int(r["samples"] or 0) for r in rows if r["step"] is None and r["phase"] == phase)
     hot = [r for r in ctx.rows("phase_hotspots") or [] if r["phase"] == phase]
     top = max(hot, key=lambda r: r["samples"]) if hot else None
     return mine / total, mine, float(samples), top
+
+
+def under_loader(ctx: Context) -> set[tuple[int, str, str, int]]:
+    """(rank, function, file, line) of the user's frames that run under the DataLoader
+    (a ``torch/utils/data/`` frame above them: the Dataset's ``__getitem__``, its
+    transforms, a ``collate_fn``): per-item work, as opposed to the training loop's own
+    code. From the profile's stack frames (phase_hotspots names a sample's innermost
+    frame of the user's code; this says whether the loader called it)."""
+
+    def find() -> set[tuple[int, str, str, int]]:
+        from ..analysis.common import fetch
+        from ..analysis.phases import is_user_code
+
+        if not ctx.profile.tables.get("frames"):
+            return set()
+        fr = fetch(ctx.profile, "SELECT rank, frame_id, parent, function, file, line FROM frames")
+        nodes = {
+            (int(r), int(f)): (int(p), str(fn), str(fl), int(ln))
+            for r, f, p, fn, fl, ln in zip(
+                fr["rank"].tolist(),
+                fr["frame_id"].tolist(),
+                fr["parent"].tolist(),
+                fr["function"],
+                fr["file"],
+                fr["line"].tolist(),
+                strict=True,
+            )
+        }
+        memo: dict[tuple[int, int], bool] = {}
+
+        def loader_here_or_above(key: tuple[int, int]) -> bool:
+            """Whether the frame ``key`` or one of its callers is the DataLoader's."""
+            chain: list[tuple[int, int]] = []
+            k = key
+            while k in nodes and k not in memo and len(chain) < 4096:
+                chain.append(k)
+                k = (k[0], nodes[k][0])
+            seen = memo.get(k, False)
+            for c in reversed(chain):  # from the outermost down
+                seen = seen or "/torch/utils/data/" in nodes[c][2].replace("\\", "/")
+                memo[c] = seen
+            return memo.get(key, seen)
+
+        def below(key: tuple[int, int]) -> bool:
+            parent = (key[0], nodes[key][0])
+            return parent in nodes and loader_here_or_above(parent)
+
+        out: set[tuple[int, str, str, int]] = set()
+        for key, (_, fn, fl, ln) in nodes.items():
+            if is_user_code(fl) and below(key):
+                out.add((key[0], fn, fl, ln))
+        return out
+
+    found: set[tuple[int, str, str, int]] = ctx.profile.memo("advise:under_loader", find)
+    return found
+
+
+def per_item_us(ctx: Context, phases: tuple[str, ...]) -> dict[int, float]:
+    """Rank -> sampled time (µs) of ``phases`` spent in the user's own code that the
+    DataLoader calls (:func:`under_loader`): what vectorising the per-item work can
+    remove at most."""
+    mine = under_loader(ctx)
+    out: dict[int, float] = {}
+    for r in ctx.rows("phase_hotspots") or []:
+        if r["phase"] in phases and (int(r["rank"]), str(r["function"]), str(r["file"]), int(r["line"])) in mine:
+            out[int(r["rank"])] = out.get(int(r["rank"]), 0.0) + float(r["time_us"] or 0.0)
+    return out
 
 
 def loader_overlap_us(ctx: Context, per: dict[int, tuple[float, float]]) -> tuple[float, int | None]:
@@ -83,15 +211,16 @@ def loader_overlap_us(ctx: Context, per: dict[int, tuple[float, float]]) -> tupl
 
     The loading L of a step T either runs in the main process or, where the loader
     has workers (``loader_cpu``: samples under the multi-process iterator), waits for
-    them.
+    them. Workers add CPU only where the host has it idle: the job ran at p cores
+    during the steps (``proc_cpu``) and the host's cores were sys busy (``sys_cpu``,
+    the job's own use included), so with workers the job can use at most
+    min(C, p + (1 - sys) C) cores; they take no CPU from the other processes (an A/B
+    on a host whose cores were all busy gained nothing).
 
-    - Run in the main process: with W = C workers on C cores the steps' CPU work still
-      has to run. The job ran at p cores (``proc_cpu``) while the rest of the host
-      used o = sys x C - p (``sys_cpu``); other work gets its fair share of the cores,
-      so the others count as o / p threads as busy as the job's and the job's 1 + W
-      threads get (1 + W) C / max(N, C) cores, N = o / p + 1 + W. A step then takes
-      max(R, T p / those cores), R = T - L. On an idle host (p = 1, o = 0) that is
-      max(R, T / C): on one core, no saving.
+    - Run in the main process: with W = C workers the steps' CPU work, T p, still
+      has to run: a step takes max(R, T p / those cores), R = T - L. On an idle host
+      (p = 1, sys = 1 / C) that is max(R, T / C): on one core, no saving; on busy
+      cores (sys = 100%), none either.
     - Waiting for workers already there: more workers add only the idle cores, so the
       saving is at most T (1 - sys).
 
@@ -110,12 +239,87 @@ def loader_overlap_us(ctx: Context, per: dict[int, tuple[float, float]]) -> tupl
         waiting = load if int(row.get("worker_samples") or 0) > 0 else 0.0
         p = min(max(float(row.get("proc_cpu_pct") or 100.0) / 100.0, 1e-3), 1.0)
         busy = row.get("sys_cpu_pct")
-        host = min(float(busy) / 100.0, 1.0) if busy is not None else p / c
-        others = max(host * c - p, 0.0) / p
-        job_cores = (1 + c) * c / max(others + 1 + c, c)
+        host = min(max(float(busy) / 100.0, p / c), 1.0) if busy is not None else p / c
+        job_cores = min(float(c), p + (1.0 - host) * c)
         after = max(t - (load - waiting), t * p / job_cores)
         saved += min(max(t - after, 0.0) + min(waiting, t * (1.0 - host)), load)
     return saved, min(cores.values())
+
+
+@dataclass
+class LoaderPlan:
+    """What a data-loading fix can save, from the recorded CPU (:func:`loader_plan`)."""
+
+    estimate_us: float
+    """What the proposed fix saves at most (µs)."""
+    cores: int | None
+    """The host's cores (None: not recorded, and the estimate is the loading's whole time)."""
+    workers_us: float
+    """What DataLoader workers would save (µs), bounded by the idle CPU."""
+    vectorise: bool
+    """The fix is to make the per-item work cheaper: workers cannot gain enough."""
+    per_item_us: float
+    """The user's per-item Python under the DataLoader (µs)."""
+    cpu: dict[str, Any]
+    """The first rank's ``loader_cpu`` row (empty where none)."""
+
+    def note(self) -> str:
+        """What the recorded CPU says of the fix (a sentence or two, with a leading space)."""
+        if self.cores is None:
+            return ""
+        out = ""
+        if self.cpu.get("worker_samples"):
+            out += " The loader already has workers; more can use only the host's idle cores."
+        if self.cpu.get("sys_cpu_pct") is not None:
+            out += (
+                f" During the steps the job used {self.cpu['proc_cpu_pct'] or 0:.0f}% of a core and the host's "
+                f"cores were {self.cpu['sys_cpu_pct']:.0f}% busy (rank {self.cpu['rank']})."
+            )
+        if self.vectorise:
+            return out + (
+                f" Workers can use only the idle CPU: with {self.cores} of them on {self.cores} cores, at most "
+                f"{self.workers_us / 1000:,.1f} ms saved over the profile. The per-item Python the DataLoader runs "
+                f"(the Dataset's code) takes {self.per_item_us / 1000:,.1f} ms: make it cheaper instead."
+            )
+        if self.cpu.get("worker_samples"):
+            return out + f" More workers: at most {self.workers_us / 1000:,.1f} ms saved over the profile."
+        return out + (
+            f" With {self.cores} DataLoader workers on {self.cores} cores, loading runs beside the rest of the "
+            f"step: at most {self.workers_us / 1000:,.1f} ms saved over the profile."
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        if self.cores is None:
+            return {}
+        out: dict[str, Any] = {"cores": self.cores, "overlap_us": self.workers_us}
+        if self.cpu.get("sys_cpu_pct") is not None:
+            out |= {"proc_cpu_pct": self.cpu["proc_cpu_pct"], "sys_cpu_pct": self.cpu["sys_cpu_pct"]}
+        if self.vectorise:
+            out["per_item_us"] = self.per_item_us
+        return out
+
+
+def loader_plan(
+    ctx: Context, per: dict[int, tuple[float, float]], threshold_us: float, phases: tuple[str, ...]
+) -> LoaderPlan | None:
+    """The data-loading fix that fits the recorded CPU, for (step time, loading time)
+    per rank: workers where they save more than ``threshold_us`` (:func:`loader_overlap_us`);
+    else, where the loading runs in the main process, making its per-item Python
+    cheaper (vectorised over the batch), estimated at that Python's sampled time
+    (``phases``' samples in the user's code under the DataLoader) when it is above
+    ``threshold_us``; else None: nothing the fix can gain (a loader that already has
+    workers on busy cores, the rule's own fix applied). Where the host's cores were not
+    recorded, workers, estimated at the whole loading time."""
+    workers, cores = loader_overlap_us(ctx, per)
+    cpu = (ctx.rows("loader_cpu") or [{}])[0]
+    if cores is None or workers > threshold_us:
+        return LoaderPlan(workers, cores, workers, False, 0.0, cpu)
+    if any(int(r.get("worker_samples") or 0) for r in ctx.rows("loader_cpu") or []):
+        return None
+    item = sum(per_item_us(ctx, phases).values())
+    if item <= threshold_us:
+        return None
+    return LoaderPlan(item, cores, workers, True, item, cpu)
 
 
 def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str) -> Outcome:
@@ -131,38 +335,42 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
         evidence |= {"function": top["function"], "file": top["file"], "line": top["line"]}
         evidence["line_pct_of_phase"] = top["phase_pct"]
     fix, snippet = _FIXES[phase]
+    title = None
     # The phase's own time: what removing it from the loop saves at most.
     estimate = mine_us
     if phase == "data_loading":
         # Workers move the loading off the main process, not off the CPU.
-        estimate, cores = loader_overlap_us(ctx, per_rank(ctx, phase))
-        if cores is not None and estimate <= threshold * ctx.total_us():
-            # The loading is already overlapped (workers) or the cores are busy: more
-            # workers would not gain what the threshold asks for.
+        plan = loader_plan(ctx, per_rank(ctx, phase), threshold * ctx.total_us(), (phase,))
+        if plan is None:
+            # The loading is already overlapped (workers) or the cores are busy and the
+            # Dataset's own Python is small: the fix would not gain what the threshold asks for.
             return None
-        if cores is not None:
-            evidence |= {"cores": cores, "overlap_us": estimate}
-            snippet = snippet.replace("num_workers=2", f"num_workers={cores}")
-            cpu = (ctx.rows("loader_cpu") or [{}])[0]
-            if cpu.get("worker_samples"):
-                where += " The loader already has workers; more can use only the host's idle cores."
-            if cpu.get("sys_cpu_pct") is not None:
-                evidence |= {"proc_cpu_pct": cpu["proc_cpu_pct"], "sys_cpu_pct": cpu["sys_cpu_pct"]}
-                where += (
-                    f" During the steps the job used {cpu['proc_cpu_pct'] or 0:.0f}% of a core and the host's "
-                    f"cores were {cpu['sys_cpu_pct']:.0f}% busy (rank {cpu['rank']})."
-                )
-            where += (
-                f" With {cores} DataLoader workers on {cores} cores, loading runs beside the rest of the "
-                f"step: at most {estimate / 1000:,.1f} ms saved over the profile."
-            )
-    return make(
+        estimate = plan.estimate_us
+        evidence |= plan.evidence()
+        where += plan.note()
+        if plan.vectorise:
+            fix, snippet = VECTORISE_FIX, VECTORISE_PT
+        elif plan.cores is not None:
+            snippet = snippet.replace("num_workers=2", f"num_workers={plan.cores}")
+    elif phase == "other_python" and top:
+        where += " It runs in the training loop itself, not in code the DataLoader calls."
+    elif phase == "sync" and not ctx.device_types():
+        # No accelerator: .item() / float() read host memory and wait for no device.
+        title, fix, snippet = _HOST_READS
+        what = "Reading tensor values into Python (.item(), float(), .tolist())"
+        where += (
+            " The profile has no accelerator, so these reads wait for no device: each is a Python call, and a "
+            "loop of them over a tensor's elements adds up."
+        )
+    found = make(
         f"{what} takes {100 * s:.1f}% of the step time (threshold {100 * threshold:.0f}%, from Python samples).{where}",
         evidence,
         estimate,
         fix,
         pytorch=snippet,
     )
+    found.title = title
+    return found
 
 
 @rule(

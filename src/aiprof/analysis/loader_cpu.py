@@ -8,7 +8,9 @@ job and the rest of the host used during the steps.
     already runs outside the main process); proc_cpu_pct (the rank's process CPU
     during its steps, 100 = one core: the recorder's ``proc_cpu`` counter) and
     sys_cpu_pct (the host's, 100 = every core busy: ``sys_cpu``), the means of the
-    counter samples inside the rank's step windows, null where not recorded.
+    counter samples inside the rank's step windows, null where not recorded. A reading
+    less than half the median polling interval after the previous one is left out: over
+    next to no time psutil reads 0%.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def _in_steps(profile: Profile, metric: str) -> dict[int, float]:
     for r in np.unique(c["rank"]).tolist():
         sel = c["rank"] == r
         ts, v = c["ts"][sel], c["value"][sel]
+        if len(ts) > 2:
+            # A reading taken right after another (two pollers, a last poll at the end of a
+            # checkpoint) covers next to no time: psutil then reads 0% whatever the load.
+            gap = np.diff(ts)
+            keep = np.concatenate([[True], gap >= 0.5 * float(np.median(gap))])
+            ts, v = ts[keep], v[keep]
         wr = np.flatnonzero(w["rank"] == r)
         if not len(wr):
             continue

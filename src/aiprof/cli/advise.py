@@ -17,7 +17,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
     items = doc["advice"]
     out: list[str] = [f"> Warning: {w}\n" for w in doc.get("warnings", [])]
     if not items:
-        return "".join(out) + "No advice: no rule fired.\n"
+        return "".join(out) + "\n".join(not_judged_lines(doc, markdown=True)) + "\n"
     for i, a in enumerate(items, 1):
         out.append(f"## {i}. {a['title']} ({a['severity']}, expected gain {a['gain_pct']:.1f}% of step time)\n")
         out.append(f"{a['summary']}\n")
@@ -30,7 +30,34 @@ def to_markdown(doc: dict[str, Any]) -> str:
             out.append(f"Same time, also seen: **{o['title']}** (`{o['rule']}`): {o['summary']} Fix: {o['fix']}\n")
         out.append(f"Rule `{a['rule']}`\n")
     out.append(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).\n")
+    out.extend(not_judged_lines(doc, markdown=True)[1:2])
     return "\n".join(out)
+
+
+def not_judged_lines(doc: dict[str, Any], markdown: bool = False) -> list[str]:
+    """What to say of the rules that could not judge (``doc["not_judged"]``). Without
+    advice: that no rule fired on the data there is, and, per missing data, the rules it
+    kept from judging (a profile lacking what the main rules read, say the Python
+    samples of a recovered recording, must not read as "nothing wrong"). With advice:
+    a line that counts them."""
+    groups = doc.get("not_judged") or []
+    n = sum(len(g["rules"]) for g in groups)
+    bullet = "- " if markdown else "  - "
+    if not doc["advice"]:
+        if not groups:
+            return ["No advice: every rule had the data it reads, and none fired."]
+        lines = [
+            "No advice: no rule fired on the data this profile holds.",
+            f"{n} rules could not judge for lack of data:",
+        ]
+        lines += [f"{bullet}{g['missing']}: {', '.join(g['rules'])}" for g in groups]
+        return lines
+    if not n:
+        return []
+    return [
+        "",
+        f"{n} rules could not judge for lack of data (aiprof advise --format json lists them under not_judged).",
+    ]
 
 
 def _gain_line(a: dict[str, Any]) -> str:
@@ -97,6 +124,11 @@ def command(profile: str, fmt: str, min_severity: str, show_all: bool) -> None:
             console.print(f"[bold]fix #{i}[/bold] ({escape(a['title'])}), {shown[0]}:", soft_wrap=True)
             console.print(Text(shown[1]), soft_wrap=True)
     if not doc["advice"]:
-        console.print("No advice: no rule fired." + ("" if show_all else " (--all shows the items under 1% gain)"))
+        lines = not_judged_lines(doc)
+        lines[0] = lines[0][:-1] + ("." if show_all else " (--all shows the items under 1% gain).")
+        for line in lines:
+            console.print(escape(line), soft_wrap=True)
     else:
         console.print(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).")
+        for line in not_judged_lines(doc)[1:]:
+            console.print(escape(line), soft_wrap=True)
