@@ -299,6 +299,24 @@ def test_collectives_alone_say_nothing_of_their_share(shared_data: Path, tmp_pat
 _VECADD = "nsys/nsys_2022.4_vecadd_streams_T4_report1.sqlite"
 
 
+def test_a_frameworks_long_first_call_is_not_context_creation(shared_data: Path, tmp_path: Path) -> None:
+    """Ascend msprof: the process's first runtime call is the graph engine's (GE@...,
+    47.6 ms, before any device work), which is no device or context set-up call: it keeps
+    its class, and runtime.context_init does not fire."""
+    out, _ = import_paths([shared_data / "ascend/msprof-PROF_000001"], tmp_path / "m.aiprof")
+    with open_profile(out) as prof:
+        first = _one(
+            prof,
+            """SELECT name, dur FROM events WHERE kind = 'runtime' AND device_type = 'cpu'
+               AND coalesce(cat, '') <> 'osrt' ORDER BY ts LIMIT 1""",
+        )
+        classes = {r["class"] for r in run(prof, "runtime").rows}
+        doc = advise_json(prof, include_info=True)
+    assert first["name"].startswith("GE@") and first["dur"] >= 10_000_000
+    assert "context" not in classes
+    assert "runtime.context_init" not in {a["rule"] for a in doc["advice"]}
+
+
 def test_nsys_first_cuda_call_is_context_creation_not_allocator_churn(shared_data: Path, tmp_path: Path) -> None:
     """Nsight Systems on a T4: the process's first CUDA runtime call, a cudaMalloc of
     299.6 ms before any device work, is the CUDA context created lazily, not the

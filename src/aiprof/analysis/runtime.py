@@ -63,16 +63,22 @@ MEMORY_RE = (
 #: (class ``context``) when it is the first ``runtime`` call of its process (rank, pid;
 #: the driver calls the runtime makes for itself, ``cuModuleGetLoadingMode``, come before
 #: it), starts before any device work of its rank, lasts at least this long, and would
-#: otherwise be an allocator or setup call (a first launch or synchronize keeps its
-#: class). An allocator call on a live context, even of a large buffer, takes well under
-#: this.
+#: otherwise be an allocator call or a device / context set-up call by its name
+#: (:data:`CONTEXT_CALL_RE`; a first launch or synchronize keeps its class, and so does a
+#: framework's own first call, such as Ascend's graph engine ``GE@...``). An allocator
+#: call on a live context, even of a large buffer, takes well under this.
 CONTEXT_INIT_MIN_US = 10_000.0
+#: The calls that create the context when they come first: allocator calls, and the
+#: runtimes' device and context set-up (``cuInit``, ``cudaSetDevice``, ``cuCtxCreate``,
+#: ``cuDevicePrimaryCtxRetain``, ``hipInit``, ``aclInit``, ``aclrtSetDevice``,
+#: ``aclrtCreateContext``, ``cnrtInit``...).
+CONTEXT_CALL_RE = MEMORY_RE + r"|(cu|cuda|hip|acl|aclrt|cnrt)(init|setdevice|ctxcreate|createcontext|deviceprimaryctx)"
 
 #: SQL over the calls ``e`` joined to their process's first runtime call ``fc`` and their
 #: rank's first device work ``fd``: the context-creation condition (:data:`CONTEXT_INIT_MIN_US`).
 CONTEXT_SQL = (
     f"fc.rank IS NOT NULL AND e.kind = 'runtime' AND e.dur >= {int(CONTEXT_INIT_MIN_US * 1000)} "
-    "AND (fd.ts IS NULL OR e.ts < fd.ts)"
+    f"AND (fd.ts IS NULL OR e.ts < fd.ts) AND regexp_matches(e.name, '{CONTEXT_CALL_RE}')"
 )
 
 _SQL = f"""
