@@ -93,7 +93,7 @@ def test_advice_page_equals_the_cli_on_every_capture(page: Any, base: str, serve
     assert fired >= 30
 
 
-def test_evidence_units_copy_and_show_on_timeline(page: Any, base: str, tmp_path: Path) -> None:
+def test_evidence_units_copy_and_show_on_timeline(page: Any, base: str, served: Path, tmp_path: Path) -> None:
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     pid = _pid("kineto/V100/df_index_resolver.json.gz")
     _open(page, base, pid, "advice")
@@ -108,11 +108,21 @@ def test_evidence_units_copy_and_show_on_timeline(page: Any, base: str, tmp_path
     assert page.evaluate("navigator.clipboard.readText()") == code
     page.set_viewport_size({"width": 1440, "height": 900})
     page.screenshot(path=str(tmp_path / "advice-1440.png"), full_page=True)
-    # A step named in the evidence opens on the timeline, selected.
+    # The items under 1% of step time show when asked (aiprof advise --all): msprof's
+    # first step is its warm-up, an info note naming the step...
     pid = _pid("ascend/msprof-PROF_000001")
     _open(page, base, pid, "advice")
-    out = page.locator(".advice[data-rule='steps.outlier']")
-    assert out.count() == 1
+    assert page.locator(".advice[data-rule='steps.warmup']").count() == 0
+    cli = json.loads(_cli("advise", str(served / pid), "--all", "--format", "json"))
+    page.click("#advice-all")
+    page.wait_for_selector(".advice[data-rule='steps.warmup']")
+    shown = page.locator("#advice .advice").evaluate_all("cs => cs.map(c => c.dataset.rule)")
+    assert shown == [a["rule"] for a in cli["advice"]] and "steps.warmup" in shown
+    # ...and a step named in the evidence opens on the timeline, selected.
+    out = page.locator(".advice[data-rule='steps.warmup']")
+    assert out.locator("tr[data-key=step] td.num, tr[data-key=step] td").nth(1).inner_text() == str(
+        next(a for a in cli["advice"] if a["rule"] == "steps.warmup")["evidence"]["step"]
+    )
     out.locator("tr[data-key=step] button.show-tl").click()
     page.wait_for_function("location.hash.includes('/timeline') && location.hash.includes('sel=')", timeout=60000)
 

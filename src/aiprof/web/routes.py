@@ -124,12 +124,13 @@ def describe(profile: Profile, pid: str, name: str, timeline: Timeline) -> dict[
     return out
 
 
-def advice_for(profile: Profile) -> dict[str, Any]:
+def advice_for(profile: Profile, include_info: bool = False) -> dict[str, Any]:
     """The advice exactly as ``aiprof advise --format json`` prints it (``advise_json``:
-    same items, order and gains), with ``available`` for the page."""
+    same items, order and gains; ``include_info``: as ``--all``, the items under 1% of
+    step time too), with ``available`` for the page."""
     from ..advise import advise_json
 
-    return {"available": True, **advise_json(profile)}
+    return {"available": True, **advise_json(profile, include_info=include_info)}
 
 
 #: Where a big profile's advice is computed, as the web UI's answer says it.
@@ -476,14 +477,21 @@ def build_router(lib: Library) -> APIRouter:
         response_model=m.AdviceResponse,
         summary="Optimization advice (on a big profile, computed when asked with compute=true)",
     )
-    def advice(pid: Pid, compute: Annotated[bool, Query()] = False) -> Response:
+    def advice(
+        pid: Pid,
+        compute: Annotated[bool, Query()] = False,
+        every: Annotated[
+            bool, Query(alias="all", description="the items under 1% of step time too, as aiprof advise --all")
+        ] = False,
+    ) -> Response:
         e = entry(pid)
-        if not compute and "advice" not in e.answers:
+        key = "advice_all" if every else "advice"
+        if not compute and key not in e.answers:
             assert e.profile is not None
             later = advice_deferred(e.profile)
             if later is not None:  # not kept (answers.py): once computed, the advice is the answer
                 return json_response(later, headers={"Cache-Control": "no-store"})
-        return json_response(e.once("advice", advice_for))
+        return json_response(e.once(key, lambda p: advice_for(p, include_info=every)))
 
     @r.get(
         "/compare",

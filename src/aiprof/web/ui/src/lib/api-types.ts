@@ -1725,6 +1725,8 @@ export interface operations {
         parameters: {
             query?: {
                 compute?: boolean;
+                /** @description the items under 1% of step time too, as aiprof advise --all */
+                all?: boolean;
             };
             header?: never;
             path: {

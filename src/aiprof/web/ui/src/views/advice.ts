@@ -12,11 +12,11 @@ import { showName, showStep } from "./show";
 
 type Item = AdviceResponse["advice"][number];
 
-export async function adviceList(n?: number): Promise<HTMLElement> {
+export async function adviceList(n?: number, every = false): Promise<HTMLElement> {
   const box = h("div", { id: "advice" });
   let a: AdviceResponse;
   try {
-    a = await api<AdviceResponse>(profilePath(pid(), "/advice"));
+    a = await api<AdviceResponse>(profilePath(pid(), "/advice"), every ? { all: "true" } : {});
   } catch (e) {
     box.append(h("p", { class: "error" }, "Advice unavailable: " + (e as Error).message));
     return box;
@@ -44,7 +44,8 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
   }
   for (const w of a.warnings ?? []) box.append(h("p", { class: "warn-line" }, "Warning: " + w));
   if (!a.advice.length) {
-    box.append(h("p", { class: "muted empty" }, await whyEmpty()));
+    box.append(h("p", { class: "muted empty" }, every ? "No advice: no rule fired, not even under 1% of step time." : await whyEmpty()));
+    if (n === undefined && !every && !EMBED) box.append(allButton(box, n));
     return box;
   }
   const items = a.advice.slice(0, n ?? a.advice.length);
@@ -53,8 +54,19 @@ export async function adviceList(n?: number): Promise<HTMLElement> {
     box.append(h("p", { class: "muted", id: "advice-sum" },
       `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of step time (each µs counted for one cause)` +
         (a.total_us ? `; profiled step time ${fmtNs(a.total_us * 1e3)}.` : ".")));
+    if (!every && !EMBED) box.append(allButton(box, n));
   }
   return box;
+}
+
+/** The items under 1% of step time too (aiprof advise --all), shown when asked. */
+function allButton(box: HTMLElement, n?: number): HTMLElement {
+  const b = h("button", { id: "advice-all", type: "button" }, "Show the smaller items too (under 1% of step time: aiprof advise --all)") as HTMLButtonElement;
+  b.addEventListener("click", async () => {
+    b.disabled = true;
+    box.replaceWith(await adviceList(n, true));
+  });
+  return b;
 }
 
 export async function advicePage(main: HTMLElement): Promise<void> {
