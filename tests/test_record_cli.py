@@ -102,21 +102,81 @@ def test_ops_mode_and_optimizer_steps_on_an_unmodified_script(tmp_path: Path) ->
     assert steps == (4,) and ops is not None and ops[0] >= 4 and samples == (0,)
 
 
-@pytest.mark.parametrize(
-    "body,code,reason",
-    [
-        ("import sys\nsys.exit(3)\n", 3, "exit code 3"),
-        ("raise ValueError('boom')\n", 1, "ValueError: boom"),
-    ],
-)
-def test_a_failing_script_keeps_its_exit_code_and_a_partial_profile(
-    tmp_path: Path, body: str, code: int, reason: str
-) -> None:
+def test_a_failing_script_keeps_its_exit_code_and_a_partial_profile(tmp_path: Path) -> None:
     out = tmp_path / "fail"
-    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, body))
-    assert rec.returncode == code, rec.stderr
+    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, "raise ValueError('boom')\n"))
+    assert rec.returncode == 1, rec.stderr
     m = meta(out / "rank0.aiprof")
-    assert m["partial"] is True and reason in m["partial_reason"]
+    assert m["partial"] is True and "ValueError: boom" in m["partial_reason"]
+
+
+def test_a_job_that_exits_with_a_status_of_its_own_is_whole_not_partial(tmp_path: Path) -> None:
+    """sys.exit(3) after all its steps: the recording stopped as the job ended, nothing
+    was cut short (it was reported as "partial: the recording or file was cut short")."""
+    out = tmp_path / "exit3"
+    body = "import sys\nfrom aiprof.record import mark_step\nfor _ in range(3):\n    mark_step()\nsys.exit(3)\n"
+    rec = aiprof("record", "-o", str(out), "--", PY, script(tmp_path, body))
+    assert rec.returncode == 3, rec.stderr
+    assert f"aiprof: wrote {out / 'rank0.aiprof'} (the job exited with code 3)" in rec.stderr
+    m = meta(out / "rank0.aiprof")
+    assert m["partial"] is False and "partial_reason" not in m
+    assert m["record"]["exit_code"] == 3
+    assert "the job exited with code 3: it ran to that exit, and all of it is recorded" in m["warnings"]
+    report = aiprof("report", str(out))
+    assert report.returncode == 0, report.stderr
+    text = " ".join(report.stdout.split())
+    assert "the job exited with code 3" in text and "partial" not in text
+
+
+def test_aiprofs_own_options_after_record_are_refused_and_leave_no_folder(tmp_path: Path) -> None:
+    """``aiprof record -q -o OUT -- ...`` ran "-q" as the command ("cannot run '-q'")
+    and left OUT behind, empty."""
+    out = tmp_path / "runs" / "x"
+    job = script(tmp_path, "print('ran')\n")
+    for argv in (["-q", "-o", str(out)], ["-o", str(out), "-v"]):
+        rec = aiprof("record", *argv, "--", PY, job)
+        assert rec.returncode == 2 and "ran" not in rec.stdout
+        flag = argv[0] if argv[0].startswith("-q") else argv[-1]
+        assert rec.stderr == f"aiprof: error: {flag} is an option of aiprof itself: aiprof {flag} record ...\n"
+        assert not (tmp_path / "runs").exists()
+    rec = aiprof("record", "--bogus", "-o", str(out), "--", PY, job)
+    assert rec.returncode == 2 and rec.stderr.startswith("aiprof: error: no such option of aiprof record: --bogus")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_quiet_record_prints_only_errors(tmp_path: Path) -> None:
+    job = script(tmp_path, "print('ran')\n")
+    rec = subprocess.run(
+        [PY, "-m", "aiprof", "-q", "record", "-o", str(tmp_path / "q"), "--", PY, job],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rec.returncode == 0 and rec.stdout == "ran\n" and rec.stderr == "", rec.stderr
+    assert (tmp_path / "q" / "rank0.aiprof" / "profile.json").exists()
+
+
+def test_a_command_that_cannot_start_fails_as_it_would_unrecorded_and_leaves_no_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "nosuch.py"
+    plain = subprocess.run([PY, str(missing)], capture_output=True, text=True, timeout=60)
+    out = tmp_path / "runs" / "x"
+    rec = aiprof("record", "-o", str(out), "--", PY, str(missing))
+    # Python's own message and status (it was a traceback from <frozen runpy>, exit 1).
+    assert rec.returncode == plain.returncode == 2
+    assert rec.stderr.startswith(plain.stderr), rec.stderr
+    assert "Traceback" not in rec.stderr and "runpy" not in rec.stderr
+    assert "no profile was written (the job exited with code 2 before it was recorded)" in rec.stderr
+    assert not (tmp_path / "runs").exists()
+    rec = aiprof("record", "-o", str(out), "--", str(tmp_path / "nosuchcmd"))
+    assert rec.returncode == 2 and rec.stderr.startswith("aiprof: error: cannot run"), rec.stderr
+    assert not (tmp_path / "runs").exists()
+    # Without -o: the folder claimed for the run goes too.
+    rec = aiprof("record", "--", str(tmp_path / "nosuchcmd"), cwd=tmp_path)
+    assert rec.returncode == 2 and not list(tmp_path.glob("aiprof-*"))
+    # A folder that was there is left as it was.
+    out.mkdir(parents=True)
+    rec = aiprof("record", "-o", str(out), "--", str(tmp_path / "nosuchcmd"))
+    assert rec.returncode == 2 and out.is_dir()
 
 
 WAIT_FOR_SIGNAL = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"

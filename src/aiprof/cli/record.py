@@ -9,6 +9,9 @@ import click
 
 from ..errors import AiprofError
 
+#: The options of ``aiprof`` itself, which go before the verb (cli/__init__.py).
+GLOBAL_OPTIONS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose")
+
 
 def fresh_default() -> Path:
     """``aiprof-YYYYmmdd-HHMMSS`` in the working directory, ``-2``, ``-3``... after it when
@@ -73,6 +76,14 @@ def command(
     from ..record.job.schedule import parse_schedule
     from ..record.launcher.launch import run
 
+    if cmd[0].startswith("-"):
+        # Options after the first one record does not know would be the command to run.
+        if cmd[0] in GLOBAL_OPTIONS:
+            raise AiprofError(f"{cmd[0]} is an option of aiprof itself: aiprof {cmd[0]} record ...")
+        raise AiprofError(
+            f"no such option of aiprof record: {cmd[0]} (the command goes last: aiprof record [OPTIONS] -- COMMAND...)"
+        )
+    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
     if rate <= 0:
         raise AiprofError(f"--rate must be > 0, got {rate}")
     if schedule_text:
@@ -95,16 +106,23 @@ def command(
     if batch_size is not None:
         options["batch_size"] = batch_size
     out = output or fresh_default()
-    result = run(list(cmd), out, options, force=force)
-    for s in result.summaries:
+    # A folder this run creates is removed again when nothing is recorded into it.
+    result = run(list(cmd), out, options, force=force, made=None if output else [out])
+    say = not quiet  # -q: only errors (a profile that could not be written is one)
+    for s in result.summaries if say else ():
         for line in s.lines():
             click.echo(f"aiprof: {line}", err=True)
-    for p in result.problems:
-        click.echo(f"aiprof: warning: {p}", err=True)
+    for p in result.problems if say or result.failed else ():
+        click.echo(f"aiprof: {'error' if result.failed else 'warning'}: {p}", err=True)
     if not result.summaries:
-        why = "see the warnings above" if result.problems else "the job started no recorded Python process"
+        if result.problems:
+            why = "see the warnings above"
+        elif result.returncode:
+            why = f"the job exited with code {result.returncode} before it was recorded"
+        else:
+            why = "the job started no recorded Python process"
         click.echo(f"aiprof: no profile was written ({why})", err=True)
-    else:
+    elif say:
         click.echo(f"aiprof: job {result.job_s:.3f} s, profile written in {result.finalize_s:.3f} s", err=True)
         click.echo(f"aiprof: see more: aiprof report {out}", err=True)
     # The job's status, unless the job succeeded and its profile could not be written.

@@ -13,6 +13,7 @@ import logging
 import re
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -46,18 +47,24 @@ class RecordSummary:
     hottest_in_steps: bool = False
     step_windows: list[tuple[int, int]] = field(default_factory=list)
     """The steps' (start, end) on the raw clock, by start."""
+    step_tids: set[int] = field(default_factory=set)
+    """The threads that ran the steps."""
     startup_s: float | None = None
     """Seconds before the first step when recording began with the process."""
     failed: dict[str, str] = field(default_factory=dict)
     """Collector -> why it stopped early."""
     devices: list[str] | None = None
     """Devices whose telemetry was polled (None: device polling was off)."""
+    exit_code: int | None = None
+    """The job's non-zero exit status when it ended by exiting so (not partial)."""
 
     def lines(self) -> list[str]:
         """The summary as text lines (the CLI prints them)."""
         head = f"wrote {self.path}"
         if self.partial:
             head += f" (partial: {self.partial_reason or 'the job did not finish'})"
+        elif self.exit_code:
+            head += f" (the job exited with code {self.exit_code})"
         out = [head]
         bits = [f"{self.duration_s:.2f} s"]
         if self.steps:
@@ -125,8 +132,19 @@ def warm_up() -> None:
         log.debug("warming up the finalizer's imports failed", exc_info=True)
 
 
-def finalize(raw: str | PathLike[str], *, partial_reason: str | None = None, keep_raw: bool = False) -> RecordSummary:
-    """Write the profile of raw folder ``raw``; ``partial_reason`` marks it partial (e.g. exit 1)."""
+def finalize(
+    raw: str | PathLike[str],
+    *,
+    partial_reason: str | None = None,
+    keep_raw: bool = False,
+    exit_code: int | None = None,
+) -> RecordSummary:
+    """Write the profile of raw folder ``raw``; ``partial_reason`` marks it partial (the
+    job was killed by a signal). ``exit_code``: the job's non-zero exit status, which
+    marks it partial only when the recording did not stop cleanly (the recorder's
+    manifest is still a checkpoint's, or says why it stopped: an exception, a signal);
+    a job that ended by exiting with a status of its own (``sys.exit(3)``) ran all it
+    was going to, and its profile says so in a warning instead."""
     from ..importers.base import ImportContext
     from ..store.writer import ProfileWriter
 
@@ -137,9 +155,14 @@ def finalize(raw: str | PathLike[str], *, partial_reason: str | None = None, kee
     rank = manifest["rank"] if manifest["rank"] is not None else 0
     clock = manifest["clock"]
     mono0 = int(clock["mono0"])
-    partial = bool(manifest.get("partial")) or partial_reason is not None
+    unfinished = bool(manifest.get("partial"))
+    if exit_code and unfinished and partial_reason is None:
+        partial_reason = f"exit code {exit_code}"
+    partial = unfinished or partial_reason is not None
     reason = manifest.get("partial_reason") or partial_reason
     summary = RecordSummary(path=profile, rank=rank, partial=partial, partial_reason=reason)
+    if exit_code and not partial:
+        summary.exit_code = exit_code
     summary.duration_s = (int(clock.get("mono1", clock.get("mono_last", mono0))) - mono0) / 1e9
     pid = int(manifest["pid"])
 
@@ -153,6 +176,8 @@ def finalize(raw: str | PathLike[str], *, partial_reason: str | None = None, kee
                 return None
             return _load_or_warn(w, raw_dir / entry["file"])
 
+        if summary.exit_code:
+            w.warn(f"the job exited with code {summary.exit_code}: it ran to that exit, and all of it is recorded")
         for name, entry in collectors.items():
             if entry.get("failed"):
                 summary.failed[name] = entry["failed"]
@@ -219,6 +244,8 @@ def finalize(raw: str | PathLike[str], *, partial_reason: str | None = None, kee
             "device_trace": (ops or {}).get("device_trace"),
             "steps": how,
         }
+        if summary.exit_code:
+            meta["record"]["exit_code"] = summary.exit_code
         meta["sources"].append({"importer": "aiprof.record", "path": str(profile), "collectors": sorted(collectors)})
     if not keep_raw:
         shutil.rmtree(raw_dir, ignore_errors=True)
@@ -280,8 +307,7 @@ def _write_marks(
         ann.append((start, end - start, BEFORE_FIRST_STEP, tid))
         summary.startup_s = (end - start) / 1e9
     rows: dict[str, list[Any]] = {k: [] for k in ("kind", "name", "ts", "dur", "tid", "step", "args")}
-    # The marking thread's CPU time and run-queue wait in each marked step (record.job.sched).
-    sched = {(int(s), int(e)): (int(c), int(q)) for s, e, c, q in marks.get("sched", [])}
+    clock = step_clock(marks)
     for start, end, num, tid in steps:
         rows["kind"].append("step")
         rows["name"].append(f"ProfilerStep#{num}")
@@ -289,7 +315,7 @@ def _write_marks(
         rows["dur"].append(end - start)
         rows["tid"].append(tid)
         rows["step"].append(num)
-        got = sched.get((start, end))
+        got = clock(start, end, tid)
         rows["args"].append(None if got is None else json.dumps({"cpu_ns": got[0], "runq_ns": got[1]}))
     for start, dur, name, tid, *samples in ann:
         rows["kind"].append("user_annotation")
@@ -303,6 +329,7 @@ def _write_marks(
     _write_collectives(w, marks.get("collectives", []), rank, pid, mono0, summary)
     summary.steps = len(steps)
     summary.step_windows = sorted((s, e) for s, e, _, _ in steps)
+    summary.step_tids = {int(t) for *_, t in steps}
     if steps:
         durs = sorted(e - s for s, e, _, _ in steps)
         summary.step_ms_median = durs[len(durs) // 2] / 1e6
@@ -310,6 +337,25 @@ def _write_marks(
         summary.events[k] += 1
     summary.steps_how = HOW_TEXT.get(str(found.how.get("rule")), "")
     return found.how
+
+
+def step_clock(marks: dict[str, Any]) -> Callable[[int, int, int], tuple[int, int] | None]:
+    """(start, end, tid) -> the thread's (CPU ns, run-queue ns) in that span, from the
+    clock readings at its two ends (record.job.sched; Controller.read_clock), whichever
+    rule found the step; None where either end is not a reading of that thread (the
+    first step, when it begins at a Python sample; a last step whose end is estimated;
+    elsewhere than Linux). The figures of every step, marked or found, come from here."""
+    at = {(int(tid), int(ts)): (int(c), int(q)) for ts, tid, c, q in marks.get("clock", [])}
+    # Raw folders of earlier versions: (start, end, cpu, runq) of each marked step.
+    old = {(int(s), int(e)): (int(c), int(q)) for s, e, c, q in marks.get("sched", [])}
+
+    def figures(start: int, end: int, tid: int) -> tuple[int, int] | None:
+        a, b = at.get((tid, start)), at.get((tid, end))
+        if a is None or b is None:
+            return old.get((start, end))
+        return b[0] - a[0], b[1] - a[1]
+
+    return figures
 
 
 def _write_collectives(w: Any, calls: list[Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
@@ -354,6 +400,37 @@ def _append_host_events(w: Any, rows: dict[str, list[Any]], rank: int, pid: int,
     )
 
 
+#: Share of the samples dropped (%) from which the warning says the phase split may be off.
+BIAS_WARN_PCT = 1.0
+
+
+def dropped_samples_warning(torn: int, kept: int, in_steps: tuple[int, int] | None = None) -> str:
+    """The warning for ``torn`` samples dropped beside ``kept`` ones (``in_steps``: the
+    same two counts of the steps' thread inside the steps): how many, what share, and
+    (from :data:`BIAS_WARN_PCT`) that the step time by phase may be biased by that share.
+    Drops are not spread evenly: a walk fails when the thread's frames change while they
+    are read, which a tight loop of Python calls (per-element work, a generator yielding
+    each item: data loading, often) does all the time and a long C call never does."""
+
+    def share(t: int, k: int) -> float:
+        return 100.0 * t / (t + k) if t + k else 0.0
+
+    pct = share(torn, kept)
+    text = (
+        f"{torn:,} of {torn + kept:,} Python stack samples ({pct:.1f}%) were dropped: the stack changed "
+        "while it was read from outside the job"
+    )
+    if in_steps is not None:
+        pct = share(*in_steps)
+        text += f" ({in_steps[0]:,} of {sum(in_steps):,} inside the steps, {pct:.1f}%)"
+    if pct < BIAS_WARN_PCT:
+        return text
+    return (
+        text + "; drops fall mostly in tight Python loops (per-element work, data loading often), so the step "
+        f"time by phase may under-count the phases that run them by up to {pct:.1f} points"
+    )
+
+
 def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
     frames = py["frames"]
     if frames:
@@ -374,8 +451,17 @@ def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, s
     torn = int(py.get("torn_walks", 0))
     if torn:
         # Read from outside without pausing the job: a stack that changed under the
-        # walk (even after retries) is not kept rather than kept wrong.
-        w.warn(f"{torn} Python stack samples were dropped: the stack changed while it was read from outside the job")
+        # walk (even after retries), none of whose frames lasted through it, is not
+        # kept rather than kept wrong (launcher/outside_stacks.py).
+        in_steps = None
+        if summary.step_windows and len(py.get("torn_ts", ())) == torn:
+            # The share that matters for the step time by phase: the step thread's, in steps.
+            tids, win = summary.step_tids, summary.step_windows
+            in_steps = (
+                sum(1 for i in _inside_windows(py["torn_ts"], win) if py["torn_tid"][i] in tids),
+                sum(1 for i in _inside_windows(ts, win) if py["tid"][i] in tids),
+            )
+        w.warn(dropped_samples_warning(torn, n, in_steps))
     if not n:
         return
     w.append(

@@ -16,8 +16,11 @@ Rules, in order (``how`` in profile.json says which one applied):
    anchor: its start is the last ``__next__`` call before its anchor, else the first
    Python sample inside the body of the loop that made the first anchor (one sampling
    interval of error at most), else its anchor minus the median step.
-5. The last step ends at its anchor plus the median time between an anchor and the
-   start of the next iteration (what an iteration does after its anchor, e.g. logging).
+5. The last step ends where its loop asked the DataLoader for one more batch and the
+   loader had none (the first ``__next__`` on its thread after its anchor, when that
+   one raised StopIteration: ``for batch in loader`` run to its end), else at its anchor
+   plus the median time between an anchor and the start of the next iteration (what
+   an iteration does after its anchor, e.g. logging).
 
 Steps count from 0, one per iteration: 200 iterations are 200 steps.
 """
@@ -30,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .job.anchors import BACKWARD, NEXT, OPTIMIZER
+from .job.anchors import BACKWARD, EXHAUSTED, NEXT, OPTIMIZER
 
 Span = tuple[int, int, int, int]
 """(start, end, step number, tid), monotonic ns."""
@@ -93,7 +96,9 @@ def find_steps(
         s0 = max(mono0, acts[0][0] - med)
     bounds = [s0, *starts]
     tail = sorted(tails)[len(tails) // 2] if tails else 0
-    end = acts[-1][1] + tail
+    end = _ran_out_after(anchors, tid, acts[-1][1])
+    if end is None:
+        end = acts[-1][1] + tail
     spans: list[Span] = []
     for i, s in enumerate(bounds):
         e = bounds[i + 1] if i + 1 < len(bounds) else end
@@ -110,6 +115,13 @@ def _first_start(
     if start is None and first_in_loop is not None:
         start = first_in_loop(tid, lo, hi)
     return start
+
+
+def _ran_out_after(anchors: list[tuple[Any, ...]], tid: int, after: int) -> int | None:
+    """The start of the first DataLoader ``__next__`` on ``tid`` after ``after``, when
+    that one found the loader exhausted (rule 5), else None."""
+    calls = sorted((int(a[1]), a[0]) for a in anchors if a[0] in (NEXT, EXHAUSTED) and a[3] == tid and a[1] >= after)
+    return calls[0][0] if calls and calls[0][1] == EXHAUSTED else None
 
 
 def _starts(anchors: list[tuple[Any, ...]], kind: str, tid: int) -> list[int]:

@@ -6,7 +6,14 @@ A script that never calls ``prof.step()`` still calls, once per iteration, some 
 iterator's ``__next__``. Each call is kept as an *anchor* (kind, start, end, thread)
 in the controller's marks: one ``time.monotonic_ns()`` pair and a list append, about
 a microsecond per call. The finalizer (:mod:`aiprof.record.step_finder`) turns them
-into step spans after the job, so nothing is decided inside it.
+into step spans after the job, so nothing is decided inside it. A ``__next__`` that
+finds the loader exhausted (``StopIteration``: the loop asked for one more batch and
+ended) is kept as its own kind: where the loop's last iteration ended.
+
+At each point where a found step may begin or end (a ``__next__``'s start, the
+optimizer's step, the end of ``backward()``), the thread's CPU time and run-queue wait
+are read too (the controller's ``anchor_clock``, record.job.sched: a few µs), so a
+found step carries them as a marked one does.
 
 At the first training anchor the frame that runs the loop is looked up once (the
 first frame outside torch and aiprof, and the innermost loop of its code that holds
@@ -33,6 +40,8 @@ if TYPE_CHECKING:
 OPTIMIZER = "optimizer"
 BACKWARD = "backward"
 NEXT = "dataloader_next"
+#: A ``__next__`` that raised StopIteration: the loader ran out (not an iteration's start).
+EXHAUSTED = "dataloader_end"
 
 _torch_dir = ""
 _aiprof_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,14 +51,26 @@ Sink = Callable[[str, int, int, int], None]
 
 _sink: Sink | None = None
 _loop_sink: Callable[[dict[str, Any]], None] | None = None
+ClockSink = Callable[[str, int], None]
+"""(anchor kind, monotonic ns): read the thread's clock there (Controller.anchor_clock)."""
+_clock: ClockSink | None = None
 _installed: set[str] = set()
 
 
-def connect(sink: Sink | None, loop_sink: Callable[[dict[str, Any]], None] | None = None) -> None:
-    """Anchors go to ``sink`` (None: nowhere) from now on."""
-    global _sink, _loop_sink
+def connect(
+    sink: Sink | None, loop_sink: Callable[[dict[str, Any]], None] | None = None, clock: ClockSink | None = None
+) -> None:
+    """Anchors go to ``sink`` (None: nowhere) from now on, their clock readings to ``clock``."""
+    global _sink, _loop_sink, _clock
     _sink = sink
     _loop_sink = loop_sink
+    _clock = clock
+
+
+def _read_clock(kind: str, ts: int) -> None:
+    c = _clock
+    if c is not None:
+        c(kind, ts)
 
 
 def record(kind: str, start: int, end: int) -> None:
@@ -85,7 +106,9 @@ def _wrap_backward(autograd: Any) -> None:
         try:
             return orig(*args, **kwargs)
         finally:
-            record(BACKWARD, t0, time.monotonic_ns())
+            t1 = time.monotonic_ns()
+            record(BACKWARD, t0, t1)
+            _read_clock(BACKWARD, t1)
             if _loop_sink is not None:
                 find_loop(sys._getframe(1))
 
@@ -102,23 +125,31 @@ def _wrap_next(dl: Any) -> None:
         if _sink is None:
             return orig(self)
         t0 = time.monotonic_ns()
+        _read_clock(NEXT, t0)  # where an iteration may begin: before the loader's work
+        kind = NEXT
         try:
             return orig(self)
+        except StopIteration:
+            kind = EXHAUSTED
+            raise
         finally:
-            record(NEXT, t0, time.monotonic_ns())
+            record(kind, t0, time.monotonic_ns())
 
     __next__.__wrapped__ = orig  # type: ignore[attr-defined]
     cls.__next__ = __next__
 
 
-def optimizer_step() -> None:
-    """Called by the optimizer post hook (the end of ``optimizer.step()``)."""
+def optimizer_step() -> int | None:
+    """Called by the optimizer post hook (the end of ``optimizer.step()``); returns the
+    anchor's time (None when not recording)."""
     if _sink is None:
-        return
+        return None
     t = time.monotonic_ns()
     record(OPTIMIZER, t, t)
+    _read_clock(OPTIMIZER, t)
     if _loop_sink is not None:
         find_loop(sys._getframe(1))
+    return t
 
 
 def _wrap_collectives(dist: Any) -> None:

@@ -283,7 +283,7 @@ class Profiler:
         except BaseException:
             _active = None
             raise
-        anchors.connect(ctl.anchor, ctl.set_loop)
+        anchors.connect(ctl.anchor, ctl.set_loop, ctl.anchor_clock)
         collectives.connect(ctl.collective)
         _forget_optimizer()
         if "torch.optim" in sys.modules:
@@ -399,11 +399,11 @@ class Profiler:
         if ctl is not None:
             ctl.annotate(start, dur, name, tid, samples)
 
-    def _optimizer_step(self) -> None:
+    def _optimizer_step(self, at: int | None = None) -> None:
         # Explicit step() calls win over the optimizer hook (they are never doubled).
         ctl = self._controller
         if not self._user_steps and ctl is not None:
-            ctl.step(auto=True)
+            ctl.step(auto=True, at=at)
 
 
 def mark_step() -> None:
@@ -447,8 +447,7 @@ def _watch_optimizer() -> None:
         if _first_optimizer is None:
             _first_optimizer = id(opt)
         if id(opt) == _first_optimizer:
-            anchors.optimizer_step()
-            prof._optimizer_step()
+            prof._optimizer_step(anchors.optimizer_step())
 
     register_optimizer_step_post_hook(hook)
 

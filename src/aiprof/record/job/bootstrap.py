@@ -24,8 +24,11 @@ do not either, their ranks do.
 Steps: explicit ``prof.step()`` / :func:`aiprof.record.mark_step` calls, else every
 ``optimizer.step()`` of the first optimizer that steps.
 
-Outcome: an exception, a non-zero exit, SIGINT or SIGTERM still writes the profile,
-marked partial; the exit status is the script's.
+Outcome: an exception, SIGINT or SIGTERM still writes the profile, marked partial;
+a job that exits with a status of its own (``sys.exit(3)``) is recorded whole, not
+partial (``aiprof record`` says the status). The exit status is the script's. A script
+that cannot be opened is not recorded: Python's own message and status 2, as ``python
+script.py`` gives them.
 """
 
 from __future__ import annotations
@@ -129,14 +132,18 @@ def main(argv: list[str] | None = None) -> None:
     if not args:
         sys.exit("usage: python -m aiprof.record.bootstrap [-m module | -c code | script.py] [args...]")
     _log.basic_config = True  # aiprof's format for its warnings, set when one comes
+    cannot = cannot_open(args[0]) if args[0] not in ("-m", "-c") else None
+    if cannot is not None:
+        # As `python nosuch.py`: its message and status, and nothing to record.
+        sys.stderr.write(cannot + "\n")
+        sys.exit(2)
     prof = profiler_from_env()
     recording = claim() and _start(prof)
     reason: str | None = None
     try:
         _run_target(args)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            reason = f"exit code {e.code}"
+    except SystemExit:
+        # The job ended as it chose to, whatever its status: all it ran is recorded.
         raise
     except KeyboardInterrupt:
         reason = "interrupted (SIGINT)"
@@ -158,6 +165,20 @@ def main(argv: list[str] | None = None) -> None:
         tb = script_traceback(failed.__traceback__)
         sys.excepthook(type(failed), failed.with_traceback(tb), tb)
         sys.exit(1)
+
+
+def cannot_open(script: str) -> str | None:
+    """Python's own message when it cannot open ``script`` (it then exits with 2), else
+    None (a folder or zip file is runpy's to judge)."""
+    if os.path.isdir(script):
+        return None
+    try:
+        with open(script, "rb"):
+            pass
+    except OSError as e:
+        prog = (getattr(sys, "orig_argv", None) or [sys.executable])[0]
+        return f"{prog}: can't open file '{os.path.abspath(script)}': [Errno {e.errno}] {e.strerror}"
+    return None
 
 
 def script_traceback(tb: Any) -> Any:

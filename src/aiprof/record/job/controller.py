@@ -36,6 +36,7 @@ from ..rawfile import (
 )
 from ..rawstream import RawStream
 from . import wire
+from .anchors import BACKWARD, OPTIMIZER
 from .collectors.base import Collector, PollingThread, fail
 from .sched import ThreadClock
 from .schedule import ProfilerAction, Schedule
@@ -133,7 +134,7 @@ def _remove_tree(path: str) -> None:
 class Marks:
     """Step spans and annotations: the controller's own, always-on, data."""
 
-    __slots__ = ("anchors", "annotations", "collectives", "loop", "sched", "steps")
+    __slots__ = ("anchors", "annotations", "clock", "collectives", "loop", "steps")
 
     def __init__(self, steps: list[tuple[int, int, int, int]], annotations: list[tuple[Any, ...]]) -> None:
         self.steps = steps
@@ -148,10 +149,13 @@ class Marks:
         group size, sequence number in the group, tid."""
         self.loop: dict[str, Any] | None = None
         """The loop that ran the first training iteration (record.anchors.loop_of)."""
-        self.sched: list[tuple[int, int, int, int]] = []
-        """(start, end, cpu ns, run-queue ns) of the marking thread in each step that
-        began and ended on the same thread (record.job.sched); a retracted step's entry
-        stays, matched by nothing."""
+        self.clock: list[tuple[int, int, int, int]] = []
+        """(monotonic ns, tid, cpu ns, run-queue ns): the thread's clock (record.job.sched)
+        read at each point where a step may begin or end (the recording's start, a step
+        mark, an anchor: a DataLoader ``__next__``'s start, the optimizer's step, the end
+        of ``backward()`` until an optimizer steps). The finalizer gives a step the
+        difference of the readings at its two ends, whichever rule found it; points no
+        step ends at are matched by nothing."""
 
 
 class Controller:
@@ -181,8 +185,7 @@ class Controller:
         self.action = ProfilerAction.RECORD
         self._step_start = 0
         self._thread_clock = ThreadClock()
-        self._sched_last: tuple[int, tuple[int, int]] | None = None
-        """(tid, (cpu ns, run-queue ns)) read at the last step mark."""
+        self._optimizer_seen = False
         self._auto_steps = 0
         self._told = 0
         """The last step number the collectors were told (torch.profiler's own step
@@ -209,9 +212,9 @@ class Controller:
         os.makedirs(self.raw_dir, exist_ok=True)
         self.clock = {"mono0": time.monotonic_ns(), "unix0": time.time_ns()}
         self._step_start = self.clock["mono0"]
-        self._read_sched()
         self.action = self.schedule(0) if self.schedule is not None else ProfilerAction.RECORD
         self.running = True
+        self.read_clock(self._step_start)
         for c in self.collectors:
             c.own_threads = self.own_threads
             self._call(c, "start")
@@ -261,20 +264,21 @@ class Controller:
             except Exception as e2:
                 log.debug("stopping failed collector %s: %s", c.name, e2)
 
-    def step(self, *, auto: bool = False) -> None:
+    def step(self, *, auto: bool = False, at: int | None = None) -> None:
         """End the current step, begin the next one, move the schedule on.
 
-        ``auto`` steps come from a hook (optimizer.step); the first explicit step
-        retracts them, so a script that marks its own steps never gets them doubled.
+        ``auto`` steps come from a hook (optimizer.step, whose anchor read the clock at
+        ``at``); the first explicit step retracts them, so a script that marks its own
+        steps never gets them doubled.
         """
         if not self.running or os.getpid() != self._pid:
             return
-        now = time.monotonic_ns()
-        last = self._sched_last
-        tid = self._read_sched()
-        if last is not None and self._sched_last is not None and last[0] == tid:
-            (cpu0, runq0), (cpu1, runq1) = last[1], self._sched_last[1]
-            self.marks.sched.append((self._step_start, now, cpu1 - cpu0, runq1 - runq0))
+        now = time.monotonic_ns() if at is None else at
+        tid = threading.get_native_id()
+        if not auto:
+            # An explicit mark is the user's own step boundary: the exact CPU time is read
+            # here (an optimizer's step is read by its anchor, at the same time).
+            self.read_clock(now)
         if auto:
             self._auto_steps += 1
         elif self._auto_steps:
@@ -296,12 +300,29 @@ class Controller:
         for c in self.collectors:
             self._call(c, "on_step", self.step_num)
 
-    def _read_sched(self) -> int:
-        """Read the calling thread's schedstat into _sched_last; return its tid."""
-        tid = threading.get_native_id()
-        got = self._thread_clock.read()
-        self._sched_last = None if got is None else (tid, got)
-        return tid
+    def read_clock(self, ts: int, exact: bool = True) -> None:
+        """Keep the calling thread's CPU time and run-queue wait at ``ts`` (monotonic ns,
+        read just before), a point where a step may begin or end (see Marks.clock).
+        ``exact=False`` where the exact CPU clock would move the job's time
+        (record.job.sched): anywhere inside the job's own calls."""
+        if not self.running or os.getpid() != self._pid:
+            return
+        got = self._thread_clock.read(exact)
+        if got is not None:
+            self.marks.clock.append((ts, threading.get_native_id(), got[0], got[1]))
+
+    def anchor_clock(self, kind: str, ts: int) -> None:
+        """:meth:`read_clock` at an anchor (record.anchors: a DataLoader ``__next__``'s
+        start, the optimizer's step, the end of ``backward()``), the CPU time within a
+        tick: the anchors are inside the job's own calls, where the exact clock would
+        put the machine's load (record.job.sched). Not at ``backward()`` once an
+        optimizer stepped (its steps are the optimizer's, which ``backward()`` never
+        bounds)."""
+        if kind == OPTIMIZER:
+            self._optimizer_seen = True
+        elif kind == BACKWARD and self._optimizer_seen:
+            return
+        self.read_clock(ts, exact=False)
 
     def _retract_auto(self) -> None:
         n, self._auto_steps = self._auto_steps, 0
@@ -412,7 +433,7 @@ class Controller:
             "anchors": list(self.marks.anchors),
             "loop": self.marks.loop,
             "collectives": list(self.marks.collectives),
-            "sched": list(self.marks.sched),
+            "clock": list(self.marks.clock),
             # Steps that all came from the optimizer hook: the finalizer may re-find them.
             "auto": bool(self.marks.steps) and self._auto_steps == len(self.marks.steps),
         }

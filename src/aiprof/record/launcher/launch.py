@@ -109,19 +109,33 @@ def _await_offer(stacks: Any, child: subprocess.Popen[bytes]) -> None:
             return
 
 
-def run(cmd: list[str], output: Path, options: dict[str, Any], *, force: bool = False) -> RecordResult:
+def run(
+    cmd: list[str], output: Path, options: dict[str, Any], *, force: bool = False, made: list[Path] | None = None
+) -> RecordResult:
     """Run ``cmd`` recorded into ``output``; write the profiles; return the outcome.
 
     The output is checked and locked first (:class:`~.output_guard.OutputLock`): an
     unwritable one, or one another recording holds, is an error before the job runs.
     So is one that holds an earlier recording (:func:`~.output_guard.check_earlier`),
     unless ``force``: then that recording's profiles and raw folders are removed first.
-    """
-    from .output_guard import OutputLock, check_earlier
 
-    with OutputLock(output):
-        check_earlier(output, force)
-        return _run(cmd, output, options)
+    The folders this run creates for the output (``made``: those the caller created for
+    it, else the ones missing now) are removed again when they are left empty: a command
+    that cannot run, or a job that recorded nothing, leaves no empty output behind.
+    """
+    from .output_guard import OutputLock, check_earlier, missing_folders, remove_empty
+
+    lock = OutputLock(output)
+    made = missing_folders(lock.folder) if made is None else made
+    result = None
+    try:
+        with lock:
+            check_earlier(output, force)
+            result = _run(cmd, output, options)
+            return result
+    finally:
+        if result is None or not result.summaries:
+            remove_empty(made)
 
 
 def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
@@ -187,11 +201,9 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
         stacks.stop()
     code = 128 - rc if rc < 0 else rc
     result = RecordResult(returncode=code, job_s=job_s)
-    reason = None
-    if rc < 0:
-        reason = f"killed by signal {signal.Signals(-rc).name}"
-    elif rc != 0:
-        reason = f"exit code {rc}"
+    # Killed by a signal: cut short, whatever the raw folder says. A non-zero exit is
+    # partial only where the job's recording did not stop cleanly (finalize decides).
+    reason = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else None
     t1 = time.perf_counter()
     raws = find_raw(output)
     ranked = [r for r in raws if not r.name.endswith(MAIN_RAW_SUFFIX)]
@@ -204,7 +216,7 @@ def _run(cmd: list[str], output: Path, options: dict[str, Any]) -> RecordResult:
             poller.merge(raw)
             if stacks is not None:
                 stacks.merge(raw)
-            summary = finalize(raw, partial_reason=reason)
+            summary = finalize(raw, partial_reason=reason, exit_code=rc if rc > 0 else None)
             result.summaries.append(summary)
             if (summary.partial_reason or "").startswith(DISK_FULL):
                 # The profile is written, but not all of the run is in it: say so.

@@ -89,6 +89,27 @@ class OutputLock:
         self.release()
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first: what
+    recording into it creates."""
+    out = []
+    p = folder.absolute()
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that is empty; one that holds anything
+    is kept, and so are the ones above it."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError:
+            return
+
+
 def earlier_recording(output: Path) -> tuple[list[Path], list[Path], list[Path]]:
     """What is already at ``output`` (a folder, or a name ending in ``.aiprof``) that a
     recording into it would replace or be read with: (the profiles a recording wrote,
@@ -166,4 +187,4 @@ def check_earlier(output: Path, force: bool, *, options: tuple[str, str] = ("-o"
             raise AiprofError(f"cannot replace the recording in {output}: {p}: {e.strerror or e}") from None
 
 
-__all__ = ["LOCK_NAME", "OutputLock", "check_earlier", "earlier_recording"]
+__all__ = ["LOCK_NAME", "OutputLock", "check_earlier", "earlier_recording", "missing_folders", "remove_empty"]

@@ -54,6 +54,13 @@ SPILL_S = 1.0
 #: memory; at least every this many samples the stacks are read anyway (a process that
 #: exited keeps its CPU time: the read finds it gone).
 REPEAT_AT_MOST = 10
+#: The frame a sample gets in place of its inner frames when only its outer ones lasted
+#: through the walk (they changed while read: StackReader.lasting), file CUT_FILE, line 0.
+CUT_FRAME, CUT_FILE = "(inner frames changed while read)", "<aiprof>"
+#: Key suffix of such a sample's stack in the stack cache (no code is at address 0).
+CUT = 0
+#: The recorder's own files (the bootstrap that runs the job's code is among them).
+_RECORDER = str(Path(__file__).resolve().parents[1])
 
 
 def cpu_clock(pid: int) -> int:
@@ -83,6 +90,15 @@ class StackPoller:
         self.stacks: list[int] = []
         self.torn = 0
         """Walks dropped because the stack changed while it was read (after retries)."""
+        self.torn_ts: list[int] = []
+        self.torn_idents: list[int] = []
+        self.torn_tids: list[int] = []
+        """When, and of which thread, each dropped walk was (to count those of the
+        recorded threads in the recorded windows, as the samples are, and those in the
+        steps)."""
+        self.cut = 0
+        """Samples that kept only the frames that lasted through the walk (the inner ones
+        changed while read): :meth:`StackReader.lasting`."""
         self.failed: str | None = None
         self._known: dict[tuple[int, ...], int] = {}
         self._nodes: dict[tuple[int, int, int], int] = {}
@@ -153,41 +169,72 @@ class StackPoller:
         if not threads:
             return self._alive()
         for ident, native, frame, tstate in threads:
-            walk = reader.settled_walk(frame, tstate)
+            addrs: list[int] = []
+            unsettled: list[list[int]] = []
+            walk = reader.settled_walk(frame, tstate, addrs, unsettled)
             for _ in range(RETRIES):
                 if walk is not None:
                     break
                 # Read while it changed: once more, from the thread's frame now.
                 frame = reader.current_frame(tstate)
-                walk = reader.settled_walk(frame, tstate) if frame else None
+                addrs, unsettled = [], []
+                walk = reader.settled_walk(frame, tstate, addrs, unsettled) if frame else None
+            cut = False
             if walk is None:
-                self.torn += 1
-                continue
+                # The inner frames kept changing (a tight loop of calls, a generator
+                # yielding each item): keep the frames that lasted, rather than lose the
+                # sample, which would under-count exactly such loops.
+                walk = unsettled[0] if unsettled else None
+                at = reader.lasting(walk, addrs, tstate) if walk else -1
+                if walk is not None and at > 0 and not self._holds_job_code(walk[2 * at :: 2]):
+                    # Only the recorder's own frames lasted (the job's code moved on to
+                    # another call): which of the two the sample was is not known.
+                    at = -1
+                if walk is None or at < 0:
+                    self._torn(now, ident, native)
+                    continue
+                walk, cut = walk[2 * at :], at > 0
             if reader.reused != self._reused:
                 # A code address now holds another code object: stacks remembered by
                 # address would name the freed one.
                 self._reused = reader.reused
                 self._known.clear()
                 self._nodes.clear()
-            key = tuple(walk)
+            key = (*walk, CUT) if cut else tuple(walk)
             leaf = self._known.get(key)
             if leaf is None:
                 try:
-                    leaf = self._intern(walk)
+                    leaf = self._intern(walk, cut)
                 except (IndexError, ValueError, UnicodeDecodeError):
                     leaf = -1  # code read half-freed: this sample is torn, sampling goes on
                 if leaf < 0:
-                    self.torn += 1
+                    self._torn(now, ident, native)
                     continue
                 if len(self._known) >= STACK_CACHE_SIZE:
                     self._known.clear()
                 self._known[key] = leaf
+            self.cut += cut
             self.ts.append(now)
             self.idents.append(ident)
             self.tids.append(native)
             self.stacks.append(leaf)
             taken.append((ident, native, leaf))
         return True
+
+    def _holds_job_code(self, codes: list[int]) -> bool:
+        """Whether any of these (just walked) code objects is the job's: not the
+        recorder's bootstrap around it, not a frozen module (runpy, importlib)."""
+        for code in codes:
+            file = self.reader.file_of(code)
+            if file is not None and not file.startswith((_RECORDER, "<frozen ")):
+                return True
+        return False
+
+    def _torn(self, now: int, ident: int, native: int) -> None:
+        self.torn += 1
+        self.torn_ts.append(now)
+        self.torn_idents.append(ident)
+        self.torn_tids.append(native)
 
     def _cpu_time(self) -> int:
         """The process's CPU time in ns, -1 where it cannot be read."""
@@ -200,9 +247,21 @@ class StackPoller:
         stat = _stat(self.pid)
         return bool(stat) and stat[0] != b"Z"
 
-    def _intern(self, walk: list[int]) -> int:
+    def _intern(self, walk: list[int], cut: bool = False) -> int:
+        """The frame id of the walk's leaf (new frames added); with ``cut``, of a frame
+        :data:`CUT_FRAME` under it, standing for the inner frames that changed while read."""
         reader = self.reader
         parent = -1
+        if cut:
+            parent = self._intern(walk)
+            if parent < 0:
+                return parent
+            fkey = (parent, CUT_FRAME, CUT_FILE, 0)
+            node = self._frame_ids.get(fkey)
+            if node is None:
+                node = self._frame_ids[fkey] = len(self.frames)
+                self.frames.append((node, *fkey))
+            return node
         for i in range(len(walk) - 2, -1, -2):
             code, index = walk[i], walk[i + 1]
             key = (parent, code, index)
@@ -230,6 +289,10 @@ class StackPoller:
             "stacks": self.stacks[:n],
             "frames": list(self.frames),
             "torn": self.torn,
+            "torn_ts": list(self.torn_ts),
+            "torn_idents": list(self.torn_idents),
+            "torn_tids": list(self.torn_tids),
+            "cut": self.cut,
         }
 
     @classmethod
@@ -239,6 +302,9 @@ class StackPoller:
         p.ts, p.idents, p.tids, p.stacks = state["ts"], state["idents"], state["tids"], state["stacks"]
         p.frames = [tuple(f) for f in state["frames"]]
         p.torn = int(state.get("torn", 0))
+        p.torn_ts, p.torn_idents = list(state.get("torn_ts", [])), list(state.get("torn_idents", []))
+        p.torn_tids = list(state.get("torn_tids", []))
+        p.cut = int(state.get("cut", 0))
         return p
 
     def merge_into(self, data: dict[str, Any], lo: int, hi: int) -> None:
@@ -275,6 +341,19 @@ class StackPoller:
             frames.append((fid, up, label, "<aiprof>", 0) if label is not None else (fid, up, name, file, line))
         data.update({"ts": ts, "tid": tids, "stack": stacks, "frames": frames, "sampled_from": "outside"})
         data["torn_walks"] = self.torn
+        if len(self.torn_ts) == len(self.torn_tids) == self.torn:
+            # Those of the recorded threads in the recorded windows, as the samples kept.
+            w, on = 0, False
+            torn_ts, torn_tids = [], []
+            for t, ident, tid in sorted(zip(self.torn_ts, self.torn_idents, self.torn_tids)):
+                while w < len(windows) and windows[w][0] <= t:
+                    on = windows[w][1]
+                    w += 1
+                if on and lo <= t <= hi and ident not in own:
+                    torn_ts.append(t)
+                    torn_tids.append(tid)
+            data.update({"torn_walks": len(torn_ts), "torn_ts": torn_ts, "torn_tid": torn_tids})
+        data["cut_walks"] = sum(1 for s in stacks if self.frames[s][2] == CUT_FRAME) if self.cut else 0
 
 
 class StackServer:

@@ -43,6 +43,9 @@ _U64 = struct.Struct("<Q")
 #: each on its own, so one read holds up to a chunk's frames (a recursion 500 deep: 13
 #: reads per sample instead of 510, 0.3 instead of 1.2 ms).
 FRAME_BLOCK = 16 << 10
+#: Frames of a thread's current stack searched for one of a walk that did not settle
+#: (:meth:`StackReader.lasting`).
+LASTING_LOOKUP = 16
 _PAGE = 4096
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
@@ -166,10 +169,11 @@ class StackReader:
         b = self.mem.read(ptr, L["cf_current"] + 8)
         return _u64(b, L["cf_current"]) if b is not None else 0
 
-    def walk(self, frame: int) -> list[int] | None:
+    def walk(self, frame: int, addrs: list[int] | None = None) -> list[int] | None:
         """``[code, instruction index, code, index, ...]`` from the leaf frame to the
         root, or None if the stack changed under the walk (a frame that is no longer
         one, or a chain that ends in a generator: it was read while it yielded).
+        ``addrs``, when given, gets each frame's address, leaf first.
 
         The frames are read a block at a time (:meth:`_block`), and each distinct code
         object is checked once per walk (one read of it, against what is remembered of
@@ -208,6 +212,8 @@ class StackReader:
                 checked.add(code)
             push(code)
             push((unpack(b, at + off_instr)[0] - code - adaptive) >> 1)  # -1 before the first
+            if addrs is not None:
+                addrs.append(frame)
             frame = unpack(b, at + off_prev)[0]
             depth += 1
             if depth > MAX_DEPTH:
@@ -231,18 +237,59 @@ class StackReader:
                 return b, start
         return None
 
-    def settled_walk(self, frame: int, tstate: int) -> list[int] | None:
+    def settled_walk(
+        self, frame: int, tstate: int, addrs: list[int] | None = None, unsettled: list[list[int]] | None = None
+    ) -> list[int] | None:
         """:meth:`walk`, kept only if the thread still runs the same leaf frame (same
         address, same code) once the walk is done. The frames below a leaf cannot change
         while it runs; when it returned meanwhile, a frame read late may belong to a
-        later call (``leaf`` seen under ``spin``, which took ``middle``'s place)."""
-        walk = self.walk(frame)
-        if walk is None or self.current_frame(tstate) != frame:
+        later call (``leaf`` seen under ``spin``, which took ``middle``'s place).
+        ``addrs`` gets the frames' addresses, and ``unsettled`` a walk read whole that
+        did not settle (both for :meth:`lasting`)."""
+        walk = self.walk(frame, addrs)
+        if walk is None:
             return None
-        b = self.mem.read(frame, self._fr_size)
-        if b is None or _u64(b, self.lay["fr_code"]) != walk[0]:
-            return None
-        return walk
+        if self.current_frame(tstate) == frame:
+            b = self.mem.read(frame, self._fr_size)
+            if b is not None and _u64(b, self.lay["fr_code"]) == walk[0]:
+                return walk
+        if unsettled is not None:
+            unsettled.append(walk)
+        return None
+
+    def file_of(self, code: int) -> str | None:
+        """The file of a code object a walk has just checked (no read), else None."""
+        info = self._codes.get(code)
+        return info.file if info is not None else None
+
+    def lasting(self, walk: list[int], addrs: list[int], tstate: int) -> int:
+        """The index (leaf = 0) of the innermost frame of a walk that did not settle
+        (:meth:`walk` of the frames at ``addrs``) that the thread still runs now, at
+        the same address, code and instruction; -1 when none is found within
+        :data:`LASTING_LOOKUP` frames of the thread's current one.
+
+        Such a frame ran all through the walk, so its callers did too: the walk from it
+        to the root is what the thread was doing, only the frames inside it (a tight
+        loop's calls, a generator that yields each item) changed while they were read.
+        A frame at a walked address that moved on (another instruction, another code)
+        is passed: its callers are checked in turn."""
+        at = {a: i for i, a in enumerate(addrs)}
+        L = self.lay
+        off_code, off_prev, off_instr, adaptive = L["fr_code"], L["fr_previous"], L["fr_instr"], L["co_code"]
+        frame = self.current_frame(tstate)
+        for _ in range(LASTING_LOOKUP):
+            if not frame:
+                return -1
+            b = self.mem.read(frame, self._fr_size)
+            if b is None:
+                return -1
+            i = at.get(frame)
+            if i is not None:
+                code = _u64(b, off_code)
+                if code == walk[2 * i] and (_u64(b, off_instr) - code - adaptive) >> 1 == walk[2 * i + 1]:
+                    return i
+            frame = _u64(b, off_prev)
+        return -1
 
     def code(self, addr: int) -> CodeInfo | None:
         """The code object at ``addr`` (remembered while it stays the same one), or
