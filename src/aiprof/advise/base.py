@@ -373,6 +373,29 @@ def needs(
     return deco
 
 
+def stack_frames(ctx: Context, rank: int) -> dict[int, tuple[int, str, str, int]]:
+    """Frame id -> (parent, function, file, line) of the stack frames of ``rank``'s
+    Python samples, read once per advice run."""
+    from ..analysis.common import fetch
+
+    key = f"advise:frames:{rank}"
+    if key not in ctx.cache:
+        fr = fetch(ctx.profile, "SELECT frame_id, parent, function, file, line FROM frames WHERE rank = ?", [rank])
+        ctx.cache[key] = {
+            int(f): (int(p), str(fn), str(fl), int(ln))
+            for f, p, fn, fl, ln in zip(
+                fr["frame_id"].tolist(),
+                fr["parent"].tolist(),
+                fr["function"],
+                fr["file"],
+                fr["line"].tolist(),
+                strict=True,
+            )
+        }
+    got: dict[int, tuple[int, str, str, int]] = ctx.cache[key]
+    return got
+
+
 def share(part: float | None, whole: float | None) -> float:
     """part / whole, 0 when either is missing or whole is 0."""
     if not part or not whole:

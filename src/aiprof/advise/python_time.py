@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Context, NotEnoughData, Outcome, make, rule
+from .base import Context, NotEnoughData, Outcome, make, rule, stack_frames
 
 #: tb-profiler's DataLoader threshold, applied to the sampled data-loading phase.
 DATA_LOADING_SHARE = 0.05
@@ -151,19 +151,8 @@ def under_loader(ctx: Context) -> set[tuple[int, str, str, int]]:
 
         if not ctx.profile.tables.get("frames"):
             return set()
-        fr = fetch(ctx.profile, "SELECT rank, frame_id, parent, function, file, line FROM frames")
-        nodes = {
-            (int(r), int(f)): (int(p), str(fn), str(fl), int(ln))
-            for r, f, p, fn, fl, ln in zip(
-                fr["rank"].tolist(),
-                fr["frame_id"].tolist(),
-                fr["parent"].tolist(),
-                fr["function"],
-                fr["file"],
-                fr["line"].tolist(),
-                strict=True,
-            )
-        }
+        ranks = fetch(ctx.profile, "SELECT DISTINCT rank FROM frames")["rank"].tolist()
+        nodes = {(int(r), f): node for r in ranks for f, node in stack_frames(ctx, int(r)).items()}
         memo: dict[tuple[int, int], bool] = {}
 
         def loader_here_or_above(key: tuple[int, int]) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.outliers import OUTLIER_MAD_K, OUTLIER_MIN_RATIO
-from .base import Context, NotEnoughData, Outcome, make, rule
+from .base import Context, NotEnoughData, Outcome, make, rule, stack_frames
 
 #: A step numbered at most this that is its rank's first in the profile is the run's
 #: first step (aiprof record and torch.profiler count from 0; msprof's iterations from 1).
@@ -262,30 +262,9 @@ def _computing(ctx: Context, rank: int, start_us: float, end_us: float) -> tuple
     stacks = s["stack_id"][sel].tolist()
     if len(stacks) < MIN_SAMPLES:
         return len(stacks), None
-    frames = _frames(ctx, rank)
+    frames = stack_frames(ctx, rank)
     waits = sum(1 for st in stacks if _waits(frames, int(st)))
     return len(stacks), 100.0 * (len(stacks) - waits) / len(stacks)
-
-
-def _frames(ctx: Context, rank: int) -> dict[int, tuple[int, str, str, int]]:
-    from ..analysis.common import fetch
-
-    key = f"advise:frames:{rank}"
-    if key not in ctx.cache:
-        fr = fetch(ctx.profile, "SELECT frame_id, parent, function, file, line FROM frames WHERE rank = ?", [rank])
-        ctx.cache[key] = {
-            int(f): (int(p), str(fn), str(fl), int(ln))
-            for f, p, fn, fl, ln in zip(
-                fr["frame_id"].tolist(),
-                fr["parent"].tolist(),
-                fr["function"],
-                fr["file"],
-                fr["line"].tolist(),
-                strict=True,
-            )
-        }
-    got: dict[int, tuple[int, str, str, int]] = ctx.cache[key]
-    return got
 
 
 def _waits(frames: dict[int, tuple[int, str, str, int]], leaf: int) -> bool:
