@@ -54,13 +54,13 @@ def _evaluate(path: Path) -> tuple[dict[str, Any], tuple[set[str], bool | None]]
     with open_profile(path) as p:
         ctx = Context(p)
         got = {v.rule: v for v in evaluate(p, ctx=ctx)}
-        work = getattr(ctx, "device_work", lambda: None)()
+        work = ctx.device_work()
         return got, (ctx.device_types(), work)
 
 
-OPS_JOB = (
-    ROWS
-    + """
+def train_loop(last_step: int) -> str:
+    """The jobs' training loop: a linear model over the Rows loader, to step ``last_step``."""
+    return f"""
 m = torch.nn.Linear(64, 2)
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
 for step, (x, y) in enumerate(DataLoader(Rows(64), batch_size=16)):
@@ -68,10 +68,12 @@ for step, (x, y) in enumerate(DataLoader(Rows(64), batch_size=16)):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    if step == 40:
+    if step == {last_step}:
         break
 """
-)
+
+
+OPS_JOB = ROWS + train_loop(40)
 
 
 def test_a_cpu_only_job_recorded_with_ops_is_told_of_no_device(tmp_path: Path) -> None:
@@ -315,16 +317,9 @@ KILLED_JOB = (
 flag = sys.argv[1]
 while not os.path.exists(flag):
     time.sleep(0.02)
-m = torch.nn.Linear(64, 2)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
-for step, (x, y) in enumerate(DataLoader(Rows(64), batch_size=16)):
-    loss = m(x).pow(2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    if step == 30:
-        break
-open(flag + ".done", "w").close()
+"""
+    + train_loop(30)
+    + """open(flag + ".done", "w").close()
 """
 )
 
