@@ -5,6 +5,7 @@ decoder, the handshake, and ``aiprof record`` sampling its job without a thread 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -22,6 +23,7 @@ import pytest
 from aiprof.record.environment import ENV_STACKS
 from aiprof.record.job.collectors.python_outside import OutsideSampler, connect
 from aiprof.record.launcher import pystate
+from aiprof.record.launcher.outside_stacks import CUT_FRAME as CUT_FRAME_NAME
 from aiprof.record.launcher.outside_stacks import StackServer
 from aiprof.store import open_profile
 from record_support import FakeClock, record_run
@@ -318,6 +320,130 @@ def test_a_stack_whose_top_keeps_changing_keeps_the_frames_that_lasted(tmp_path:
     cut = [s for s in stacks if s[0] == CUT_FRAME]
     assert cut and poller.cut == len(cut), (poller.cut, len(cut))
     assert all(s[1] in ("work", "loop") for s in cut), cut[:3]
+
+
+#: A job whose loop calls ``middle`` (which calls ``leaf``) and then ``spin``, each
+#: busy for about a millisecond: ``spin``'s frame takes ``middle``'s place in the data
+#: stack, and ``middle``'s frame is the larger, so the bytes of the returned ``leaf``
+#: stay whole above ``spin``.
+ALTERNATING_JOB = """
+import json, time
+from aiprof.record.launcher.pystate import calibrate
+print(json.dumps(calibrate()), flush=True)
+clock = time.perf_counter
+def leaf():
+    t = clock()
+    while clock() - t < 0.001:
+        pass
+def middle(a=0, b=0, c=0, d=0, e=0, f=0):
+    leaf()
+    return a + b + c + d + e + f
+def spin():
+    t = clock()
+    while clock() - t < 0.001:
+        pass
+def loop():
+    while True:
+        middle()
+        spin()
+loop()
+"""
+
+
+def test_a_walk_that_read_a_returned_frame_is_not_kept(tmp_path: Path) -> None:
+    """CI saw ``leaf`` under ``spin``: a stack that never ran. The sampler, preempted
+    between its reads, read the current frame while ``leaf`` ran, then the frames while
+    ``spin`` ran (the returned ``leaf``'s bytes still above it), then ``leaf`` current
+    again (the next call) when it checked the leaf. Here each sample's first read of
+    frames is held back to exactly that moment: such a walk is read again rather than
+    kept, and every sample kept is a stack that ran."""
+    from aiprof.record.launcher.outside_stacks import StackPoller
+
+    job = subprocess.Popen([PY, "-c", ALTERNATING_JOB], stdout=subprocess.PIPE, text=True)
+    assert job.stdout is not None
+    try:
+        lay = json.loads(job.stdout.readline())
+        poller = StackPoller(job.pid, 100.0)
+        assert poller.attach(lay) == "ok"
+        watch = pystate.StackReader(pystate.MemReader(job.pid), lay)
+        ((_i, _n, _f, tstate),) = watch.threads()
+
+        def top() -> tuple[int, list[str]]:
+            """(current frame, the names of it and its caller), read now at full speed."""
+            while True:
+                frame, names = watch.current_frame(tstate), []
+                at = frame
+                while at and len(names) < 2:
+                    b = watch.mem.read(at, watch._fr_size)
+                    info = watch.code(pystate._u64(b, lay["fr_code"])) if b is not None else None
+                    if b is None or info is None:
+                        break
+                    names.append(info.name)
+                    at = pystate._u64(b, lay["fr_previous"])
+                if len(names) == 2:
+                    return frame, names
+
+        def until(want: list[str], at: int | None = None) -> int:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                frame, names = top()
+                if names == want and at in (None, frame):
+                    return frame
+            raise AssertionError(f"the job never ran {want}")
+
+        in_leaf = until(["leaf", "middle"])  # where leaf() has its frame
+        plain_read = poller.reader.mem.read
+        held = {"done": False, "count": 0}
+
+        def stale(addr: int, size: int) -> bytes | None:
+            if held["done"] or size <= watch._fr_size or addr + size - watch._fr_size != in_leaf:
+                return plain_read(addr, size)
+            if plain_read(addr, size) is None:
+                return None  # below the data stack's chunk: the walk tries a page higher
+            held["done"] = True  # the sample's first read of frames from leaf()
+            # The walk starts at leaf(): read the frames while spin() runs (leaf() and
+            # middle() returned), and give them back once leaf() runs again.
+            until(["spin", "loop"])
+            got = plain_read(addr, size)
+            until(["leaf", "middle"], at=in_leaf)
+            held["count"] += 1
+            return got
+
+        poller.reader.mem.read = stale
+        for _ in range(60):
+            held["done"] = False
+            until(["leaf", "middle"])  # each sample starts at leaf()
+            poller._cpu = -2  # never the repeat path
+            assert poller.sample()
+        poller.stop()
+        watch.mem.close()
+    finally:
+        job.kill()
+        job.wait()
+
+    def names(leaf: int) -> list[str]:
+        out = []
+        while leaf >= 0:
+            out.append(poller.frames[leaf][2])
+            leaf = poller.frames[leaf][1]
+        return out
+
+    stacks = [names(leaf) for leaf in poller.stacks]
+    assert held["count"] >= 50, held  # the race was made, nearly every time
+    assert len(stacks) >= 50, (len(stacks), poller.torn)
+    for s in stacks:
+        for callee, caller in itertools.pairwise(s):
+            assert (callee, caller) in {
+                ("leaf", "middle"),
+                ("middle", "loop"),
+                ("spin", "loop"),
+                ("loop", "<module>"),
+                (CUT_FRAME_NAME, "leaf"),
+                (CUT_FRAME_NAME, "middle"),
+                (CUT_FRAME_NAME, "spin"),
+                (CUT_FRAME_NAME, "loop"),
+                (CUT_FRAME_NAME, "<module>"),
+            }, s
 
 
 def test_the_dropped_samples_warning_gives_their_share_and_the_bias_it_can_cause() -> None:

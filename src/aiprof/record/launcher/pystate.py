@@ -240,22 +240,54 @@ class StackReader:
     def settled_walk(
         self, frame: int, tstate: int, addrs: list[int] | None = None, unsettled: list[list[int]] | None = None
     ) -> list[int] | None:
-        """:meth:`walk`, kept only if the thread still runs the same leaf frame (same
-        address, same code) once the walk is done. The frames below a leaf cannot change
-        while it runs; when it returned meanwhile, a frame read late may belong to a
-        later call (``leaf`` seen under ``spin``, which took ``middle``'s place).
-        ``addrs`` gets the frames' addresses, and ``unsettled`` a walk read whole that
-        did not settle (both for :meth:`lasting`)."""
+        """:meth:`walk`, kept only if, once it is done, the thread still runs the same
+        leaf frame (same address, same code) and the frames walked are still there
+        (:meth:`unchanged`). The frames below a leaf cannot change while it runs; when
+        it returned meanwhile, a frame read late may belong to a later call (``leaf``
+        seen under ``spin``, which took ``middle``'s place), and the leaf found running
+        may be a new call of it. ``addrs`` gets the frames' addresses, and
+        ``unsettled`` a walk read whole that did not settle (both for :meth:`lasting`)."""
+        if addrs is None:
+            addrs = []
         walk = self.walk(frame, addrs)
         if walk is None:
             return None
-        if self.current_frame(tstate) == frame:
-            b = self.mem.read(frame, self._fr_size)
-            if b is not None and _u64(b, self.lay["fr_code"]) == walk[0]:
-                return walk
+        if self.current_frame(tstate) == frame and self.unchanged(walk, addrs):
+            return walk
         if unsettled is not None:
             unsettled.append(walk)
         return None
+
+    def unchanged(self, walk: list[int], addrs: list[int], start: int = 0) -> bool:
+        """Whether the frames a walk read at ``addrs[start:]`` still hold, read again
+        now, the code objects it read there, each linked to the next as it was.
+
+        A frame's memory outlives its call: the bytes of a frame that returned stay in
+        the data stack until another call takes their place. So a walk read while its
+        leaf had returned (and the caller's place was taken by another call) reads a
+        chain that never ran (``leaf`` under ``spin``, which called no ``leaf``), and a
+        new call of the same leaf at the same address can make the check of the leaf
+        pass. Read after that check, the frames must still be the ones walked: a
+        chain that never ran would have to run the same calls over again in between."""
+        L = self.lay
+        size, off_code, off_prev = self._fr_size, L["fr_code"], L["fr_previous"]
+        unpack = _U64.unpack_from
+        b, lo, hi = b"", 0, 0
+        last = len(addrs) - 1
+        for i in range(start, last + 1):
+            frame = addrs[i]
+            if not (lo <= frame and frame + size <= hi):
+                got = self._block(frame, size)
+                if got is None:
+                    return False
+                b, lo = got
+                hi = lo + len(b)
+            at = frame - lo
+            if unpack(b, at + off_code)[0] != walk[2 * i]:
+                return False
+            if unpack(b, at + off_prev)[0] != (addrs[i + 1] if i < last else 0):
+                return False
+        return True
 
     def file_of(self, code: int) -> str | None:
         """The file of a code object a walk has just checked (no read), else None."""
@@ -286,7 +318,11 @@ class StackReader:
             i = at.get(frame)
             if i is not None:
                 code = _u64(b, off_code)
-                if code == walk[2 * i] and (_u64(b, off_instr) - code - adaptive) >> 1 == walk[2 * i + 1]:
+                if (
+                    code == walk[2 * i]
+                    and (_u64(b, off_instr) - code - adaptive) >> 1 == walk[2 * i + 1]
+                    and self.unchanged(walk, addrs, i)
+                ):
                     return i
             frame = _u64(b, off_prev)
         return -1
