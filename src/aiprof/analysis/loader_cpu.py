@@ -52,8 +52,9 @@ def _in_steps(profile: Profile, metric: str) -> dict[int, float]:
         sel = c["rank"] == r
         ts, v = c["ts"][sel], c["value"][sel]
         if len(ts) > 2:
-            # A reading taken right after another (two pollers, a last poll at the end of a
-            # checkpoint) covers next to no time: psutil then reads 0% whatever the load.
+            # A reading taken right after another covers next to no time and reads 0% or
+            # 100% whatever the load: recordings made before the recorder stopped taking
+            # them (record/job/collectors/system.py), and imported counters.
             gap = np.diff(ts)
             keep = np.concatenate([[True], gap >= 0.5 * float(np.median(gap))])
             ts, v = ts[keep], v[keep]

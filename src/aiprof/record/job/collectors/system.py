@@ -8,6 +8,14 @@ counter charts alike.
 The metrics can be read from another process: ``aiprof record`` polls its job's
 ``/proc/<pid>`` itself (``pid``, ``listen_gc=False``), so the job only keeps the GC
 listener (``poll=False``), and no polling thread takes the GIL from it.
+
+The CPU shares are over the time since this collector's previous reading: the host's
+from its own ``psutil.cpu_times()`` (``psutil.cpu_percent(None)`` keeps its last
+reading per thread in psutil 7, so the one taken at start, on another thread, made the
+first reading 0%; before 7, one for the whole process, so two collectors, or the job's
+own calls, took each other's), and none is taken less than half an interval after the
+previous one (a poll late behind a long GIL hold): over next to no time a share reads
+0% or 100% whatever the load, and the next reading covers that time anyway.
 """
 
 from __future__ import annotations
@@ -35,6 +43,18 @@ UNITS: dict[str, str] = {
     "write_bytes": "B/s",
     "gc_pause": "ms",
 }
+
+
+def host_busy_pct(before: Any, after: Any) -> float | None:
+    """The host's busy share (%, 100 = every core) between two ``psutil.cpu_times()``
+    readings, as psutil.cpu_percent counts it (idle and I/O wait are not busy; Linux
+    counts guest time in user time already); None over no measurable time."""
+    d = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+    if total <= 0:
+        return None
+    busy = total - d["idle"] - d.get("iowait", 0.0)
+    return round(min(max(100.0 * float(busy) / float(total), 0.0), 100.0), 1)
 
 
 class SystemCollector(Collector):
@@ -70,6 +90,10 @@ class SystemCollector(Collector):
         self._poller: PollingThread | None = None
         self._proc: Any = None
         self._last: tuple[int, int, int, int] | None = None
+        self._cpu_at: int | None = None
+        """When the CPU shares were last read (clock ns)."""
+        self._host: Any = None
+        """psutil.cpu_times() at that reading."""
         self._gc_on = False
 
     def start(self) -> None:
@@ -82,7 +106,8 @@ class SystemCollector(Collector):
 
         self._proc = psutil.Process(self.pid)
         self._proc.cpu_percent(None)
-        psutil.cpu_percent(None)
+        self._host = psutil.cpu_times()
+        self._cpu_at = self._clock()
         self._poller = PollingThread(
             "aiprof-system", 1.0 / self.rate_hz, self.poll, lambda e: self._failed(e), self.own_threads
         )
@@ -140,8 +165,10 @@ class SystemCollector(Collector):
 
         p = self._proc
         now = self._clock()
+        # A share over less than half an interval is noise (module doc): left to the next.
+        shares = self._cpu_at is None or now - self._cpu_at >= 0.5e9 / self.rate_hz
         with p.oneshot():
-            cpu = p.cpu_percent(None)
+            cpu = p.cpu_percent(None) if shares else None
             rss = p.memory_info().rss
             threads = p.num_threads()
             ctx = p.num_ctx_switches()
@@ -150,11 +177,16 @@ class SystemCollector(Collector):
                 rd, wr = io.read_bytes, io.write_bytes
             except (AttributeError, psutil.Error):
                 rd = wr = -1
-        sys_cpu = psutil.cpu_percent(None)
+        sys_cpu = None
+        if shares:
+            self._cpu_at = now
+            host, self._host = self._host, psutil.cpu_times()
+            sys_cpu = host_busy_pct(host, self._host)
         s = self.series
         for metric, value in (("proc_cpu", cpu), ("sys_cpu", sys_cpu), ("rss", rss), ("threads", threads)):
-            s[metric][0].append(now)
-            s[metric][1].append(float(value))
+            if value is not None:
+                s[metric][0].append(now)
+                s[metric][1].append(float(value))
         switches = ctx.voluntary + ctx.involuntary
         last, self._last = self._last, (now, switches, rd, wr)
         if last is not None and now > last[0]:
