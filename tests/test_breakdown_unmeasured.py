@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pyarrow.parquet as pq
@@ -238,6 +239,98 @@ def test_diff_leaves_out_what_either_run_did_not_measure(plain: Path, ops: Path)
     g = cli("diff", plain, ops, "--fail-if", "idle_us>+5%", "--format", "json")
     assert g.returncode == 0
     assert json.loads(g.stdout)["gate"][0]["detail"] == "idle_us: not measured in A and B, so not compared"
+
+
+# -- 1b. the views beside the breakdown: ranks, dataloader, rank_steps ---------------------
+
+#: The rank_steps view's device columns (the index's, cluster/views.py).
+RANK_STEP_DEVICE_COLS = ["compute_us", "copy_us", "exposed_comm_us", "idle_us"]
+
+
+def report_json(path: Path, view: str) -> list[dict[str, Any]]:
+    r = cli("report", path, "--view", view, "--format", "json", "--limit", "1000")
+    assert r.returncode == 0, r.stderr
+    rows: list[dict[str, Any]] = json.loads(r.stdout)["rows"]
+    return rows
+
+
+def test_device_figures_beside_the_breakdown_are_null_on_a_cpu_recording(ops: Path) -> None:
+    """The ranks view's device_busy_us and busy_pct, the dataloader view's
+    idle_in_loader_us and the rank_steps view's device columns were 0 on a CPU recording
+    (idle_us and idle_in_loader_us the whole step and the whole ~8 ms of loading): null,
+    not measured, as in the steps view; the CLI prints them as "-" and JSON null."""
+    with open_profile(ops) as p:
+        ranks = run(p, "ranks").rows
+        loader = run(p, "dataloader").rows
+        steps = run(p, "rank_steps").rows
+    assert len(ranks) == 1 and ranks[0]["steps"] == 20 and ranks[0]["step_total_us"] > 20 * 8_000
+    assert ranks[0]["device_busy_us"] is None and ranks[0]["busy_pct"] is None
+    assert len(loader) == 20
+    for r in loader:
+        assert r["idle_in_loader_us"] is None, r
+        assert r["loader_calls"] == 1 and r["dataloader_us"] > 4_000, r  # measured: --ops sees the DataLoader
+    assert len(steps) == 20
+    for r in steps:
+        assert all(r[c] is None for c in RANK_STEP_DEVICE_COLS), r
+        assert r["step_us"] > 8_000
+    assert report_json(ops, "ranks")[0]["device_busy_us"] is None
+    assert all(r["idle_in_loader_us"] is None for r in report_json(ops, "dataloader"))
+    assert all(r["idle_us"] is None for r in report_json(ops, "rank_steps"))
+    t = cli("report", ops, "--view", "rank_steps", "--limit", "1")
+    assert t.returncode == 0 and "Traceback" not in t.stderr, t.stderr
+    row = next(line for line in t.stdout.splitlines() if line.startswith("│"))
+    assert [c.strip() for c in row.strip("│").split("│")][3:] == ["-"] * 4, row
+
+
+def test_device_figures_beside_the_breakdown_keep_their_values_on_a_gpu_trace(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """The V100 trace (device work): the same figures as before, a measured 0 included."""
+    out, _ = import_paths([shared_data / V100], tmp_path / "v100.aiprof")
+    with open_profile(out) as p:
+        ranks = run(p, "ranks").rows
+        loader = run(p, "dataloader").rows
+        steps = run(p, "rank_steps").rows
+    assert ranks[0]["device_busy_us"] == pytest.approx(472315.864)
+    assert ranks[0]["busy_pct"] == pytest.approx(97.71129195811689)
+    assert [r["idle_in_loader_us"] for r in loader] == [0.0] * 5
+    assert [r["idle_us"] for r in steps] == pytest.approx([5834.256, 895.778, 1144.462, 1110.872, 2077.766])
+    assert [r["compute_us"] for r in steps][:2] == pytest.approx([29042.446, 70342.917])
+    assert [r["exposed_comm_us"] for r in steps] == [0.0] * 5
+
+
+def test_cluster_index_leaves_the_device_figures_of_a_cpu_rank_null(shared_data: Path, tmp_path: Path) -> None:
+    """A job of a CPU-only rank (kineto/cpu-only, rank 34) and a GPU rank (sampled rank 0)
+    imported with its cluster index: the index's ranks and rank_steps views give rank 34
+    null device figures (its idle_us was the whole step) and rank 0 its own; an index
+    written before device_measured reads as it did."""
+    pytest.importorskip("distributed", reason="the cluster extra (dask, distributed) is not installed")
+    job = tmp_path / "job"
+    sampled = shared_data / "kineto/sampled-128-ranks/sampled_rank-0.json.gz"
+    r = cli("import", shared_data / CPU_ONLY, sampled, "-o", job, "--workers", "1", "--allow-mixed")
+    assert r.returncode == 0, r.stderr
+    assert (job / "cluster" / "steps.parquet").is_file()
+    ranks = {x["rank"]: x for x in report_json(job, "ranks")}
+    assert ranks[34]["device_busy_us"] is None and ranks[34]["busy_pct"] is None
+    assert ranks[34]["step_total_us"] == pytest.approx(210109.162)
+    assert ranks[0]["device_busy_us"] == pytest.approx(547656.0)
+    assert ranks[0]["busy_pct"] == pytest.approx(44.51619196254389)
+    steps = report_json(job, "rank_steps")
+    cpu = [x for x in steps if x["rank"] == 34]
+    assert len(cpu) == 1 and cpu[0]["step_us"] == pytest.approx(210109.162)
+    assert all(cpu[0][c] is None for c in RANK_STEP_DEVICE_COLS), cpu
+    gpu = [x for x in steps if x["rank"] == 0]
+    assert [x["idle_us"] for x in gpu] == pytest.approx([328632.0, 353952.0])
+    assert [x["compute_us"] for x in gpu] == pytest.approx([106252.0, 104068.0])
+    assert [x["exposed_comm_us"] for x in gpu] == pytest.approx([171780.0, 164253.0])
+    with open_profile(job / "rank34.aiprof") as p:
+        assert all(x["idle_in_loader_us"] is None for x in run(p, "dataloader").rows)
+    # An index from before the column: read as measured (0), as it was.
+    t = pq.read_table(job / "cluster" / "steps.parquet")
+    pq.write_table(t.drop_columns(["device_measured"]), job / "cluster" / "steps.parquet")
+    assert [x["device_busy_us"] for x in report_json(job, "ranks") if x["rank"] == 34] == [0.0]
+    old = [x for x in report_json(job, "rank_steps") if x["rank"] == 34]
+    assert old[0]["idle_us"] == pytest.approx(210109.162) and old[0]["compute_us"] == 0.0
 
 
 # -- 3. small mismatches -------------------------------------------------------------------

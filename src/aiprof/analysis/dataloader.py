@@ -5,7 +5,8 @@
     ``enumerate(DataLoader)#...__next__`` ranges, and host ops whose name holds
     'DataLoader'), dataloader_us (union of their time inside the step), idle_in_loader_us
     (time inside those spans when no device of the rank is busy: the device waits
-    for input), gap_before_us (host time between the end of the previous step and the
+    for input; null where the rank has no device work, so nothing says whether a
+    device waited: overview.measured_ranks, the overview's rule), gap_before_us (host time between the end of the previous step and the
     start of this one: the step interval; null for the first step).
 """
 
@@ -21,6 +22,7 @@ from . import intervals as iv
 from .base import analyser
 from .common import fetch
 from .communication import intersect
+from .overview import measured_ranks
 from .ranks import device_busy, step_windows
 
 _SCHEMA = pa.schema(
@@ -58,6 +60,7 @@ def dataloader(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank and step (see the module doc for the columns)."""
     w = step_windows(profile)
     busy = device_busy(profile)
+    has_device = measured_ranks(profile, "device")
     dl = loader_spans(profile)
     rows: list[dict[str, Any]] = []
     empty = np.zeros(0, dtype=np.int64)
@@ -82,7 +85,7 @@ def dataloader(profile: Profile, params: dict[str, Any]) -> pa.Table:
                     "step_us": int(w1[j] - w0[j]) / 1000.0,
                     "loader_calls": calls,
                     "dataloader_us": int(loader[j]) / 1000.0,
-                    "idle_in_loader_us": int(idle_arr[j]) / 1000.0,
+                    "idle_in_loader_us": int(idle_arr[j]) / 1000.0 if int(r) in has_device else None,
                     "gap_before_us": max(int(w0[j] - w1[j - 1]), 0) / 1000.0 if j > 0 and w["step"][i] >= 0 else None,
                 }
             )

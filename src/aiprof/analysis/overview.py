@@ -113,6 +113,25 @@ def sources(profile: Profile) -> dict[int, dict[str, bool]]:
     return {int(r["rank"]): {k: bool(r[k]) for k in SOURCES} for r in t if r["rank"] is not None}
 
 
+def measured_ranks(profile: Profile, figure: str) -> set[int]:
+    """The ranks where ``figure`` (a key of :data:`NEEDS`) is measured: those whose events
+    hold one of its sources. The views outside the breakdown whose figures come from the
+    same source (the ranks view's device busy time, the dataloader view's idle time, the
+    cluster index's device columns) read it here, so a figure is null on the same
+    profiles. From the derived tables where the profile has them (as the overview reads
+    them), else by :data:`SOURCES_SQL`."""
+    from .derived import load_totals
+
+    def compute() -> set[int]:
+        totals = load_totals(profile)
+        if totals is not None:
+            w, b = totals[0], totals[1]
+            return {int(r) for r in np.unique(w["rank"][measured(b, figure)])}
+        return {r for r, s in sources(profile).items() if any(s[k] for k in NEEDS[figure])}
+
+    return profile.memo(f"measured_ranks:{figure}", compute)
+
+
 def measured_of(src: dict[int, dict[str, bool]], w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per window, whether each figure of :data:`NEEDS` is measured, keyed MEASURED + figure."""
     out: dict[str, np.ndarray] = {}

@@ -10,7 +10,8 @@ Views:
     rank, steps, step_total_us, step_mean_us (outlier steps left out), step_median_us, step_min_us,
     step_max_us (µs), step_jitter_pct ((max - min) / mean of this rank's steps, %),
     device_busy_us (union of device work inside the steps, µs), busy_pct (% of
-    step_total_us), collectives (device collectives matched across ranks by their
+    step_total_us); both null where the rank has no device work (not measured:
+    overview.measured_ranks, the overview's rule), collectives (device collectives matched across ranks by their
     order of issue per name), last_arrivals (how many of them this rank started
     last), mean_late_us (mean start delay behind the earliest rank, µs),
     comm_us, comm_bytes (bytes where the launching call says), comm_gbps, world_size
@@ -166,6 +167,7 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
     communication bandwidth (see the module doc for the columns and units)."""
     from ..cluster.views import ranks_from_index
     from .communication import collectives
+    from .overview import measured_ranks
 
     indexed = ranks_from_index(profile)  # a many-rank job: read its cluster index
     if indexed is not None:
@@ -173,6 +175,7 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
 
     w = step_windows(profile)
     busy = device_busy(profile)
+    has_device = measured_ranks(profile, "device")
     coll = collectives(profile)
     # Match the n-th collective of a name on every rank (collectives are issued in
     # the same order everywhere); the one starting last is the rank others wait for.
@@ -212,7 +215,9 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
         typical = dur[~outlier_mask(dur)] if has_steps else dur
         mean = float(typical.mean()) if len(typical) else 0.0
         b = busy.get(r)
-        busy_ns = float(iv.covered(b[0], b[1], w["start"][sel], w["end"][sel]).sum()) if b else 0.0
+        busy_ns: float | None = None  # not measured: the rank has no device work
+        if r in has_device:
+            busy_ns = float(iv.covered(b[0], b[1], w["start"][sel], w["end"][sel]).sum()) if b else 0.0
         csel = coll["rank"] == r
         cdur = float(coll["dur"][csel].sum())
         cbytes = coll["bytes"][csel]
@@ -229,8 +234,8 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
                 "step_min_us": float(dur.min()) / 1000.0 if len(dur) else None,
                 "step_max_us": float(dur.max()) / 1000.0 if len(dur) else None,
                 "step_jitter_pct": 100.0 * float(dur.max() - dur.min()) / mean if has_steps and mean > 0 else None,
-                "device_busy_us": busy_ns / 1000.0,
-                "busy_pct": 100.0 * busy_ns / total if total > 0 else None,
+                "device_busy_us": busy_ns / 1000.0 if busy_ns is not None else None,
+                "busy_pct": 100.0 * busy_ns / total if busy_ns is not None and total > 0 else None,
                 "collectives": matched.get(r, 0),
                 "last_arrivals": last.get(r, 0),
                 "mean_late_us": late_sum[r] / matched[r] / 1000.0 if matched.get(r) else None,

@@ -9,7 +9,10 @@ plus ``ts``), so ranks recorded on different clock origins line up.
     rank, step, start_ns, dur_ns, busy_ns (union of device work), compute_ns (union of
     the non-collective device work), comm_ns (union of collective kernels),
     overlap_ns (communication while compute kernels run), exposed_ns (comm_ns -
-    overlap_ns), kernel_ns (union of the compute kernels, memcpy/memset left out).
+    overlap_ns), kernel_ns (union of the compute kernels, memcpy/memset left out),
+    device_measured (the rank has device work, overview.measured_ranks: false, the
+    device columns before it are 0 as not measured, and the views read them as null;
+    an index written before this column has none, and its views read them as measured).
     The overlap columns follow :func:`..analysis.communication.step_overlap`, so the
     ``comm_overlap`` view reads them from the index as the per-rank computation would.
 
@@ -42,6 +45,7 @@ import pyarrow as pa
 from ..analysis import intervals as iv
 from ..analysis.common import DEVICE_BUSY_SQL, fetch, launch_calls_sql
 from ..analysis.communication import DTYPE_BYTES, collectives, step_overlap
+from ..analysis.overview import measured_ranks
 from ..analysis.ranks import step_of, step_windows
 from ..store import Profile
 from ..store.vocabulary import collective_op
@@ -58,6 +62,7 @@ STEPS_SCHEMA = pa.schema(
         ("overlap_ns", pa.int64()),
         ("exposed_ns", pa.int64()),
         ("kernel_ns", pa.int64()),
+        ("device_measured", pa.bool_()),
     ]
 )
 
@@ -129,14 +134,15 @@ def summarize(profile: Profile) -> dict[str, pa.Table]:
         f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL} AND dur > 0",
     )
     return {
-        "steps": _steps(d, w, origin),
+        "steps": _steps(d, w, origin, measured_ranks(profile, "device")),
         "collectives": _collectives(_collective_rows(profile), lambda: _host_bytes(collectives(profile)), w, origin),
         "ranks": ranks_table(profile),
     }
 
 
-def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int) -> pa.Table:
-    """``d``: the device busy intervals (rank, comm, kern, ts, te) of the profile."""
+def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int, device: set[int]) -> pa.Table:
+    """``d``: the device busy intervals (rank, comm, kern, ts, te) of the profile;
+    ``device``: the ranks with device work (overview.measured_ranks)."""
     cols: dict[str, list[Any]] = {n: [] for n in STEPS_SCHEMA.names}
     for r in np.unique(w["rank"]):
         wsel = np.flatnonzero(w["rank"] == r)
@@ -158,6 +164,7 @@ def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int) -> p
             cols["overlap_ns"].append(int(ov[j]))
             cols["exposed_ns"].append(int(comm[j] - ov[j]))
             cols["kernel_ns"].append(int(kern[j]))
+            cols["device_measured"].append(int(r) in device)
     return pa.table(cols, schema=STEPS_SCHEMA)
 
 

@@ -89,8 +89,10 @@ def summarize_rank(e: RankEvents, meta: dict[str, Any]) -> dict[str, pa.Table]:
         "te": e.te[busy],
     }
     rows, dev = e.collective_rows()
+    from .derived_mem import _sources  # overview.SOURCES_SQL on these arrays (it imports this module)
+
     return {
-        "steps": _steps(d, w, origin),
+        "steps": _steps(d, w, origin, {e.rank} if _sources(e)["device"] else set()),
         "collectives": _collectives(rows, lambda: e.host_bytes(dev), w, origin),
     }
 

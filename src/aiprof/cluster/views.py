@@ -14,6 +14,8 @@ computed from its events first (:func:`.index.ensure`).
     copies and memsets add to it; null in an index written before kernel_ns),
     exposed_comm_us (time with communication alone on the device: no computation and no
     copy under it), idle_us (step time with no device work); the four add up to step_us.
+    All four are null on a rank without device work (not measured: the index's
+    device_measured, overview.measured_ranks), as in the steps view.
 
 ``stragglers`` (one row per rank)
     rank, steps, step_us, compute_us (medians over the rank's steps), step_z, compute_z
@@ -138,12 +140,15 @@ def rank_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
     ensure(profile)
     # Indexes written before kernel_ns counted copies with the computation.
     kernel, copy = ("kernel_ns", "compute_ns - kernel_ns") if _has_kernel_ns(profile) else ("compute_ns", "NULL")
+    # Null where not measured (CASE without ELSE); greatest() would skip a null.
+    m = _device_measured(profile)
     return SqlView(
         f"""
-        SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, {kernel} / 1e3 AS compute_us,
-               greatest({copy}, 0) / 1e3 AS copy_us,
-               greatest(busy_ns - compute_ns, 0) / 1e3 AS exposed_comm_us,
-               greatest(dur_ns - busy_ns, 0) / 1e3 AS idle_us
+        SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us,
+               CASE WHEN {m} THEN {kernel} / 1e3 END AS compute_us,
+               CASE WHEN {m} THEN greatest({copy}, 0) / 1e3 END AS copy_us,
+               CASE WHEN {m} THEN greatest(busy_ns - compute_ns, 0) / 1e3 END AS exposed_comm_us,
+               CASE WHEN {m} THEN greatest(dur_ns - busy_ns, 0) / 1e3 END AS idle_us
         FROM cluster_steps WHERE step IS NOT NULL
         """
     )
@@ -267,6 +272,7 @@ def exposed_comm(profile: Profile, params: dict[str, Any]) -> SqlView:
     )
 
 
+#: The ``ranks`` view from the index; ``{m}``: whether a step row's device columns are measured.
 RANKS_SQL = """
 WITH i AS (SELECT pg, CASE WHEN seq IS NULL THEN op ELSE '' END AS kop, coalesce(seq, ordinal) AS key,
                   rank, start_ns, end_ns, bytes FROM cluster_collectives),
@@ -283,8 +289,8 @@ st AS (SELECT rank, count(step) AS steps, sum(dur_ns) / 1e3 AS step_total_us, av
               median(dur_ns) / 1e3 AS step_median_us, min(dur_ns) / 1e3 AS step_min_us, max(dur_ns) / 1e3 AS step_max_us,
               CASE WHEN count(step) > 0 AND avg(dur_ns) > 0 THEN 100.0 * (max(dur_ns) - min(dur_ns)) / avg(dur_ns) END
                   AS step_jitter_pct,
-              sum(busy_ns) / 1e3 AS device_busy_us,
-              100.0 * sum(busy_ns) / nullif(sum(dur_ns), 0) AS busy_pct
+              sum(busy_ns) FILTER (WHERE {m}) / 1e3 AS device_busy_us,
+              100.0 * sum(busy_ns) FILTER (WHERE {m}) / nullif(sum(dur_ns), 0) AS busy_pct
        FROM cluster_steps GROUP BY rank)
 SELECT st.rank::BIGINT AS rank, steps::BIGINT AS steps, step_total_us::DOUBLE AS step_total_us,
        step_mean_us::DOUBLE AS step_mean_us, step_median_us::DOUBLE AS step_median_us,
@@ -301,7 +307,7 @@ LEFT JOIN (SELECT rank, max(world_size) AS world_size FROM cluster_ranks GROUP B
 
 def ranks_from_index(profile: Profile) -> SqlView | None:
     """The ``ranks`` view from the index on disk, when the profile was opened with one."""
-    return SqlView(RANKS_SQL) if from_index(profile) else None
+    return SqlView(RANKS_SQL.replace("{m}", _device_measured(profile))) if from_index(profile) else None
 
 
 #: The ``comm_overlap`` view (analysis/communication.py's columns) as one pass over the
@@ -325,4 +331,15 @@ def comm_overlap_from_index(profile: Profile) -> SqlView | None:
 def _has_kernel_ns(profile: Profile) -> bool:
     """Whether the steps of the cluster summaries have ``kernel_ns`` (indexes written
     before it do not)."""
-    return "kernel_ns" in {r[0] for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
+    return "kernel_ns" in _steps_columns(profile)
+
+
+def _device_measured(profile: Profile) -> str:
+    """SQL: whether a row of the index's steps has its device columns measured (the
+    rank has device work); an index written before ``device_measured`` says none, and
+    its rows read as measured, as they did."""
+    return "coalesce(device_measured, true)" if "device_measured" in _steps_columns(profile) else "true"
+
+
+def _steps_columns(profile: Profile) -> set[str]:
+    return {str(r[0]) for r in profile.con.execute("DESCRIBE cluster_steps").fetchall()}
