@@ -179,6 +179,51 @@ def test_a_command_that_cannot_start_fails_as_it_would_unrecorded_and_leaves_no_
     assert rec.returncode == 2 and out.is_dir()
 
 
+def test_a_module_that_cannot_be_found_fails_in_one_line_and_leaves_no_folder(tmp_path: Path) -> None:
+    """``-m nosuchmodule`` was runpy's traceback, a partial profile and status 1: now
+    Python's own line, status 2 (as a script that cannot be opened) and nothing written."""
+    out = tmp_path / "runs" / "x"
+    for name, said in (
+        ("nosuchmodule", "No module named nosuchmodule"),
+        (
+            "nosuchpkg.sub",
+            "Error while finding module specification for 'nosuchpkg.sub' "
+            "(ModuleNotFoundError: No module named 'nosuchpkg')",
+        ),
+    ):
+        plain = subprocess.run([PY, "-m", name], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert plain.stderr == f"{PY}: {said}\n"
+        rec = aiprof("record", "-o", str(out), "--", PY, "-m", name, "arg", cwd=tmp_path)
+        assert rec.returncode == 2, rec.stderr
+        assert rec.stderr.splitlines() == [
+            plain.stderr.rstrip("\n"),
+            "aiprof: no profile was written (the job exited with code 2 before it was recorded)",
+        ], rec.stderr
+        assert not (tmp_path / "runs").exists()
+    # Without -o: the folder claimed for the run goes too.
+    rec = aiprof("record", "--", PY, "-m", "nosuchmodule", cwd=tmp_path)
+    assert rec.returncode == 2 and "Traceback" not in rec.stderr and not list(tmp_path.glob("aiprof-*"))
+    # A module of the working folder is found (it is first on the path, as under python -m).
+    (tmp_path / "here_mod.py").write_text("import sys\nprint('ran', sys.argv[1:])\n")
+    rec = aiprof("-q", "record", "-o", str(out), "--", PY, "-m", "here_mod", "a", cwd=tmp_path)
+    assert rec.returncode == 0 and rec.stdout == "ran ['a']\n", rec.stderr
+    assert (out / "rank0.aiprof" / "profile.json").is_file()
+
+
+def test_a_missing_submodule_of_a_package_is_one_line_too(tmp_path: Path) -> None:
+    """``-m json.nosuch``: json is found (and runs, recorded) before runpy knows its
+    submodule is missing: Python's one line and status 2, not runpy's traceback; an
+    ImportError of the job's own code keeps its traceback and status 1."""
+    rec = aiprof("record", "-o", str(tmp_path / "a"), "--", PY, "-m", "json.nosuch", cwd=tmp_path)
+    assert rec.returncode == 2, rec.stderr
+    assert rec.stderr.splitlines()[0] == f"{PY}: No module named json.nosuch", rec.stderr
+    assert "Traceback" not in rec.stderr and "runpy" not in rec.stderr
+    (tmp_path / "needs_dep.py").write_text("import nosuchdep\n")
+    rec = aiprof("record", "-o", str(tmp_path / "b"), "--", PY, "-m", "needs_dep", cwd=tmp_path)
+    assert rec.returncode == 1 and "Traceback" in rec.stderr, rec.stderr
+    assert "ModuleNotFoundError: No module named 'nosuchdep'" in rec.stderr
+
+
 WAIT_FOR_SIGNAL = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
 
 

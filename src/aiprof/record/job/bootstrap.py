@@ -28,7 +28,12 @@ Outcome: an exception, SIGINT or SIGTERM still writes the profile, marked partia
 a job that exits with a status of its own (``sys.exit(3)``) is recorded whole, not
 partial (``aiprof record`` says the status). The exit status is the script's. A script
 that cannot be opened is not recorded: Python's own message and status 2, as ``python
-script.py`` gives them.
+script.py`` gives them. A ``-m`` module that cannot be found is not recorded either:
+Python's own one line (``python: No module named x``) and status 2, as a script that
+cannot be opened (Python's own status there is 1). Only its top-level name is looked
+up before the job starts, which runs none of the job's code; a missing submodule of a
+package that exists (``-m pkg.nosuch``) is known only once the package has run,
+recorded: the same line and status, and the profile of that import, partial.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ from .api import Profiler
 TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing into every recorded job
 if TYPE_CHECKING:
     from typing import Any
+
+#: The exit status of a job whose script cannot be opened or whose -m module cannot be found.
+CANNOT_START = 2
 
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate")
 
@@ -132,11 +140,15 @@ def main(argv: list[str] | None = None) -> None:
     if not args:
         sys.exit("usage: python -m aiprof.record.bootstrap [-m module | -c code | script.py] [args...]")
     _log.basic_config = True  # aiprof's format for its warnings, set when one comes
-    cannot = cannot_open(args[0]) if args[0] not in ("-m", "-c") else None
+    if args[0] == "-m":
+        cannot = cannot_find(args[1]) if len(args) > 1 else None
+    else:
+        cannot = cannot_open(args[0]) if args[0] != "-c" else None
     if cannot is not None:
-        # As `python nosuch.py`: its message and status, and nothing to record.
+        # As `python nosuch.py` (or `python -m nosuch`): its message, status 2, and
+        # nothing to record.
         sys.stderr.write(cannot + "\n")
-        sys.exit(2)
+        sys.exit(CANNOT_START)
     prof = profiler_from_env()
     recording = claim() and _start(prof)
     reason: str | None = None
@@ -159,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if recording:
             _safe_stop(prof, reason)
+    if failed is not None and args[0] == "-m" and runpy_error(failed):
+        # runpy could not find or run the module (`python -m` says it in one line).
+        sys.stderr.write(f"{_prog()}: {failed}\n")
+        sys.exit(CANNOT_START)
     if failed is not None:
         # As Python would report it, from the script's own frame: not from this
         # bootstrap's or runpy's.
@@ -176,9 +192,49 @@ def cannot_open(script: str) -> str | None:
         with open(script, "rb"):
             pass
     except OSError as e:
-        prog = (getattr(sys, "orig_argv", None) or [sys.executable])[0]
-        return f"{prog}: can't open file '{os.path.abspath(script)}': [Errno {e.errno}] {e.strerror}"
+        return f"{_prog()}: can't open file '{os.path.abspath(script)}': [Errno {e.errno}] {e.strerror}"
     return None
+
+
+def cannot_find(module: str) -> str | None:
+    """Python's own message when ``-m module`` names a module that cannot be found, by
+    its top-level name (looking it up runs none of the job's code), else None (runpy
+    judges the rest once the package has run: :func:`runpy_error`)."""
+    if not module or module.startswith("."):
+        return None  # runpy's own words (empty, relative), as `python -m` says them
+    top = module.partition(".")[0]
+    # Here, not at the top: only -m needs it (runpy imports it anyway).
+    import importlib.util
+
+    # The path the module is run with (_run_target): the working folder first.
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except Exception:
+        return None  # not a plain "not found" (or a finder that fails): runpy says what it is
+    finally:
+        del sys.path[0]
+    if found:
+        return None
+    if top == module:
+        return f"{_prog()}: No module named {module}"
+    return f"{_prog()}: Error while finding module specification for {module!r} (ModuleNotFoundError: No module named {top!r})"
+
+
+def runpy_error(e: BaseException) -> bool:
+    """``e`` is runpy's own ImportError (no module, a package without ``__main__``...),
+    raised from its frames, not from the job's code: `python -m` gives these as one line."""
+    if not isinstance(e, ImportError):
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and os.path.basename(tb.tb_frame.f_code.co_filename) in ("runpy.py", "<frozen runpy>")
+
+
+def _prog() -> str:
+    """The interpreter as the job's command named it, as Python's own messages begin."""
+    return str((getattr(sys, "orig_argv", None) or [sys.executable])[0])
 
 
 def script_traceback(tb: Any) -> Any:
