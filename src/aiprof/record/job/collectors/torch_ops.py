@@ -10,6 +10,13 @@ Clock alignment: torch stamps events with its own (approximately wall) clock. At
 edges of each active window this collector emits a ``record_function`` whose name
 carries ``time.monotonic_ns()`` taken just before it; the finalizer reads those
 markers back from the trace to map torch's clock onto the recording's origin.
+
+A job that starts its own ``torch.profiler`` (or ``torch.autograd.profiler.profile``)
+while this one runs: torch runs one profiler per process, and the job's start ends this
+one's session (its stop then found none, and exporting it crashed the job: SIGSEGV). The
+collector sees the job's start (``torch.autograd.profiler``'s ``_prepare_profiler`` and
+``_enable_profiler``, which every start calls), stops and exports its own window first, and records no more: the
+job's profiler runs as it would alone, and the collector says where its operators end.
 """
 
 from __future__ import annotations
@@ -96,6 +103,12 @@ class TorchOpsCollector(Collector):
         self.markers = True
         """Whether clock-sync markers are recorded (only with the CPU activity)."""
         self._prof: Any = None
+        self._own = False
+        """Set while this collector's own profiler starts or steps."""
+        self._hooks: list[tuple[Any, str, Any]] = []
+        """(torch.autograd.profiler, name, its own function) of each call watched."""
+        self._ended: Any = None
+        """This collector's profiler once the job's own took over (kept, never freed)."""
 
     def start(self) -> None:
         import inspect  # here, not at import: the default recorder imports this module into every job
@@ -125,8 +138,61 @@ class TorchOpsCollector(Collector):
             profile_memory=o["profile_memory"],
             **extra,
         )
-        self._prof.start()
+        self._own = True
+        try:
+            self._prof.start()
+        finally:
+            self._own = False
+        self._watch()
         self._sync()
+
+    def _watch(self) -> None:
+        """Notice the job starting a profiler of its own (module doc): every start,
+        torch.profiler's and the autograd profiler's, prepares the session (which ends
+        any other) and then enables it, both through these functions of
+        torch.autograd.profiler."""
+        try:
+            import torch.autograd.profiler as ap
+        except ImportError:
+            return
+        for name in ("_prepare_profiler", "_enable_profiler"):
+            plain = getattr(ap, name, None)
+            if plain is None:
+                continue  # a torch without it: the job's profiler is not seen there
+
+            def watched(*args: Any, _plain: Any = plain, **kwargs: Any) -> Any:
+                if not self._own and self._prof is not None:
+                    self._taken_over()
+                return _plain(*args, **kwargs)
+
+            setattr(ap, name, watched)
+            self._hooks.append((ap, name, plain))
+
+    def _unwatch(self) -> None:
+        for ap, name, plain in self._hooks:
+            setattr(ap, name, plain)
+        self._hooks.clear()
+
+    def _taken_over(self) -> None:
+        """The job starts its own profiler: export this one's window, record no more."""
+        import logging
+
+        prof, self._ended = self._prof, self._prof
+        if self._recording():
+            self._sync()
+            self._own = True
+            try:
+                prof.stop()
+            except Exception as e:  # the job's profiler must start whatever happens here
+                logging.getLogger("aiprof.record").debug("stopping the ops profiler: %s", e)
+            finally:
+                self._own = False
+        self._prof = None
+        self.failed = (
+            "the job started its own torch.profiler, and torch runs one per process: aiprof's "
+            "operators end there (import the job's own trace with aiprof import for the rest)"
+        )
+        logging.getLogger("aiprof.record").warning("collector ops stops: %s", self.failed)
 
     def _recording(self) -> bool:
         import torch.profiler as tp
@@ -155,17 +221,26 @@ class TorchOpsCollector(Collector):
         if self._prof is None:
             return
         self._sync()  # the last step of a window: a marker at its end edge
-        self._prof.step()
+        self._own = True
+        try:
+            self._prof.step()
+        finally:
+            self._own = False
         self._sync()
 
     def stop(self) -> None:
+        self._unwatch()
         prof, self._prof = self._prof, None
         if prof is None:
             return
         self._prof = prof
         self._sync()
         self._prof = None
-        prof.stop()
+        self._own = True
+        try:
+            prof.stop()
+        finally:
+            self._own = False
         if self.process_ends:
             # Freeing the profiler's record of every op (a C++ vector of results)
             # costs the job ~0.15 s at exit on a 177k-op trace (glibc consolidating
