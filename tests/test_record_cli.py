@@ -16,6 +16,7 @@ import pytest
 from aiprof.record import active
 from aiprof.record.environment import RUNNER
 from aiprof.record.launcher.launch import wrap_python
+from record_support import record_run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_cpu.py"
@@ -444,3 +445,39 @@ def test_the_finalizers_modules_are_warmed_up_before_the_job_ends() -> None:
     done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] ['pyarrow', 'duckdb', 'aiprof.store.writer']"
+
+
+IDLE_THREADS_JOB = """
+import threading, torch
+torch.set_num_threads(1)
+stop = threading.Event()
+for _ in range(3):  # parked all along, as a queue's feeder thread is
+    threading.Thread(target=stop.wait, daemon=True).start()
+m = torch.nn.Linear(256, 256)
+opt = torch.optim.SGD(m.parameters(), 0.01)
+
+def crunch():
+    s = 0.0
+    for i in range(20000):
+        s += i * 0.5
+    return s
+
+for _ in range(25):
+    crunch()
+    m(torch.randn(16, 256)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+stop.set()
+"""
+
+
+def test_the_summary_s_hottest_python_is_the_step_thread_s(tmp_path: Path) -> None:
+    """Three threads parked in a wait beside the training loop held three samples of
+    every four: the summary led with `Event.wait`. The hottest Python inside the steps is
+    the step thread's own."""
+    _out, rec = record_run(tmp_path, IDLE_THREADS_JOB)
+    line = next(x for x in rec.stderr.splitlines() if "hottest Python" in x)
+    assert "inside steps" in line, line
+    first = line.split(":", 2)[2].strip().split(";")[0]
+    assert first.startswith("crunch (job.py:"), line
+    assert "wait" not in line.lower(), line

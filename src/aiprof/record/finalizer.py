@@ -204,7 +204,8 @@ def finalize(
         dev = load("device")
         if dev is not None:
             _write_devices(w, dev, rank, clock, summary)
-        ops = load("ops")
+        # The operators (--ops), else the default device trace: the same raw data.
+        ops = load("ops") or load("device_trace")
         if ops is not None:
             annotated = {a[2] for a in marks.get("annotations", [])}
             _write_ops(ctx, ops, raw_dir, mono0, clock, summary, annotated)
@@ -478,7 +479,10 @@ def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, s
     stacks = py["stack"]
     inside = _inside_windows(ts, summary.step_windows)
     if inside:
-        stacks = [stacks[i] for i in inside]
+        # The threads that ran the steps: another thread parked meanwhile (a queue's
+        # feeder, a DataLoader's pin thread, a logger) would lead with its wait.
+        mine = [i for i in inside if py["tid"][i] in summary.step_tids]
+        stacks = [stacks[i] for i in (mine or inside)]
         summary.hottest_in_steps = True
     names: Counter[str] = Counter()
     for node, count in Counter(stacks).items():
