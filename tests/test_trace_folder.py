@@ -45,3 +45,18 @@ def test_folder_without_traces_is_one_line(tmp_path: Path) -> None:
 def test_notebook_handle_on_a_folder_of_traces(tmp_path: Path) -> None:
     h = open_handle([_tb_folder(tmp_path)])
     assert h.report("steps").total == 4
+
+
+def test_a_folder_of_recordings_is_named_as_such(tmp_path: Path) -> None:
+    """`aiprof report runs/` on a folder of runs answered that no importer recognises
+    it (the 24 formats' reasons): it says what the folder is and names a run to give."""
+    traces = _tb_folder(tmp_path)
+    runs = tmp_path / "runs"
+    for name in ("base", "fixed"):
+        r = cli("import", traces, "-o", runs / name)
+        assert r.returncode == 0, r.stderr
+    r = cli("report", runs)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "a folder of 2 aiprof recordings (base, fixed), not one" in r.stderr
+    assert f"e.g. {runs / 'base'}" in r.stderr
+    assert cli("report", runs / "base").returncode == 0

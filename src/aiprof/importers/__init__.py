@@ -101,7 +101,28 @@ def choose(path: Path, forced: str | None = None) -> Importer:
             log.info("importing %s as %s (%s)", path, imp.name, d.reason)
             return imp
         reasons.append((imp.name, d))
+    runs = _recordings_in(path)
+    if runs:
+        names = ", ".join(r.name for r in runs[:5]) + (", ..." if len(runs) > 5 else "")
+        raise ImportFormatError(
+            f"{path}: a folder of {len(runs)} aiprof recordings ({names}), not one: "
+            f"name one (or several to read together), e.g. {runs[0]}"
+        )
     raise ImportFormatError(f"{path}: no importer recognises it ({_why(path, reasons, by_name)})")
+
+
+def _recordings_in(path: Path) -> list[Path]:
+    """The subfolders of the folder ``path`` that are aiprof profiles or hold some (a
+    recording's ``rank<N>.aiprof``): a folder of runs, given where one was meant."""
+    from ..store.reader import find_profiles
+
+    if not path.is_dir():
+        return []
+    try:
+        subs = sorted(c for c in path.iterdir() if c.is_dir() and not c.name.startswith("."))
+    except OSError:
+        return []
+    return [c for c in subs if find_profiles(c)]
 
 
 def _sniff(path: Path) -> str:
