@@ -89,6 +89,11 @@ def test_advice_page_equals_the_cli_on_every_capture(page: Any, base: str, serve
                 assert c.locator(f".snippet[data-name={name}] pre").inner_text() == code
         if not cli["advice"]:
             assert "No advice" in page.locator("#advice .empty").inner_text()
+        # ...and under them the rules that could not judge, per missing datum, as the CLI lists them.
+        shown = page.locator("#advice-not-judged li").evaluate_all(
+            "ls => ls.map(l => [l.dataset.missing, l.querySelector('.rules').textContent])"
+        )
+        assert shown == [[g["missing"], ", ".join(g["rules"])] for g in cli["not_judged"]], rel
         fired += len(cli["advice"])
     assert fired >= 30
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,13 @@ def set_last(handle: ProfileHandle) -> None:
 
 
 class AdviceList(list["Advice"]):
-    """Advice items, ranked by expected gain; displays as HTML in a notebook."""
+    """Advice items, ranked by expected gain; displays as HTML in a notebook, with the
+    rules that could not judge for lack of data (``not_judged``, as ``aiprof advise
+    --format json`` lists them: ``{"missing": reason, "rules": [ids]}`` per missing datum)."""
+
+    def __init__(self, items: Iterable[Advice] = (), not_judged: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(items)
+        self.not_judged: list[dict[str, Any]] = list(not_judged or [])
 
     def to_json(self) -> list[dict[str, Any]]:
         return [a.to_json() for a in self]
@@ -46,7 +53,7 @@ class AdviceList(list["Advice"]):
     def _repr_html_(self) -> str:
         from .inline import advice_html
 
-        return advice_html(self.to_json(), len(self))
+        return advice_html(self.to_json(), len(self), self.not_judged)
 
 
 class ProfileHandle:
@@ -103,10 +110,14 @@ class ProfileHandle:
         return Table(res.table, title=views()[view].title, total=res.total, units=res.units)
 
     def advise(self, min_severity: str = "low") -> AdviceList:
-        """Optimization advice with evidence, ranked by expected gain (``aiprof advise``)."""
-        from ..advise import advise
+        """Optimization advice with evidence, ranked by expected gain (``aiprof advise``);
+        its ``not_judged`` lists the rules that could not judge for lack of data."""
+        from ..advise import VERDICTS, advise, not_judged
+        from ..advise.base import Context
 
-        return AdviceList(advise(self.profile, min_severity=min_severity))
+        ctx = Context(self.profile)
+        items = advise(self.profile, min_severity=min_severity, ctx=ctx)
+        return AdviceList(items, not_judged(ctx.cache.get(VERDICTS) or []))
 
     def sql(self, query: str) -> Table:
         """QUERY over the tables events, counters, memory, samples, frames, tracks,

@@ -87,13 +87,17 @@ def overview_data(handle: ProfileHandle) -> dict[str, Any]:
     part("overview", lambda: run(prof, "overview", Query()).rows)
     part("steps", lambda: run(prof, "steps", Query()).rows)
 
-    def advice() -> list[dict[str, Any]]:
-        from ..advise import advise
+    def advice() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        from ..advise import VERDICTS, advise, not_judged
+        from ..advise.base import Context
 
-        return [a.to_json() for a in advise(prof)]
+        ctx = Context(prof)
+        items = [a.to_json() for a in advise(prof, ctx=ctx)]
+        return items, not_judged(ctx.cache.get(VERDICTS) or [])
 
+    out["not_judged"] = []
     try:
-        out["advice"] = advice()
+        out["advice"], out["not_judged"] = advice()
     except Exception as e:  # the proposer failing must not hide the rest
         out["advice"] = None
         out["errors"]["advice"] = f"the proposer failed: {e}"
@@ -228,12 +232,46 @@ def _device_table(ov: list[dict[str, Any]], accelerators: bool) -> str:
     return f'<table class="aiprof-devices" style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{"".join(out)}</tbody></table>{note}'
 
 
-def advice_html(items: list[dict[str, Any]], total: int) -> str:
-    """Advice items (``Advice.to_json()``) with their evidence and fix."""
+def not_judged_html(groups: list[dict[str, Any]], listed: bool = True) -> str:
+    """The rules that could not judge for lack of data (``advise.not_judged``), in
+    ``aiprof advise``'s words: a "Not judged" section with one line per missing datum and
+    the rules it kept from judging; ``listed=False``: the count alone, pointing at the
+    list. Nothing where every rule had its data."""
+    n = sum(len(g["rules"]) for g in groups)
+    if not n:
+        return ""
+    head = f"{n} rules could not judge for lack of data"
+    if not listed:
+        return f'<div class="aiprof-not-judged" style="{_MUTED}">{esc(head)} (<code>_aiprof.advise()</code> lists them).</div>'
+    lines = "".join(
+        f'<li><span style="font-weight:600">{esc(str(g["missing"]))}</span>: '
+        f'<code style="font-size:12px">{esc(", ".join(str(r) for r in g["rules"]))}</code></li>'
+        for g in groups
+    )
+    return (
+        f'<div class="aiprof-not-judged" style="margin:6px 0">'
+        f'<div><b>Not judged</b><span style="{_MUTED}"> · {esc(head)}:</span></div>'
+        f'<ul style="margin:2px 0;padding-left:20px">{lines}</ul></div>'
+    )
+
+
+def advice_html(
+    items: list[dict[str, Any]], total: int, not_judged: list[dict[str, Any]] | None = None, listed: bool = True
+) -> str:
+    """Advice items (``Advice.to_json()``) with their evidence and fix, then the rules
+    that could not judge for lack of data (``not_judged``: :func:`not_judged_html`; where
+    there is advice and not ``listed``, their count alone)."""
     from ..advise import shown_snippet
 
+    groups = not_judged or []
     if not items:
-        return f'<p class="aiprof-advice" style="{_MUTED};margin:2px 0">No advice: no rule fired.</p>'
+        if not groups:
+            return f'<p class="aiprof-advice" style="{_MUTED};margin:2px 0">No advice: no rule fired.</p>'
+        # "No rule fired" would read as "nothing wrong" where rules lacked their data.
+        return (
+            f'<div class="aiprof-advice"><p style="{_MUTED};margin:2px 0">No advice: no rule fired on the data '
+            f"this profile holds.</p>{not_judged_html(groups)}</div>"
+        )
     out = []
     for a in items:
         sev = str(a.get("severity", "low"))
@@ -258,7 +296,7 @@ def advice_html(items: list[dict[str, Any]], total: int) -> str:
             f"<div><b>Fix:</b> {esc(str(a.get('fix', '')))}</div>{code}</div>"
         )
     more = f'<div style="{_MUTED}">{total - len(items)} more: _aiprof.advise()</div>' if total > len(items) else ""
-    return f'<div class="aiprof-advice">{"".join(out)}{more}</div>'
+    return f'<div class="aiprof-advice">{"".join(out)}{more}{not_judged_html(groups, listed)}</div>'
 
 
 def _facts(handle: ProfileHandle, data: dict[str, Any]) -> str:
@@ -322,7 +360,7 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
     if advice is None:
         parts.append(f'<p style="{_MUTED}">{esc(errors.get("advice", "no advice"))}</p>')
     else:
-        parts.append(advice_html(advice[:TOP_ADVICE], len(advice)))
+        parts.append(advice_html(advice[:TOP_ADVICE], len(advice), data.get("not_judged"), listed=False))
 
     tops = [
         (
@@ -373,6 +411,10 @@ def summary_text(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
             lines.append(f"  rank {r['rank']} {r['category']}: {_ms(r.get('time_us'))} ({r['percent']:.1f}%)")
     for a in (data.get("advice") or [])[:TOP_ADVICE]:
         lines.append(f"  advice [{a['severity']}] {a['title']} (expected gain {a['gain_pct']:.1f}% of step time)")
+    unjudged = sum(len(g["rules"]) for g in data.get("not_judged") or [])
+    if unjudged:
+        none = "no advice: no rule fired on the data this profile holds; " if data.get("advice") == [] else ""
+        lines.append(f"  {none}{unjudged} rules could not judge for lack of data (_aiprof.advise() lists them)")
     lines.append(f"profile: {', '.join(str(p) for p in handle.paths)}")
     return "\n".join(lines)
 

@@ -108,7 +108,12 @@ class TrackInfo(Model):
 
 
 class TracksResponse(Model):
-    span_ns: list[int]
+    span_ns: list[int] = Field(description="[t0, t1] of every event, samples and counters included (ns)")
+    shown_ns: list[int] = Field(
+        description="[t0, t1] of what the listed tracks draw, and the samples, counters and memory (ns): the "
+        "timeline's first view and the default window; narrower than span_ns where tracks are left out "
+        "(Kineto's placeholder span and markers)"
+    )
     tracks: list[TrackInfo]
 
 
@@ -360,6 +365,13 @@ class AdviceItem(Model):
     also: list[dict[str, Any]]
 
 
+class NotJudged(Model):
+    """Rules that could not judge for lack of one datum (advise.not_judged)."""
+
+    missing: str = Field(description="what the profile lacks, as the rules say it (NotEnoughData's reason)")
+    rules: list[str] = Field(description="the ids of the rules it kept from judging")
+
+
 class AdviceResponse(Model):
     """``advise_json``'s document (what ``aiprof advise --format json`` prints), and
     whether the proposer is installed."""
@@ -373,6 +385,11 @@ class AdviceResponse(Model):
     causes: dict[str, float] | None = None
     gain_sum_pct: float | None = None
     warnings: list[str] = []
+    not_judged: list[NotJudged] = Field(
+        [],
+        description="the rules that could not judge for lack of data, one entry per missing datum, as aiprof "
+        "advise --format json lists them (a rule that did not fire is silent only where it had the data)",
+    )
 
 
 class SqlBody(BaseModel):

@@ -54,8 +54,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 Pid = Annotated[str, Path(description="profile id (from /profiles)")]
-T0 = Annotated[int | None, Query(description="window start, ns (default: the profile's first event)")]
-T1 = Annotated[int | None, Query(description="window end, ns (default: the last event's end)")]
+T0 = Annotated[int | None, Query(description="window start, ns (default: shown_ns[0] of /tracks, the first drawn)")]
+T1 = Annotated[int | None, Query(description="window end, ns (default: shown_ns[1] of /tracks, the last drawn end)")]
 Width = Annotated[int, Query(ge=1, le=20000, description="pixels the window is drawn on")]
 Tracks = Annotated[str | None, Query(description="track ids 'a,b,c' (default: all)")]
 MaxItems = Annotated[int, Query(ge=1, le=100000, description="most merged items returned")]
@@ -212,10 +212,10 @@ def build_router(lib: Library) -> APIRouter:
         return SeriesQuery(e.profile, e.series_lock, e.series_cache, e.reading)
 
     def window(tl: Timeline, t0: int | None, t1: int | None, width: int, tracks: Any, max_items: int) -> Window:
-        tl.build()
-        return Window.parse(
-            tl.span[0] if t0 is None else t0, tl.span[1] if t1 is None else t1, width, tracks, max_items
-        )
+        # The default window is the page's first view (shown_ns), asked for before the
+        # track list comes: what the shown tracks draw, not Kineto's hidden placeholders.
+        a, b = tl.shown_span() if t0 is None or t1 is None else (t0, t1)
+        return Window.parse(a if t0 is None else t0, b if t1 is None else t1, width, tracks, max_items)
 
     @r.get("/views", response_model=list[m.ViewInfo], summary="The analysers: name, title, columns, default sort")
     def list_views() -> Response:
@@ -297,7 +297,7 @@ def build_router(lib: Library) -> APIRouter:
     def tracks(pid: Pid) -> Response:
         tl = timeline_of(pid)
         rows = tl.tracks()
-        return json_response({"span_ns": list(tl.span), "tracks": rows})
+        return json_response({"span_ns": list(tl.span), "shown_ns": list(tl.shown_span()), "tracks": rows})
 
     def window_routes(path: str, name: str, answer: Any, model: Any, summary: str) -> None:
         """GET (query parameters) and POST (a JSON body) of one window answer."""

@@ -149,6 +149,7 @@ class Timeline:
         self._flow_ts: np.ndarray | None = None
         self._names_by_id: list[str] = []
         self.span: tuple[int, int] = (0, 0)
+        self._shown: tuple[int, int] | None = None
 
     # -- building -------------------------------------------------------------------
 
@@ -466,16 +467,60 @@ class Timeline:
             deepest = np.zeros(size, np.int64)
             np.maximum.at(deepest, deep.track, deep.depth)
             placeholders = self._kineto_placeholders(tracks, deep)
-            self._track_rows = [
+            listed = [
                 {**t, "max_depth": int(deepest[int(t["track"])])}
                 for t in tracks
                 if int(t["events"] or 0) > 0 and int(t["track"]) not in placeholders
             ]
+            shown = np.zeros(size, dtype=bool)
+            shown[[int(t["track"]) for t in listed]] = True
+            # The extent first: a request that finds the rows set (several run at once)
+            # finds it set too.
+            self._shown = self._shown_extent(deep, shown)
+            self._track_rows = listed
         rows = [dict(r) for r in self._track_rows]
         many = len({r["rank"] for r in rows}) > 1
         for r in rows:
             r["name"] = (f"rank {r['rank']} " if many else "") + track_name(r)
         return rows
+
+    def shown_span(self) -> tuple[int, int]:
+        """[t0, t1] (ns) of what the timeline draws: the events of the tracks
+        :meth:`tracks` lists, and the samples, counters and memory events; the first
+        view. ``span`` (the axis the levels of detail are cut on) may be wider: it also
+        covers the events of the tracks left out, such as Kineto's placeholder span,
+        which starts when the profiler was set up (95 ms before the first event of
+        kineto/V100's rank-0 trace). ``span`` itself where nothing is drawn."""
+        self.tracks()
+        assert self._shown is not None
+        return self._shown
+
+    def _shown_extent(self, deep: tiles.Spans, shown: np.ndarray) -> tuple[int, int]:
+        """:meth:`shown_span` from ``deep`` (a level of the events: a merged row spans
+        exactly the events it merges) and ``shown`` (track id -> listed)."""
+        lo: int | None = None
+        hi: int | None = None
+        at = shown[deep.track] if len(deep.track) else np.zeros(0, dtype=bool)
+        if at.any():
+            ts = deep.ts[at]
+            lo, hi = int(ts.min()), int((ts + deep.dur[at]).max())
+        # Samples, counters and allocator events are drawn too (their own tracks).
+        with self._reading() as prof:
+            row = next(
+                iter(
+                    prof.con.execute(
+                        "SELECT min(ts), max(ts) FROM (SELECT ts FROM samples UNION ALL SELECT ts FROM counters "
+                        "UNION ALL SELECT ts FROM memory)"
+                    ).fetchall()
+                ),
+                None,
+            )
+        if row and row[0] is not None:
+            lo = int(row[0]) if lo is None else min(lo, int(row[0]))
+            hi = int(row[1]) if hi is None else max(hi, int(row[1]))
+        if lo is None or hi is None:
+            return self.span
+        return max(lo, self.span[0]), min(hi, self.span[1])
 
     def _kineto_placeholders(self, tracks: list[dict[str, Any]], deep: tiles.Spans) -> set[int]:
         """The ids of the host tracks holding only Kineto's markers (see

@@ -454,6 +454,12 @@ export interface components {
             deferred: boolean;
             /** Gain Sum Pct */
             gain_sum_pct?: number | null;
+            /**
+             * Not Judged
+             * @description the rules that could not judge for lack of data, one entry per missing datum, as aiprof advise --format json lists them (a rule that did not fire is silent only where it had the data)
+             * @default []
+             */
+            not_judged: components["schemas"]["NotJudged"][];
             /** Reason */
             reason?: string | null;
             /** Total Us */
@@ -820,6 +826,24 @@ export interface components {
             name: string;
             /** Time Ns */
             time_ns: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * NotJudged
+         * @description Rules that could not judge for lack of one datum (advise.not_judged).
+         */
+        NotJudged: {
+            /**
+             * Missing
+             * @description what the profile lacks, as the rules say it (NotEnoughData's reason)
+             */
+            missing: string;
+            /**
+             * Rules
+             * @description the ids of the rules it kept from judging
+             */
+            rules: string[];
         } & {
             [key: string]: unknown;
         };
@@ -1241,7 +1265,15 @@ export interface components {
         };
         /** TracksResponse */
         TracksResponse: {
-            /** Span Ns */
+            /**
+             * Shown Ns
+             * @description [t0, t1] of what the listed tracks draw, and the samples, counters and memory (ns): the timeline's first view and the default window; narrower than span_ns where tracks are left out (Kineto's placeholder span and markers)
+             */
+            shown_ns: number[];
+            /**
+             * Span Ns
+             * @description [t0, t1] of every event, samples and counters included (ns)
+             */
             span_ns: number[];
             /** Tracks */
             tracks: components["schemas"]["TrackInfo"][];
@@ -1940,9 +1972,9 @@ export interface operations {
                 rank?: number | null;
                 /** @description device index */
                 device?: number | null;
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description pixels the window is drawn on */
                 width?: number;
@@ -2091,9 +2123,9 @@ export interface operations {
                 rank?: number | null;
                 /** @description device index */
                 device?: number | null;
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description pixels the window is drawn on */
                 width?: number;
@@ -2240,9 +2272,9 @@ export interface operations {
             query?: {
                 /** @description rank */
                 rank?: number | null;
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
             };
             header?: never;
@@ -2313,9 +2345,9 @@ export interface operations {
     samples_window_api_v1_profiles__pid__samples_window_get: {
         parameters: {
             query?: {
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description pixels the window is drawn on */
                 width?: number;
@@ -2535,9 +2567,9 @@ export interface operations {
     timeline_api_v1_profiles__pid__timeline_get: {
         parameters: {
             query?: {
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description pixels the window is drawn on */
                 width?: number;
@@ -2839,9 +2871,9 @@ export interface operations {
                 exact?: boolean;
                 /** @description only events of this kind */
                 kind?: string | null;
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description ts: in time order; -dur: longest first */
                 order?: "ts" | "-dur";
@@ -2916,9 +2948,9 @@ export interface operations {
     timeline_summary_api_v1_profiles__pid__timeline_summary_get: {
         parameters: {
             query?: {
-                /** @description window start, ns (default: the profile's first event) */
+                /** @description window start, ns (default: shown_ns[0] of /tracks, the first drawn) */
                 t0?: number | null;
-                /** @description window end, ns (default: the last event's end) */
+                /** @description window end, ns (default: shown_ns[1] of /tracks, the last drawn end) */
                 t1?: number | null;
                 /** @description pixels the window is drawn on */
                 width?: number;

@@ -2,7 +2,8 @@
 // serves advise_json), one card per item in its order: severity, expected gain as a
 // bar, the summary and how the gain was bounded, the evidence as a table with units,
 // the fix with its code snippets (copy buttons) and "show on timeline" where the
-// evidence names a step or an event.
+// evidence names a step or an event; under them, the rules that could not judge for
+// lack of data (not_judged), per missing datum, as `aiprof advise` words them.
 import { api, EMBED, profilePath, type AdviceResponse, type ProfileMeta } from "../lib/api";
 import { h } from "../lib/dom";
 import { exportButtons } from "../lib/export";
@@ -11,6 +12,7 @@ import { pid } from "../state/app";
 import { showName, showStep } from "./show";
 
 type Item = AdviceResponse["advice"][number];
+type NotJudged = NonNullable<AdviceResponse["not_judged"]>[number];
 
 export async function adviceList(n?: number, every = false): Promise<HTMLElement> {
   const box = h("div", { id: "advice" });
@@ -43,8 +45,12 @@ export async function adviceList(n?: number, every = false): Promise<HTMLElement
     return box;
   }
   for (const w of a.warnings ?? []) box.append(h("p", { class: "warn-line" }, "Warning: " + w));
+  const groups = a.not_judged ?? [];
   if (!a.advice.length) {
-    box.append(h("p", { class: "muted empty" }, every ? "No advice: no rule fired, not even under 1% of step time." : await whyEmpty()));
+    // Rules that could not judge: "no rule fired" would read as "nothing wrong" (the CLI's words).
+    const none = groups.length ? NONE_ON_THIS_DATA : "No advice: no rule fired, not even under 1% of step time.";
+    box.append(h("p", { class: "muted empty" }, every ? none : await whyEmpty(groups.length > 0)));
+    if (n === undefined && groups.length) box.append(notJudged(groups));
     if (n === undefined && !every && !EMBED) box.append(allButton(box, n));
     return box;
   }
@@ -54,9 +60,23 @@ export async function adviceList(n?: number, every = false): Promise<HTMLElement
     box.append(h("p", { class: "muted", id: "advice-sum" },
       `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of step time (each µs counted for one cause)` +
         (a.total_us ? `; profiled step time ${fmtNs(a.total_us * 1e3)}.` : ".")));
+    if (groups.length) box.append(notJudged(groups));
     if (!every && !EMBED) box.append(allButton(box, n));
   }
   return box;
+}
+
+/** `aiprof advise`'s first line where no rule fired and some could not judge. */
+const NONE_ON_THIS_DATA = "No advice: no rule fired on the data this profile holds.";
+
+/** The rules that could not judge for lack of data, one line per missing datum, in the
+ * CLI's words (cli/advise.py not_judged_lines), unfolded (it folds). */
+function notJudged(groups: NotJudged[]): HTMLElement {
+  const n = groups.reduce((s, g) => s + g.rules.length, 0);
+  const list = h("ul", {}, groups.map((g) => h("li", { "data-missing": g.missing },
+    h("span", { class: "missing" }, g.missing), ": ", h("span", { class: "rules" }, g.rules.join(", ")))));
+  return h("details", { id: "advice-not-judged", class: "not-judged", open: true },
+    h("summary", {}, h("b", {}, "Not judged"), ` · ${n} rules could not judge for lack of data:`), list);
 }
 
 /** The items under 1% of step time too (aiprof advise --all), shown when asked. */
@@ -111,8 +131,9 @@ function card(a: Item, rank: number, full: boolean): HTMLElement {
   return div;
 }
 
-/** Why no rule fired, from what the profile holds, and the command that records what is missing. */
-async function whyEmpty(): Promise<string> {
+/** Why no rule fired, from what the profile holds, and the command that records what is
+ * missing; ``unjudged``: some rules could not judge (listed under it). */
+async function whyEmpty(unjudged: boolean): Promise<string> {
   let meta: ProfileMeta | null = null;
   try {
     meta = await api<ProfileMeta>(profilePath(pid()));
@@ -123,12 +144,16 @@ async function whyEmpty(): Promise<string> {
   if (meta && !t.events) {
     const rows = Object.entries(t).filter(([, n]) => n > 0).map(([k, n]) => `${n.toLocaleString("en-US")} rows of ${k}`);
     const held = rows.length ? ` (it holds ${rows.join(", ")} only)` : "";
-    return `No advice: this profile has no trace events${held}, and every rule reads the run's events. ` +
-      "Record a trace with `aiprof record -o OUT -- python train.py` (add --ops for operators), or import the framework profiler's trace (`aiprof import trace.json`).";
+    const record = "Record a trace with `aiprof record -o OUT -- python train.py` (add --ops for operators), or import the framework profiler's trace (`aiprof import trace.json`).";
+    if (unjudged) return `${NONE_ON_THIS_DATA.slice(0, -1)}: it has no trace events${held}. ${record}`;
+    return `No advice: this profile has no trace events${held}, and every rule reads the run's events. ${record}`;
   }
+  const mark = "Mark steps (torch.profiler's prof.step(), or aiprof.annotate) or let `aiprof record` find them (one per optimizer.step()).";
   if (meta && !(meta.steps ?? []).length)
-    return "No advice: no training steps were found, and gains are shares of step time. Mark steps (torch.profiler's prof.step(), " +
-      "or aiprof.annotate) or let `aiprof record` find them (one per optimizer.step()).";
+    return unjudged
+      ? `${NONE_ON_THIS_DATA.slice(0, -1)}, and no training steps were found (gains are shares of step time). ${mark}`
+      : `No advice: no training steps were found, and gains are shares of step time. ${mark}`;
+  if (unjudged) return NONE_ON_THIS_DATA.slice(0, -1) + " (`aiprof advise --all` lists the items under 1% of step time).";
   return "No advice: nothing stands out; no rule's expected gain reaches 1% of step time (`aiprof advise --all` lists the smaller items).";
 }
 

@@ -178,7 +178,14 @@ async function topAdvice(box: HTMLElement, answer: Promise<AdviceResponse>): Pro
       box.append(h("p", { class: "muted" }, "Not computed yet: " + (a.reason || "") + "."));
       box.append(link("Compute it on the Advice page →"));
     } else if (!a.available) box.append(h("p", { class: "muted" }, "No advice: " + (a.reason || "the proposer is not available") + "."));
-    else if (!a.advice.length) box.append(h("p", { class: "muted" }, "No advice: nothing stands out in this profile."));
+    else if (!a.advice.length) {
+      // Rules that could not judge for lack of data: not "nothing stands out" (the CLI's words).
+      const n = (a.not_judged ?? []).reduce((s, g) => s + g.rules.length, 0);
+      box.append(h("p", { class: "muted", id: "top-advice-none" }, ...(n
+        ? [`No advice: no rule fired on the data this profile holds; ${n} rules could not judge for lack of data (the `,
+          link("Advice page"), " lists them)."]
+        : ["No advice: nothing stands out in this profile."])));
+    }
     for (const raw of a.advice.slice(0, TOP_ADVICE)) {
       const item = raw as Record<string, unknown>;
       const gain = Number(item.gain_pct);

@@ -46,8 +46,8 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
   const P = (p: string) => profilePath(pid(), p);
   const r0 = state.route;
   // The first window is asked for with the track list, not after it: the server's
-  // default window is the whole span, which is the view when the URL holds none (and
-  // the canvas will be about as wide as the page).
+  // default window is what the shown tracks draw (shown_ns), which is the view when the
+  // URL holds none (and the canvas will be about as wide as the page).
   const w0 = r0.t0 !== undefined && r0.t1 !== undefined ? padded(r0.t0, r0.t1) : {};
   const firstWin = api<WindowResponse>(P("/timeline"), { ...w0, width: Math.round(Math.max(50, (main.clientWidth || 1000) - LABEL_W) * 1.5) })
     .catch(() => null);
@@ -64,7 +64,10 @@ export async function timelinePage(main: HTMLElement): Promise<() => void> {
     return { key: t.key, rank: t.rank, pid: t.pid, tid: t.tid, depth };
   });
   const tracks = trk.tracks as TrackInfo[];
-  const span = trk.span_ns as [number, number];
+  // The first view (and "0"): what the shown tracks draw, not the whole span, which
+  // also covers the tracks left out (Kineto's placeholder span starts when the profiler
+  // was set up, ~95 ms before the first event of a trace). The axis stays the profile's.
+  const span = (trk.shown_ns ?? trk.span_ns) as [number, number];
   const metrics = counterList.metrics;
   const counters: CounterInfo[] = [];
   counters.push(...memoryCounters(memInfo?.peaks ?? []));
