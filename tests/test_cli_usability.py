@@ -111,6 +111,17 @@ def test_events_table_says_ts_and_dur_are_ns(v100: Path) -> None:
     assert units["ts"] == units["dur"] == "ns" and units["ts_us"] == "µs"
 
 
+def test_every_column_says_its_unit_even_those_made_per_category(v100: Path) -> None:
+    """The steps view's per-category columns (kernel_us, runtime_us, idle_us...) had unit
+    null in the JSON and the API: only start_us and duration_us were named."""
+    doc = json.loads(run("report", v100, "--view", "steps", "--format", "json").stdout)
+    units = {c["name"]: c["unit"] for c in doc["columns"]}
+    timed = [c for c in units if c.endswith("_us")]
+    assert {"kernel_us", "runtime_us", "idle_us", "other_us"} <= set(timed)
+    assert all(units[c] == "µs" for c in timed), units
+    assert units["rank"] is None and units["step"] is None
+
+
 def test_header_adds_the_unit_only_where_the_name_lacks_it() -> None:
     assert header("ts", "ns") == "ts (ns)"
     assert header("total_us", "µs") == "total_us"

@@ -69,6 +69,19 @@ def analyser(
     return deco
 
 
+#: A column's unit from its name's ending, where its analyser names none: a view's
+#: columns made per category or per metric (the steps view's ``<category>_us``) are not
+#: listed one by one.
+UNIT_SUFFIXES = (("_us", "µs"), ("_ms", "ms"), ("_ns", "ns"), ("_pct", "%"), ("_bytes", "B"))
+
+
+def unit_of(column: str, units: dict[str, str]) -> str | None:
+    """The unit of ``column``: its analyser's, else by :data:`UNIT_SUFFIXES`."""
+    if column in units:
+        return units[column]
+    return next((u for suffix, u in UNIT_SUFFIXES if column.endswith(suffix)), None)
+
+
 @dataclass
 class Result:
     """A page of an analyser's rows and how many rows matched in all."""
@@ -78,6 +91,12 @@ class Result:
     total: int
     query: Query
     units: dict[str, str]
+
+    def __post_init__(self) -> None:
+        # Every column's unit, named or by its name (unit_of): the API, the CLI's
+        # headers and the notebook read the same.
+        named = self.units
+        self.units = {f.name: u for f in self.table.schema if (u := unit_of(f.name, named)) is not None}
 
     @property
     def rows(self) -> list[dict[str, Any]]:
