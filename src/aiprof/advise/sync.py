@@ -210,8 +210,10 @@ def gc_pauses(ctx: Context) -> Outcome:
     # (other importers name them otherwise) count as removable.
     young = sum(float(r["blocked_us"]) for r in gc if str(r["name"]).startswith("gc gen") and r["name"] != FULL_GC)
     full = t - young
+    # Without steps every pause counts: they pause the run (the profiled time), not steps.
     return make(
-        f"Garbage collection pauses the steps for up to {worst / 1000:.1f} ms ({t / 1000:.1f} ms in all; "
+        f"Garbage collection pauses {'the steps' if ctx.steps() else 'the run'} for up to {worst / 1000:.1f} ms "
+        f"({t / 1000:.1f} ms in all; "
         f"{full / 1000:.1f} ms in full collections, which walk the long-lived heap).",
         {
             "max_pause_us": worst,

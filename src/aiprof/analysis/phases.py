@@ -9,8 +9,23 @@ thread (``Optimizer.step#...``, ``enumerate(DataLoader)#...``, autograd's
 ``evaluate_function``, ``aten::item`` / ``aten::_local_scalar_dense``, a collective)
 takes that phase whatever its frames say.
 
+A rank without steps (an inference loop; a job cut short before its steps were
+written) has one window, its whole run: the span of its events and of its step
+thread's samples (the events alone can end long before the job: an inference loop's
+GC pauses stop with its setup). Its rows say step null, as all steps do.
+
+Imports. A stack under a frame of the import machinery (``<frozen
+importlib._bootstrap>``, ``_bootstrap_external``, as ``_call_with_frames_removed``)
+runs an ``import``: the frames inside it say nothing of the work (``import torch``
+runs ``torch/distributed/``'s module code without communicating). In a step (a lazy
+import: the first ``opt.step()`` importing ``torch._dynamo``) the sample takes the
+phase of the frames outside the import, the call that pays for it. In the whole run of
+a rank without steps it is ``startup``: not a phase of the work, a row of its own
+where it has samples (``import torch``, ``torch.optim.SGD(...)`` importing
+``torch._dynamo``); the steps view has no column of it.
+
 Rules (docs/record.md), strongest first; a stack takes the strongest phase of any of
-its frames:
+its frames (those outside an import):
 
 ====================  =======================================================================
 sync                  the innermost frame's line calls ``.item()``, ``.cpu()``, ``.tolist()``,
@@ -32,8 +47,10 @@ script's file is not readable, the line rules do not apply.
 
 Views:
 
-``phases`` (one row per rank, step and phase; step null = all steps)
-    rank, step, phase, samples, time_us, percent (of the step time).
+``phases`` (one row per rank, step and phase; step null = all steps, or the whole run
+of a rank without steps)
+    rank, step, phase, samples, time_us, percent (of the step time). ``startup`` has
+    a row only in a rank whose samples hold some.
 
 ``phase_hotspots`` (one row per rank, phase and line)
     rank, phase, function, file, line (the innermost frame of the user's own code in
@@ -57,9 +74,17 @@ from .base import analyser
 from .common import COMM_NAME_SQL, fetch
 
 PHASES = ("forward", "backward", "optimizer", "data_loading", "sync", "collective", "logging", "other_python")
+#: A stack under an import in the whole run of a rank without steps: startup, not a
+#: phase of the work (module doc). Its samples have the phase index ``len(PHASES)`` in
+#: :class:`Classified`; the rows name it after PHASES.
+STARTUP = "startup"
+ROW_PHASES = (*PHASES, STARTUP)
 #: Strength of each phase: a stack takes its strongest frame's.
 _RANK = {"other_python": 0, "forward": 1, "backward": 2, "optimizer": 3, "data_loading": 4, "logging": 5}
 _RANK |= {"collective": 6, "sync": 7}
+#: The import machinery's frames (frozen, or the source files of a Python built without
+#: frozen modules).
+_IMPORT_FILE = re.compile(r"^<frozen importlib\._bootstrap(_external)?>$|/importlib/_bootstrap(_external)?\.py$")
 
 _SYNC_LINE = re.compile(r"\.(item|cpu|tolist|numpy)\(\s*\)")
 _PRINT_LINE = re.compile(r"(^|[^\w.])print\(")
@@ -95,6 +120,11 @@ def frame_phase(function: str, file: str) -> str:
     return "other_python"
 
 
+def is_import_frame(file: str) -> bool:
+    """A frame of the import machinery: the stack under it runs an ``import``."""
+    return bool(_IMPORT_FILE.search(file.replace("\\", "/")))
+
+
 def line_phase(file: str, line: int) -> str:
     """The phase the innermost frame's source line stands for (a C call on it)."""
     text = linecache.getline(file, line) if line and line > 0 else ""
@@ -123,7 +153,9 @@ _OP_PHASES_SQL = f"""
 
 
 class Classified:
-    """Per rank: each sample's window index (-1 outside steps), phase and hotspot frame."""
+    """Per rank: each sample's window index (-1 outside steps), phase (an index into
+    PHASES; ``len(PHASES)``: startup) and hotspot frame; each window's rank, step and
+    duration (a rank's whole-run window covers its samples)."""
 
     def __init__(self) -> None:
         self.rank = np.zeros(0, dtype=np.int64)
@@ -134,7 +166,6 @@ class Classified:
         """The stack waits for DataLoader worker processes (a multi-process iterator frame)."""
         self.ddp = np.zeros(0, dtype=bool)
         """A DistributedDataParallel frame is on the stack (its forward or its hooks)."""
-        """The stack waits for DataLoader worker processes (a multi-process iterator frame)."""
         self.w_rank = np.zeros(0, dtype=np.int64)
         self.w_step = np.zeros(0, dtype=np.int64)
         self.w_dur = np.zeros(0, dtype=np.int64)
@@ -149,7 +180,7 @@ def _classify(profile: Profile) -> Classified:
     from .ranks import step_windows
 
     out = Classified()
-    w = step_windows(profile)
+    w = dict(step_windows(profile))
     out.w_rank, out.w_step, out.w_dur = w["rank"], w["step"], w["end"] - w["start"]
     if not profile.tables.get("samples"):
         return out
@@ -168,27 +199,38 @@ def _classify(profile: Profile) -> Classified:
         fr["rank"].tolist(), fr["frame_id"].tolist(), fr["parent"].tolist(), fr["function"], fr["file"], fr["line"]
     ):
         nodes[(r, f)] = (p, str(fn), str(fl), int(ln))
-    memo: dict[tuple[int, int], tuple[int, tuple[str, str, int] | None, bool, bool]] = {}
+    memo: dict[tuple[int, int], tuple[int, tuple[str, str, int] | None, bool, bool, bool]] = {}
 
-    def up(r: int, node: int) -> tuple[int, tuple[str, str, int] | None, bool, bool]:
-        """(strongest phase rank of the frames from node to the root, innermost user
-        frame, whether a frame waits for loader workers, whether one is DDP's)."""
+    def up(r: int, node: int) -> tuple[int, tuple[str, str, int] | None, bool, bool, bool]:
+        """(strongest phase rank of the frames from node to the root, those outside an
+        import only; innermost user frame; whether a frame waits for loader workers,
+        whether one is DDP's, whether one is the import machinery's)."""
         chain: list[tuple[int, int]] = []
         k = (r, node)
         while k in nodes and k not in memo:
             chain.append(k)
             k = (r, nodes[k][0])
-        base = memo.get(k, (0, None, False, False))
+        base = memo.get(k, (0, None, False, False, False))
         for key in reversed(chain):
             _, fn, fl, ln = nodes[key]
             user = (fn, fl, ln) if is_user_code(fl) else base[1]
             f = fl.replace("\\", "/")
             workers = base[2] or (_WORKER_ITER in fn and "/torch/utils/data/" in f)
-            base = (max(base[0], _RANK[frame_phase(fn, fl)]), user, workers, base[3] or f.endswith(_DDP_FILE))
+            base = (
+                # The frames an import runs say nothing of the work (the caller's do).
+                base[0] if base[4] else max(base[0], _RANK[frame_phase(fn, fl)]),
+                user,
+                workers,
+                base[3] or f.endswith(_DDP_FILE),
+                base[4] or is_import_frame(f),
+            )
             memo[key] = base
         return base
 
     by_rank = sorted(_RANK, key=_RANK.__getitem__)  # phase rank -> phase
+    startup = len(_RANK)  # a phase rank above all: the stack runs an import
+    whole = w.get("whole_span")
+    whole = np.zeros(len(w["rank"]), dtype=bool) if whole is None else whole.astype(bool)
     ranks_, windows, phases, where, workers, ddp = [], [], [], [], [], []
     for r in np.unique(s["rank"]).tolist():
         tid = step_tid.get(r)
@@ -196,6 +238,7 @@ def _classify(profile: Profile) -> Classified:
         if not len(sel):
             continue
         ts = s["ts"][sel]
+        _whole_run(w, out, r, ts)
         wsel = np.flatnonzero(w["rank"] == r)
         order = wsel[np.argsort(w["start"][wsel])]
         st, en = w["start"][order], w["end"][order]
@@ -205,12 +248,14 @@ def _classify(profile: Profile) -> Classified:
         win = np.where(inside, order[ic] if len(order) else -1, -1)
         refine = _op_phases(profile, r, int(tid) if tid is not None else -1, ts)
         for j, stack in enumerate(s["stack_id"][sel].tolist()):
-            strongest, user, waits, in_ddp = up(r, stack)
+            strongest, user, waits, in_ddp, importing = up(r, stack)
             leaf = nodes.get((r, stack))
-            if leaf is not None:
+            if leaf is not None and not importing:
                 strongest = max(strongest, _RANK[line_phase(leaf[2], leaf[3])])
             if refine[j] >= 0:
                 strongest = int(refine[j])
+            if importing and win[j] >= 0 and whole[win[j]]:
+                strongest = startup
             ranks_.append(r)
             windows.append(int(win[j]))
             phases.append(strongest)
@@ -220,12 +265,31 @@ def _classify(profile: Profile) -> Classified:
     out.rank = np.array(ranks_, dtype=np.int64)
     out.window = np.array(windows, dtype=np.int64)
     # Phase index into PHASES.
-    idx = {p: PHASES.index(p) for p in by_rank}
-    out.phase = np.array([idx[by_rank[p]] for p in phases], dtype=np.int64)
+    idx = [PHASES.index(p) for p in by_rank] + [len(PHASES)]
+    out.phase = np.array([idx[p] for p in phases], dtype=np.int64)
     out.where = where
     out.in_workers = np.array(workers, dtype=bool)
     out.ddp = np.array(ddp, dtype=bool)
     return out
+
+
+def _whole_run(w: dict[str, np.ndarray], out: Classified, rank: int, ts: np.ndarray) -> None:
+    """Stretch the whole-run window of ``rank`` (a rank without steps; ``w`` and ``out``
+    in place) over its step thread's samples ``ts`` (sorted), the last one standing for
+    one sampling interval: the events' span alone leaves out what ran after the last
+    event (an inference loop after its setup's GC pauses)."""
+    whole = w.get("whole_span")
+    if whole is None or not len(ts):
+        return
+    sel = np.flatnonzero((w["rank"] == rank) & whole.astype(bool))
+    if not len(sel):
+        return
+    gap = int(np.median(np.diff(ts))) if len(ts) > 1 else 0
+    start, end = w["start"].copy(), w["end"].copy()
+    start[sel] = np.minimum(start[sel], int(ts[0]))
+    end[sel] = np.maximum(end[sel], int(ts[-1]) + gap)
+    w["start"], w["end"] = start, end
+    out.w_dur = end - start
 
 
 def _op_phases(profile: Profile, rank: int, tid: int, ts: np.ndarray) -> np.ndarray:
@@ -254,14 +318,21 @@ def _op_phases(profile: Profile, rank: int, tid: int, ts: np.ndarray) -> np.ndar
 
 def window_times(profile: Profile) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per step window (ranks.step_windows order): samples per phase (windows x
-    phases), and ns per phase (the window's duration split in proportion to them)."""
+    phases), and ns per phase (the window's duration split in proportion to them; the
+    share of its startup samples, a rank without steps' imports, is in no phase)."""
+    counts, ns = _window_counts(profile)
+    return counts[:, : len(PHASES)], {p: ns[p] for p in PHASES}
+
+
+def _window_counts(profile: Profile) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`window_times` with startup: windows x ROW_PHASES, and ns of each."""
     c = classify(profile)
-    counts = np.zeros((len(c.w_rank), len(PHASES)), dtype=np.int64)
+    counts = np.zeros((len(c.w_rank), len(ROW_PHASES)), dtype=np.int64)
     ok = c.window >= 0
     np.add.at(counts, (c.window[ok], c.phase[ok]), 1)
     total = counts.sum(axis=1)
     share = counts / np.maximum(total, 1)[:, None]
-    ns = {p: np.round(share[:, i] * c.w_dur).astype(np.int64) for i, p in enumerate(PHASES)}
+    ns = {p: np.round(share[:, i] * c.w_dur).astype(np.int64) for i, p in enumerate(ROW_PHASES)}
     return counts, ns
 
 
@@ -280,7 +351,7 @@ _PHASES_SCHEMA = pa.schema(
 def phase_rows(profile: Profile, per_step: bool = True) -> list[dict[str, Any]]:
     """Rows of the ``phases`` view (also the overview's 'phases' section)."""
     c = classify(profile)
-    counts, ns = window_times(profile)
+    counts, ns = _window_counts(profile)
     rows: list[dict[str, Any]] = []
     for r in np.unique(c.w_rank).tolist():
         sel = np.flatnonzero(c.w_rank == r)
@@ -289,10 +360,12 @@ def phase_rows(profile: Profile, per_step: bool = True) -> list[dict[str, Any]]:
         scopes: list[tuple[int | None, np.ndarray]] = [(None, sel)]
         if per_step:
             scopes += [(int(c.w_step[i]), np.array([i])) for i in sel if c.w_step[i] >= 0]
+        # Startup is a row only in a rank that has some (the steps view has no column of it).
+        shown = ROW_PHASES if counts[sel, len(PHASES)].sum() else PHASES
         for step, idx in scopes:
             dur = int(c.w_dur[idx].sum())
             n = int(counts[idx].sum())
-            for k, p in enumerate(PHASES):
+            for k, p in enumerate(shown):
                 # One step: its own samples split it. All steps: every sample inside
                 # them splits their total (steps shorter than the sampling interval
                 # have no sample of their own).
@@ -357,7 +430,7 @@ def phase_hotspots(profile: Profile, params: dict[str, Any]) -> pa.Table:
         n_all = sum(v for k, v in counts.items() if k[0] == r)
         step_ns = int(c.w_dur[c.w_rank == r].sum())
         per_sample = step_ns / n_all if n_all else 0.0
-        for ph in range(len(PHASES)):
+        for ph in range(len(ROW_PHASES)):
             n_ph = sum(v for k, v in counts.items() if k[0] == r and k[1] == ph)
             for (rr, pp, (fn, fl, ln)), v in counts.items():
                 if rr != r or pp != ph:
@@ -365,7 +438,7 @@ def phase_hotspots(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 rows.append(
                     {
                         "rank": r,
-                        "phase": PHASES[ph],
+                        "phase": ROW_PHASES[ph],
                         "function": fn,
                         "file": fl,
                         "line": ln,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "overview.json"
 #: Bumped whenever the items, or a rule that makes them, change.
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 #: Ranks up to which the overview names each input and prints each rank's tables; past
 #: it (a job of many ranks), one table of each kind over all of them.
 RANK_TABLES = 8
@@ -200,10 +200,16 @@ def compute_items(prof: Profile) -> list[Item]:
         if r["step"] is not None:
             steps_of[r["rank"]] = steps_of.get(r["rank"], 0) + 1
     if len(by_rank) > RANK_TABLES:
-        items.extend(_across_ranks(by_rank, last_step_out=any(n >= 2 for n in steps_of.values())))
+        items.extend(
+            _across_ranks(by_rank, last_step_out=any(n >= 2 for n in steps_of.values()), no_steps=not steps_of)
+        )
     else:
         for rank in sorted(by_rank):
-            items.extend(_rank_tables(rank, by_rank[rank], last_step_out=steps_of.get(rank, 0) >= 2))
+            items.extend(
+                _rank_tables(
+                    rank, by_rank[rank], last_step_out=steps_of.get(rank, 0) >= 2, no_steps=rank not in steps_of
+                )
+            )
     from ..analysis import operators
 
     # On a big profile the operators view (and the advice, which reads it and the other
@@ -218,7 +224,7 @@ def compute_items(prof: Profile) -> list[Item]:
             )
         )
     else:
-        items.extend(_advice(prof))
+        items.extend(_advice(prof, of="step time" if steps_of else "the profiled time"))
     top = run(prof, "kernels", Query.parse([], "-total_us", 5)).table
     if top.num_rows:
         items.append(_top(top, "top kernels by total time", ["name", "count", "total_us", "pct"]))
@@ -256,10 +262,22 @@ def compute_items(prof: Profile) -> list[Item]:
     return items
 
 
-def _rank_tables(rank: int, rows: list[dict[str, Any]], last_step_out: bool = False) -> list[Item]:
+#: Where a rank has no steps, its phases cover its whole run (analysis/phases.py).
+WHOLE_RUN_PHASES = "phases over the whole run (no steps found; from Python samples)"
+#: Under a phase table that has a startup row.
+STARTUP_NOTE = (
+    "[dim]startup: samples under an import (import torch, a library's lazy import), "
+    f"not a phase of the work; aiprof report {PATH_SLOT} --view phase_hotspots names their lines[/dim]"
+)
+
+
+def _rank_tables(
+    rank: int, rows: list[dict[str, Any]], last_step_out: bool = False, no_steps: bool = False
+) -> list[Item]:
     """One rank's overview tables: its step time split (by category, or by phase from
-    the Python samples) and its device time (``last_step_out``: its active span leaves
-    the last step out, which a line under the table says)."""
+    the Python samples; ``no_steps``: the rank has no steps, the phases cover its whole
+    run) and its device time (``last_step_out``: its active span leaves the last step
+    out, which a line under the table says)."""
     from ..render.terminal import format_cell
 
     items: list[Item] = []
@@ -274,8 +292,12 @@ def _rank_tables(rank: int, rows: list[dict[str, Any]], last_step_out: bool = Fa
         if unmeasured:
             items.append(_line(f"[dim]not measured in this profile, so left out: {', '.join(unmeasured)}[/dim]"))
     if ph:
-        title = f"rank {rank}: step time by phase (all steps, from Python samples)"
+        title = f"rank {rank}: " + (
+            WHOLE_RUN_PHASES if no_steps else "step time by phase (all steps, from Python samples)"
+        )
         items.append(_split(title, [r for r in ph if r["time_us"]]))
+        if any(r["category"] == "startup" and r["time_us"] for r in ph):
+            items.append(_startup_note())
     dev = [r for r in rows if r["section"] in ("device", "utilization")]
     if dev and not any(r["time_us"] for r in dev):
         # A host-only recording: a table of zeros would read as an idle device.
@@ -294,6 +316,10 @@ def _rank_tables(rank: int, rows: list[dict[str, Any]], last_step_out: bool = Fa
         if last_step_out:
             items.append(_line(ACTIVE_SPAN_NOTE))
     return items
+
+
+def _startup_note() -> Item:
+    return _hint(STARTUP_NOTE)
 
 
 _DEVICE_FIGURE = {"device_busy": "busy (of step time)"}
@@ -327,11 +353,13 @@ def _right(*names: str) -> list[Col]:
     return [(n, "right", None, None) for n in names]
 
 
-def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool = False) -> list[Item]:
+def _across_ranks(
+    by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool = False, no_steps: bool = False
+) -> list[Item]:
     """A job of many ranks: each split of the step time summed over the ranks, with the
     spread of a rank's own figure (median, and the largest with its rank), and each
-    device figure's share as its median and range over the ranks; then where each
-    rank's own tables are."""
+    device figure's share as its median and range over the ranks (``no_steps``: no rank
+    has steps, the phases cover the whole run); then where each rank's own tables are."""
     import numpy as np
 
     from ..render.terminal import format_cell
@@ -341,7 +369,7 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
     whole = {rank: [r for r in rows if r["step"] is None] for rank, rows in by_rank.items()}
     for section, title in (
         ("breakdown", "step time breakdown (all steps)"),
-        ("phases", "step time by phase (all steps, from Python samples)"),
+        ("phases", WHOLE_RUN_PHASES if no_steps else "step time by phase (all steps, from Python samples)"),
     ):
         per: dict[str, dict[int, float]] = {}
         for rank, rows in whole.items():
@@ -369,6 +397,8 @@ def _across_ranks(by_rank: dict[int, list[dict[str, Any]]], last_step_out: bool 
                 ]
             )
         out.append(_table(f"{title}, over {n:,} ranks", cols, cells, plain=False))
+        if section == "phases" and per.get("startup"):
+            out.append(_startup_note())
     # A device figure per rank and device (a rank may drive several).
     dev: dict[str, dict[tuple[int, int], float]] = {}
     busy_any = False
@@ -498,7 +528,14 @@ def steps_line(metas: list[dict[str, Any]], steps: list[dict[str, Any]]) -> str:
         if r["step"] is not None:
             per[r["rank"]] = per.get(r["rank"], 0) + 1
     recorded = any(m.get("record") for m in metas)
-    if not per and recorded:
+    partial = [m for m in metas if m.get("partial")]
+    if not per and recorded and partial:
+        # Cut short: the steps were lost with what the recorder had not written yet (a
+        # crash, a kill), not missing from the loop.
+        reasons = sorted({str(m["partial_reason"]) for m in partial if m.get("partial_reason")})
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        text = f"steps: none found: the recording was cut short{why}, so its steps may have been lost"
+    elif not per and recorded:
         text = "steps: none found (mark them with aiprof.record.mark_step())"
     elif not per:
         # An imported trace: its profiler marks steps (torch.profiler's prof.step(),
@@ -535,8 +572,9 @@ def _energy(prof: Profile) -> list[Item]:
     return out
 
 
-def _advice(prof: Profile) -> list[Item]:
-    """The three advice items with the largest expected gain, when the proposer exists."""
+def _advice(prof: Profile, of: str = "step time") -> list[Item]:
+    """The three advice items with the largest expected gain, when the proposer exists
+    (``of``: what the gain is a share of: "the profiled time" without steps)."""
     try:
         from .. import advise as adv  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
@@ -549,7 +587,7 @@ def _advice(prof: Profile) -> list[Item]:
     out = [_hint(f"[bold]top advice[/bold] (aiprof advise {PATH_SLOT} for all)")]
     for a in found:
         out.append(
-            _line(escape(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of step time)"))
+            _line(escape(f"  - [{a.severity}] {a.title}: {a.summary} (expected gain {100 * a.gain:.1f}% of {of})"))
         )
     return out
 
