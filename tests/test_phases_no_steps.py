@@ -199,6 +199,22 @@ def test_gc_advice_without_steps_speaks_of_the_run(infer: tuple[Path, float]) ->
     assert gc.advice.evidence["max_pause_us"] > 1000.0
     advice = [t for t in _lines(items) if "] Garbage-collector pauses: Garbage collection pauses the run" in t]
     assert len(advice) == 1 and advice[0].endswith("% of the profiled time)"), advice
+    # aiprof advise's sum of the gains says what they are shares of, as the items do.
+    r = subprocess.run(
+        [sys.executable, "-m", "aiprof", "advise", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    assert "% of profiled time (each µs counted for one cause)" in r.stdout, r.stdout[-600:]
+    assert "% of step time" not in r.stdout
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "aiprof", "advise", str(path), "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+    )
+    assert doc["gain_of"] == "profiled time" and doc["advice"]
 
 
 # -- 2. a job cut short: its steps lost --------------------------------------------------

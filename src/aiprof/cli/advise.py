@@ -15,11 +15,12 @@ from .common import open_input
 def to_markdown(doc: dict[str, Any]) -> str:
     """The advice (``advise_json``'s document) as Markdown."""
     items = doc["advice"]
+    of = doc.get("gain_of", "step time")
     out: list[str] = [f"> Warning: {w}\n" for w in doc.get("warnings", [])]
     if not items:
         return "".join(out) + "\n".join(not_judged_lines(doc, markdown=True)) + "\n"
     for i, a in enumerate(items, 1):
-        out.append(f"## {i}. {a['title']} ({a['severity']}, expected gain {a['gain_pct']:.1f}% of step time)\n")
+        out.append(f"## {i}. {a['title']} ({a['severity']}, expected gain {a['gain_pct']:.1f}% of {of})\n")
         out.append(f"{a['summary']}\n")
         out.append(_gain_line(a) + "\n")
         out.append("Evidence: " + ", ".join(f"{k} = {v}" for k, v in a["evidence"].items()) + "\n")
@@ -29,7 +30,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
         for o in a["also"]:
             out.append(f"Same time, also seen: **{o['title']}** (`{o['rule']}`): {o['summary']} Fix: {o['fix']}\n")
         out.append(f"Rule `{a['rule']}`\n")
-    out.append(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).\n")
+    out.append(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of {of} (each µs counted for one cause).\n")
     out.extend(not_judged_lines(doc, markdown=True)[1:2])
     return "\n".join(out)
 
@@ -129,6 +130,7 @@ def command(profile: str, fmt: str, min_severity: str, show_all: bool) -> None:
         for line in lines:
             console.print(escape(line), soft_wrap=True)
     else:
-        console.print(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of step time (each µs counted for one cause).")
+        of = doc.get("gain_of", "step time")
+        console.print(f"Sum of the gains: {doc['gain_sum_pct']:.1f}% of {of} (each µs counted for one cause).")
         for line in not_judged_lines(doc)[1:]:
             console.print(escape(line), soft_wrap=True)

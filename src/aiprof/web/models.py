@@ -384,6 +384,9 @@ class AdviceResponse(Model):
     total_us: float | None = None
     causes: dict[str, float] | None = None
     gain_sum_pct: float | None = None
+    gain_of: str | None = Field(
+        None, description='what the gains are shares of: "step time", or "profiled time" where no steps were found'
+    )
     warnings: list[str] = []
     not_judged: list[NotJudged] = Field(
         [],

@@ -452,6 +452,11 @@ export interface components {
              * @default false
              */
             deferred: boolean;
+            /**
+             * Gain Of
+             * @description what the gains are shares of: "step time", or "profiled time" where no steps were found
+             */
+            gain_of?: string | null;
             /** Gain Sum Pct */
             gain_sum_pct?: number | null;
             /**

@@ -58,7 +58,7 @@ export async function adviceList(n?: number, every = false): Promise<HTMLElement
   items.forEach((item, i) => box.append(card(item, i + 1, n === undefined)));
   if (n === undefined) {
     box.append(h("p", { class: "muted", id: "advice-sum" },
-      `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of step time (each µs counted for one cause)` +
+      `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of ${a.gain_of ?? "step time"} (each µs counted for one cause)` +
         (a.total_us ? `; profiled step time ${fmtNs(a.total_us * 1e3)}.` : ".")));
     if (groups.length) box.append(notJudged(groups));
     if (!every && !EMBED) box.append(allButton(box, n));
