@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,14 @@ def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if k != "AIPROF_DEBUG"}
     env["COLUMNS"] = "200"
     return subprocess.run([*AIPROF, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def advise_doc(path: Path) -> dict[str, Any]:
+    """``aiprof advise PATH --format json``'s document (the command must succeed)."""
+    r = cli("advise", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc: dict[str, Any] = json.loads(r.stdout)
+    return doc
 
 
 def test_import_report_sql_round(tmp_path: Path) -> None:

@@ -7,17 +7,14 @@ the HTML and text are the handle's."""
 from __future__ import annotations
 
 import html
-import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from aiprof.importers import import_paths
 from aiprof.notebook.handle import ProfileHandle
 from aiprof.notebook.inline import summary_html, summary_text
+from test_cli import advise_doc
 
 DMON = "nvidia-smi/dmon_pcut_8gpu_gnosia93_slurm-on-aws.txt"
 V100 = "kineto/V100/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -25,18 +22,6 @@ SAMPLES = (
     "no Python stack samples in the profile (an imported trace has none; aiprof record takes them unless --no-python)"
 )
 PYTHON_RULES = "python.data_loading, python.sync, python.logging, python.optimizer, python.preprocessing"
-
-
-def _cli_json(path: Path) -> dict[str, Any]:
-    r = subprocess.run(
-        [sys.executable, "-m", "aiprof", "advise", str(path), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    doc: dict[str, Any] = json.loads(r.stdout)
-    return doc
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +42,7 @@ def _text(markup: str) -> str:
 
 
 def test_advice_without_items_lists_the_rules_that_could_not_judge(profiles: dict[str, Path]) -> None:
-    cli = _cli_json(profiles["dmon"])
+    cli = advise_doc(profiles["dmon"])
     assert cli["advice"] == [] and len(cli["not_judged"]) >= 20
     h = ProfileHandle([profiles["dmon"]])
     try:
@@ -89,7 +74,7 @@ def test_advice_without_items_lists_the_rules_that_could_not_judge(profiles: dic
 
 
 def test_advice_with_items_still_says_what_was_not_judged(profiles: dict[str, Path]) -> None:
-    cli = _cli_json(profiles["v100"])
+    cli = advise_doc(profiles["v100"])
     rules = [a["rule"] for a in cli["advice"]]
     assert "precision.amp" in rules  # no Tensor Core kernels in this fp32 run
     groups = {g["missing"]: g["rules"] for g in cli["not_judged"]}

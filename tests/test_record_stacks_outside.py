@@ -244,6 +244,15 @@ def test_a_process_that_used_no_cpu_is_sampled_without_reading_it() -> None:
         job.wait()
 
 
+def stack_names(poller: Any, leaf: int) -> list[str]:
+    """The function names of a sampled stack, leaf first, from the poller's frames."""
+    out = []
+    while leaf >= 0:
+        out.append(poller.frames[leaf][2])
+        leaf = poller.frames[leaf][1]
+    return out
+
+
 #: A job 30 calls deep whose time goes to eight short functions called in turn, one at
 #: a time on top of its stack: a walk from outside that takes longer than a call (a
 #: sampler preempted on a loaded machine; here, a read that takes 1 ms) finds another
@@ -305,14 +314,7 @@ def test_a_stack_whose_top_keeps_changing_keeps_the_frames_that_lasted(tmp_path:
         job.kill()
         job.wait()
 
-    def names(leaf: int) -> list[str]:
-        out = []
-        while leaf >= 0:
-            out.append(poller.frames[leaf][2])
-            leaf = poller.frames[leaf][1]
-        return out
-
-    stacks = [names(leaf) for leaf, tid in zip(poller.stacks, poller.tids) if tid == job.pid]
+    stacks = [stack_names(poller, leaf) for leaf, tid in zip(poller.stacks, poller.tids) if tid == job.pid]
     assert poller.torn <= n // 5, (poller.torn, poller.cut)
     assert len(stacks) >= n - n // 5
     # Every sample kept is of the loop, under the 30 calls that led to it.
@@ -421,14 +423,7 @@ def test_a_walk_that_read_a_returned_frame_is_not_kept(tmp_path: Path) -> None:
         job.kill()
         job.wait()
 
-    def names(leaf: int) -> list[str]:
-        out = []
-        while leaf >= 0:
-            out.append(poller.frames[leaf][2])
-            leaf = poller.frames[leaf][1]
-        return out
-
-    stacks = [names(leaf) for leaf in poller.stacks]
+    stacks = [stack_names(poller, leaf) for leaf in poller.stacks]
     assert held["count"] >= 50, held  # the race was made, nearly every time
     assert len(stacks) >= 50, (len(stacks), poller.torn)
     for s in stacks:

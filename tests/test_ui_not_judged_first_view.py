@@ -12,9 +12,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import httpx
 import pytest
 
 from aiprof.importers import import_paths
+from test_cli import advise_doc
 from ui_support import checked_page
 from ui_support import open_view as _open
 
@@ -49,18 +47,6 @@ def page(browser: Any, base: str) -> Iterator[Any]:
         yield pg
 
 
-def _cli(path: Path) -> dict[str, Any]:
-    r = subprocess.run(
-        [sys.executable, "-m", "aiprof", "advise", str(path), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    doc: dict[str, Any] = json.loads(r.stdout)
-    return doc
-
-
 def _shown_groups(page: Any) -> list[dict[str, Any]]:
     return list(
         page.locator("#advice-not-judged li").evaluate_all(
@@ -78,12 +64,12 @@ def test_the_api_documents_not_judged(base: str, served: Path) -> None:
     assert set(schemas["NotJudged"]["required"]) == {"missing", "rules"}
     for pid in ("dmon.aiprof", "r0.aiprof"):
         api = httpx.get(f"{base}api/v1/profiles/{pid}/advice", timeout=120).json()
-        assert api["not_judged"] == _cli(served / pid)["not_judged"] != []
+        assert api["not_judged"] == advise_doc(served / pid)["not_judged"] != []
 
 
 def test_advice_page_lists_the_rules_that_could_not_judge(page: Any, base: str, served: Path) -> None:
     # No rule fired on a dmon capture: which data was missing, not "nothing stands out".
-    cli = _cli(served / "dmon.aiprof")
+    cli = advise_doc(served / "dmon.aiprof")
     assert cli["advice"] == []
     n = sum(len(g["rules"]) for g in cli["not_judged"])
     _open(page, base, "dmon.aiprof", "advice")
@@ -112,7 +98,7 @@ def test_advice_page_lists_the_rules_that_could_not_judge(page: Any, base: str, 
         "(the Advice page lists them)."
     )
     # The V100 trace gives advice, and some rules still lacked their data: listed under it.
-    cli = _cli(served / "r0.aiprof")
+    cli = advise_doc(served / "r0.aiprof")
     assert cli["advice"] and cli["not_judged"]
     n = sum(len(g["rules"]) for g in cli["not_judged"])
     _open(page, base, "r0.aiprof", "advice")
