@@ -53,7 +53,9 @@ def test_child_poller_fills_a_recording_that_left_telemetry_to_it(tmp_path: Path
     from aiprof.record.job.collectors.device_trace import DeviceTraceCollector
 
     collectors = {c.name: c for c in prof._controller.collectors}  # type: ignore[union-attr]
-    assert set(collectors) == {"system", "ops"} and isinstance(collectors["ops"], DeviceTraceCollector)
+    assert set(collectors) == {"system", "device_trace"} and isinstance(
+        collectors["device_trace"], DeviceTraceCollector
+    )
     t0 = time.monotonic()
     while time.monotonic() - t0 < 0.6:
         sum(i * i for i in range(10000))

@@ -210,7 +210,9 @@ def windows(profile: Profile) -> dict[str, np.ndarray]:
             out = outlier_mask((s1 - s0).astype(np.float64)) if (num >= 0).all() else np.zeros(len(sel), bool)
             reach = None
             for j in range(len(sel)):
-                if reach is not None and s0[j] > reach and num[j] >= 0:
+                # A gap follows the step before it (its number minus one): between two
+                # windows of a profiler's schedule (steps 8, then 13) nothing was recorded.
+                if reach is not None and s0[j] > reach and num[j] >= 0 and num[j - 1] == num[j] - 1:
                     rank.append(int(r))
                     step.append(int(num[j]))
                     kind.append("gap")

@@ -86,7 +86,9 @@ def dataloader(profile: Profile, params: dict[str, Any]) -> pa.Table:
                     "loader_calls": calls,
                     "dataloader_us": int(loader[j]) / 1000.0,
                     "idle_in_loader_us": int(idle_arr[j]) / 1000.0 if int(r) in has_device else None,
-                    "gap_before_us": max(int(w0[j] - w1[j - 1]), 0) / 1000.0 if j > 0 and w["step"][i] >= 0 else None,
+                    "gap_before_us": max(int(w0[j] - w1[j - 1]), 0) / 1000.0
+                    if j > 0 and w["step"][i] >= 0 and w["step"][sel[j - 1]] == w["step"][i] - 1
+                    else None,
                 }
             )
     return pa.Table.from_pylist(rows, schema=_SCHEMA)

@@ -26,6 +26,31 @@ def default_output(first: Path) -> Path:
     return profile_path(Path(name.rstrip(".") or "profile"))
 
 
+def windows_of_one(paths: list[Path]) -> bool:
+    """Whether Kineto traces that would be imported as the ranks of a job are windows of
+    one process in time (``torch.profiler`` with a schedule that repeats writes a file
+    per window: same host, pid and distributedInfo rank, importers/kineto/process.py):
+    then one profile of one rank. Traces of several processes where some process has
+    several windows are refused: a job import takes one trace per rank."""
+    from ..importers.kineto.process import group, trace_process
+
+    groups = [g for g in group([trace_process(p) for p in paths]) if len({t.head for t in g}) == len(g)]
+    windowed = [g for g in groups if len(g) > 1]
+    if not windowed:
+        return False
+    if len(windowed) == 1 and len(windowed[0]) == len(paths):
+        return True
+    said = "; ".join(
+        f"pid {g[0].pid}{f' on {g[0].host}' if g[0].host else ''}: {len(g)} windows ({', '.join(t.path.name for t in g)})"
+        for g in windowed
+    )
+    raise AiprofError(
+        f"{len(paths)} traces of {len(groups)} processes, some with several windows in time ({said}): "
+        "a job import takes one trace per rank; import each process's traces on their own "
+        "(aiprof import TRACES... -o NAME.aiprof)"
+    )
+
+
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -97,6 +122,8 @@ def command(
             click.echo(f"  {part}")
         return
     paths, is_job = as_job(list(files), forced, rank)
+    if is_job and windows_of_one(paths):
+        is_job = False  # one profile, one rank: import_paths says so in its notes
     if is_job:
         from ..cluster.cli import import_job
 
@@ -152,6 +179,8 @@ def command(
     click.echo(f"  events: {sum(ctx.kinds.values()):,} ({kinds})" if ctx.kinds else "  events: 0")
     if tables:
         click.echo(f"  other tables: {tables}")
+    for note in ctx.notes:
+        click.echo(f"  {note}")
     for w in ctx.warnings:
         click.echo(f"aiprof: warning: {w}", err=True)
     click.echo(f"see: aiprof report {path}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AiprofError, ImportFormatError, UnexpectedInputError
-from ..store.runs import UNIX_NS_MIN, separate_runs
+from ..store.runs import UNIX_NS_MIN, process_key, separate_runs, windows_of_one_process
 from .base import Detection, ImportContext, Importer
 
 if TYPE_CHECKING:
@@ -273,6 +273,24 @@ def _wall_spans(writer: ProfileWriter, before: int, into: list[tuple[int, int, s
             into.append((origin + span[0], origin + span[1], str(writer.meta["sources"][i].get("path", ""))))
 
 
+def _windows(sources: list[dict[str, Any]]) -> list[str]:
+    """The summary's line for each process of which several traces were imported (its
+    windows in time: store/runs.py:process_key), e.g. ``2 traces of one process (pid 31243
+    on vm): one rank, 2 windows``."""
+    from .kineto.process import windows_note
+
+    by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for s in sources:
+        key = process_key(s.get("process"))
+        if key is not None:
+            by.setdefault(key, []).append(s)
+    return [
+        windows_note(len(got), got[0]["process"]["pid"], got[0]["process"].get("host"))
+        for got in by.values()
+        if windows_of_one_process([{"sources": got}])
+    ]
+
+
 def _import(
     chosen: list[tuple[Path, Importer]],
     out: Path,
@@ -315,10 +333,13 @@ def _import(
         apart = separate_runs(wall)
         if apart:
             ctx.warn(apart)
+        ctx.notes.extend(_windows(writer.meta["sources"]))
         for column, n in sorted(writer.unfit.items()):
             where = "kept in args" if column.startswith("events.") else "left empty"
             ctx.warn(f"{n} values of {column} did not fit the column (too large, or of another type): {where}")
         writer.meta["import_summary"] = {"events_by_kind": dict(ctx.kinds), "tables": dict(ctx.tables)}
+        if ctx.notes:
+            writer.meta["import_summary"]["notes"] = list(ctx.notes)
         said = len(writer.meta["warnings"])
     # What the commit found (derived tables or the timeline not kept) is said too.
     ctx.warnings.extend(writer.meta["warnings"][said:])

@@ -49,6 +49,12 @@ class ImportContext:
     """Events written, by kind (the import summary)."""
     tables: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the import did that the user should know and is no loss (the summary's
+    lines: windows of one process read as one rank)."""
+    tracks_written: set[tuple[Any, ...]] = field(default_factory=set)
+    """Rows of the tracks table written so far: several traces of one process name the
+    same processes and threads, written once."""
     columnar: bool = False
     """May Chrome traces take the columnar path (importers/kineto/columnar.py)?"""
     columnar_parts: bool = True

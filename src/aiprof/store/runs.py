@@ -1,7 +1,8 @@
 """Inputs of two runs read as one: recorded far apart (two runs joined in one import, or
 profiles of two runs opened together, where one's kernels would be read beside the
 other's timeline), or profiles opened together that hold the same rank from the same
-kind of source (:func:`same_rank`)."""
+kind of source (:func:`same_rank`); and the one case of several traces that is one run
+and one rank: windows of one process (:func:`process_key`)."""
 
 from __future__ import annotations
 
@@ -67,16 +68,53 @@ def source_kind(meta: dict[str, Any]) -> str:
     return "+".join(sorted({str(s.get("importer", "?")) for s in meta.get("sources", [])})) or "?"
 
 
+def process_key(process: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """Who a trace traced, from its source entry's ``process`` (profile.json; the Kineto
+    importer reads it from the trace's head, importers/kineto/process.py): the host, the
+    pid and the rank its distributedInfo states. Without a host name (older Kineto) the
+    profiler's base time stands in for it (one value for the processes of a machine: it
+    was for two processes of torch 2.13's Kineto, seconds apart). None where the trace does
+    not tell (no pid, or neither a host nor a base time): never taken as one process.
+
+    Traces with one key are windows of one process in time (``torch.profiler`` with a
+    schedule that repeats writes a file per window): one rank, not ranks of a job."""
+    if not isinstance(process, dict):
+        return None
+    pid, host, base = process.get("pid"), process.get("host"), process.get("base_time_ns")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    rank = process.get("distributed_rank")
+    if isinstance(host, str) and host:
+        return (host, pid, rank)
+    if isinstance(base, int) and base:
+        return (None, pid, rank, base)
+    return None
+
+
+def windows_of_one_process(metas: Sequence[dict[str, Any]]) -> bool:
+    """Whether the profiles' sources are all traces of one process (:func:`process_key`),
+    each file once (two windows differ in their first bytes, ``sha256_head``; one trace
+    imported twice does not): one rank's windows in time, not two runs."""
+    sources = [s for m in metas for s in m.get("sources", [])]
+    keys = {process_key(s.get("process")) for s in sources}
+    heads = [s.get("sha256_head") for s in sources]
+    return (
+        len(sources) > 1 and len(keys) == 1 and None not in keys and None not in heads and len(set(heads)) == len(heads)
+    )
+
+
 def same_rank(metas: Sequence[dict[str, Any]], paths: Sequence[Path]) -> str | None:
     """The warning, one line, when two profiles opened together hold the same rank from
     the same kind of source (:func:`source_kind`): two runs (or two ranks saved without
-    their rank numbers), whose events are read as one rank's, summed, whenever they ran."""
+    their rank numbers), whose events are read as one rank's, summed, whenever they ran.
+    Profiles of windows of one process (:func:`windows_of_one_process`) are one rank's."""
     seen: dict[tuple[str, int], Path] = {}
+    by_path = {p: m for m, p in zip(metas, paths, strict=True)}
     for meta, path in zip(metas, paths, strict=True):
         kind = source_kind(meta)
         for rank in meta.get("ranks") or []:
             key = (kind, int(rank))
-            if key in seen and seen[key] != path:
+            if key in seen and seen[key] != path and not windows_of_one_process([by_path[seen[key]], meta]):
                 names = [seen[key].name, path.name]
                 if names[0] == names[1]:
                     names = [str(seen[key]), str(path)]

@@ -526,19 +526,23 @@ class ChromeTraceConverter:
                 self.track_names.setdefault((i, None), {}).setdefault("name", text)
         procs = {pid: rec for (pid, tid), rec in self.track_names.items() if tid is None}
         rows: list[dict[str, Any]] = []
+        written = self.ctx.tracks_written
         for (pid, tid), rec in sorted(self.track_names.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
             p = procs.get(pid, {})
             labels = str(p.get("labels") or "")
-            rows.append(
-                {
-                    "rank": self.rank,
-                    "pid": pid,
-                    "tid": tid if tid is not None else -1,
-                    "process_name": p.get("name") or (labels or None),
-                    "thread_name": rec.get("name") if tid is not None else None,
-                    "sort_index": rec.get("sort_index") if isinstance(rec.get("sort_index"), int) else None,
-                }
-            )
+            row = {
+                "rank": self.rank,
+                "pid": pid,
+                "tid": tid if tid is not None else -1,
+                "process_name": p.get("name") or (labels or None),
+                "thread_name": rec.get("name") if tid is not None else None,
+                "sort_index": rec.get("sort_index") if isinstance(rec.get("sort_index"), int) else None,
+            }
+            # Another trace of this import (a window of the same process) wrote it already.
+            key = tuple(row.values())
+            if key not in written:
+                written.add(key)
+                rows.append(row)
         if rows:
             self.ctx.writer.append("tracks", {k: [r.get(k) for r in rows] for k in rows[0]})
 

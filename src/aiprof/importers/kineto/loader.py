@@ -4,6 +4,7 @@ the event path, then its header, tracks and time origin written."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ...errors import ImportFormatError
 from ..base import Detection, ImportContext, Importer, no, yes
@@ -78,7 +79,17 @@ def _finish_trace(
     meta = ctx.writer.meta
     meta["time_origin_ns"], meta["clock"] = time_origin(base, ctx.origin_raw_ns or 0)
     meta["partial"] = meta.get("partial", False) or not stream.complete
-    ctx.writer.add_source(converter.importer_name, path, complete=stream.complete, events_by_phase=conv.counts_ph)
+    extra: dict[str, Any] = {}
+    if converter.importer_name == NAME:
+        # Which process it traced: windows of one process are one rank (process.py).
+        from .process import trace_process
+
+        proc = trace_process(path).as_source()
+        if proc:
+            extra["process"] = proc
+    ctx.writer.add_source(
+        converter.importer_name, path, complete=stream.complete, events_by_phase=conv.counts_ph, **extra
+    )
     return conv
 
 

@@ -55,6 +55,18 @@ KILLED_REASON = "the job ended before the profiler stopped (killed?); data up to
 DISK_FULL_REASON = DISK_FULL + " ({why}) {at:.1f} s into the recording: it stopped there, the job ran on"
 
 
+def _holds_nothing(c: Collector) -> bool:
+    """Whether a checkpoint leaves ``c`` out without a loss to tell: the default device
+    trace before it armed (the job has not imported torch, or torch sees no accelerator
+    to trace) holds nothing, so a job killed then loses nothing of it, and its profile
+    neither lists it nor says it stopped early (it wrote its status at stop otherwise)."""
+    if c.name != "device_trace":
+        return False
+    from .collectors.device_trace import DeviceTraceCollector
+
+    return isinstance(c, DeviceTraceCollector) and c.inner is None
+
+
 def rank_from_env(env: dict[str, str] | os._Environ[str] | None = None) -> tuple[int | None, int | None]:
     """(rank, world size) from the launcher's environment (torchrun, MPI, PMI), else None."""
     e = os.environ if env is None else env
@@ -399,6 +411,8 @@ class Controller:
         for c in self.collectors:
             entry: dict[str, Any] = {"failed": c.failed}
             if checkpoint and not c.checkpoint:
+                if c.failed is None and _holds_nothing(c):
+                    continue
                 entry["failed"] = c.failed or "not in the last checkpoint (the job was killed)"
                 entries[c.name] = entry
                 continue

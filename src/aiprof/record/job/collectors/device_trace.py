@@ -11,7 +11,9 @@ case under ``aiprof record``), a one-shot import hook arms the collector right a
 The schedule is honoured: the steps seen before torch was imported are replayed into
 torch.profiler's step count, so its windows fall on the same steps as every other
 collector's. The raw data has the ``ops`` collector's shape (the finalizer imports it
-the same way) plus ``device_trace``, which says what was captured and why not.
+the same way) plus ``device_trace``, which says what was captured and why not. It is
+kept under this collector's own name, ``device_trace``: ``ops`` (the CPU operators) is
+listed in a recording only when ``--ops`` asked for it.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class _AfterImport:
 class DeviceTraceCollector(Collector):
     """torch.profiler with the device activities only, armed once torch is imported."""
 
-    name = "ops"
+    name = "device_trace"
 
     def __init__(
         self, raw_dir: str, schedule: Callable[[int], Any] | None = None, *, process_ends: bool = False
@@ -144,6 +146,9 @@ class DeviceTraceCollector(Collector):
                 inner.stop()
             except Exception as e:
                 fail(self, e, "stop")
+            if inner.failed and self.failed is None:
+                # The job's own torch.profiler took the device trace over (torch_ops).
+                self.failed = inner.failed
 
     def dump(self, raw_dir: str) -> dict[str, Any]:
         data: dict[str, Any] = (
