@@ -3,10 +3,13 @@ which phase of the step (analysis/phases.py) costs most, and the line that costs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import linecache
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Context, NotEnoughData, Outcome, make, rule, stack_frames
+from .steps import OFF_THE_GIL_PT, innermost_user, off_the_gil, runner_in_steps
 
 #: tb-profiler's DataLoader threshold, applied to the sampled data-loading phase.
 DATA_LOADING_SHARE = 0.05
@@ -20,6 +23,26 @@ OPTIMIZER_SHARE = 0.15
 #: Python loops over tensors): no peer tool has this rule; tb-profiler's 5% floor for one
 #: cause of step time, doubled, since the loop's own bookkeeping is Python of this kind too.
 PREPROCESS_SHARE = 0.10
+
+#: The user's Python outside the framework's calls waits (off the CPU) rather than
+#: computes where the step's thread was provably off the CPU (neither running nor waiting
+#: for a CPU) for at least this share of that phase's time in the steps the recorder
+#: measured; a blocking call on its hot line or under it says so too, unless the steps'
+#: CPU time shows that the phase ran on a CPU for more than this share of its time.
+WAIT_SHARE = 0.5
+#: A line that calls something that blocks (a C call has no frame of its own): a sleep,
+#: a wait for an event or a condition, a queue's or a future's get, a socket's receive,
+#: a file's read, a select.
+_BLOCKING_LINE = re.compile(
+    r"(\bsleep|\.wait\w*|\.get|\.recv\w*|\.read\w*|\bselect|\.acquire|\.accept|\.result|\.communicate|\burlopen|"
+    r"\binput|\.poll)\s*\("
+)
+#: Standard-library modules whose frames, under the user's line, wait: threads, locks,
+#: queues, selectors, sockets, processes, futures, HTTP.
+_BLOCKING_FILE = re.compile(
+    r"/(threading|queue|selectors|socket|ssl|subprocess)\.py$|/multiprocessing/|/asyncio/|/concurrent/futures/|"
+    r"/urllib/request\.py$|/http/client\.py$"
+)
 
 #: A batched collate function under a name that reads as the user's own: the per-item
 #: transform written once over the batch dimension (the fix of per-item Python in the Dataset).
@@ -61,6 +84,26 @@ _FIXES = {
         "opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)  # fused=True on CUDA",
     ),
 }
+
+#: The fix of user Python that waits off the CPU: overlap the wait or remove it.
+_WAIT_FIX = (
+    "Overlap the wait with the step's work, or remove it: vectorising cannot help, the time is spent waiting "
+    "off the CPU, not computing. A sleep in the loop adds its whole time to every step: remove it (or throttle "
+    "elsewhere). A wait for a queue, a lock, a socket or a file: start it ahead of the step, in a background "
+    "thread or in the DataLoader's workers (which prefetch batches), so that what the step needs is there when "
+    "it asks; where the loop only checks for something, poll without blocking (a timeout of 0)."
+)
+_WAIT_PT = (
+    "# time.sleep(...) in the loop: remove it; it adds its whole time to every step\n"
+    "# a blocking read (queue, socket, file, lock): start the next one before the step, in a thread\n"
+    "from concurrent.futures import ThreadPoolExecutor\n"
+    "pool = ThreadPoolExecutor(max_workers=1)\n"
+    "pending = pool.submit(your_blocking_read)  # e.g. q.get, sock.recv, f.read\n"
+    "for step in range(num_steps):\n"
+    "    item = pending.result()  # started during the previous step: little or no wait left\n"
+    "    pending = pool.submit(your_blocking_read)\n"
+    "    train_step(item)"
+)
 
 #: The loading's own Python made cheaper, where DataLoader workers cannot gain (no idle
 #: CPU for them): the fix of python.data_loading and the input rules then.
@@ -311,6 +354,174 @@ def loader_plan(
     return LoaderPlan(item, cores, workers, True, item, cpu)
 
 
+@dataclass
+class Wait:
+    """Whether a phase's hot line waits off the CPU (:func:`waits_off_cpu`), and why."""
+
+    waits: bool
+    call: str | None = None
+    """The blocking call its source line makes (the line's text), where it makes one."""
+    below: str | None = None
+    """The standard-library function that most of the line's samples wait in, where they do."""
+    below_pct: float = 0.0
+    """The share of the line's samples that wait in a call (%)."""
+    off_us: float | None = None
+    """Least time of the phase the step's thread was off the CPU (neither running nor
+    waiting for a CPU), over the steps the recorder measured (None: none measured)."""
+    phase_us: float = 0.0
+    """The phase's time in those steps."""
+    cpu_us: float = 0.0
+    """The step thread's CPU time in those steps."""
+    wall_us: float = 0.0
+    """Their wall time."""
+    reasons: list[str] = field(default_factory=list)
+    """What says it waits: 'line', 'stack', 'cpu'."""
+
+    def said(self) -> str:
+        """Why the line waits (a clause), from what says so."""
+        parts = []
+        if self.call:
+            parts.append(f"the line calls `{self.call}`")
+        if self.below:
+            parts.append(f"{self.below_pct:.0f}% of its samples wait in {self.below}")
+        elif "stack" in self.reasons and not self.call:
+            parts.append(f"{self.below_pct:.0f}% of its samples wait in a call")
+        if self.off_us is not None and self.phase_us > 0:
+            parts.append(
+                f"the step's thread ran on a CPU {self.cpu_us / 1000:,.0f} ms of the measured steps' "
+                f"{self.wall_us / 1000:,.0f} ms, and was off the CPU for at least {self.off_us / 1000:,.0f} ms of "
+                f"the {self.phase_us / 1000:,.0f} ms of this user Python in them"
+            )
+        return "; ".join(parts)
+
+
+def waits_off_cpu(ctx: Context, phase: str, top: dict[str, Any]) -> Wait:
+    """Whether ``phase``'s hot line ``top`` (a phase_hotspots row) waits off the CPU
+    rather than computes. Three witnesses:
+
+    - its source line calls something that blocks (:data:`_BLOCKING_LINE`);
+    - most of the step thread's samples whose innermost frame of the user's code is
+      that line wait below it, in a standard-library call (:data:`_BLOCKING_FILE`),
+      or on an innermost line that blocks;
+    - the steps' own figures (the step thread's CPU time and run-queue wait, where the
+      recorder measured them): in each step the thread was off the CPU for its wall
+      time less the two; at least that less the time of the step's other phases was
+      this phase's. At least :data:`WAIT_SHARE` of the phase's time there: it waits.
+
+    Where the figures show the thread on a CPU (or waiting for one) for more than
+    :data:`WAIT_SHARE` of the phase's time, the phase computes whatever its line says
+    (``d.get(k)`` calls no queue)."""
+    out = Wait(False)
+    text = linecache.getline(str(top["file"]), int(top["line"])).strip() if int(top["line"] or 0) > 0 else ""
+    if _BLOCKING_LINE.search(text):
+        out.call, out.reasons = text, ["line"]
+    below, out.below_pct = _waits_below(
+        ctx, int(top["rank"]), (str(top["function"]), str(top["file"]), int(top["line"]))
+    )
+    if out.below_pct >= 100.0 * WAIT_SHARE:
+        out.below = below
+        out.reasons.append("stack")
+    off = _off_cpu(ctx, phase)
+    if off is not None:
+        out.off_us, upper, out.phase_us, out.cpu_us, out.wall_us = off
+        if out.phase_us > 0 and upper < WAIT_SHARE * out.phase_us:
+            return Wait(False)  # the thread was on a CPU through most of the phase: it computes
+        if out.phase_us > 0 and out.off_us >= WAIT_SHARE * out.phase_us:
+            out.reasons.append("cpu")
+    out.waits = bool(out.reasons)
+    return out
+
+
+def _waits_below(ctx: Context, rank: int, where: tuple[str, str, int]) -> tuple[str | None, float]:
+    """(the standard-library function most of them wait in, % of them that wait) of the
+    step thread's samples whose innermost frame of the user's code is ``where``."""
+    from ..analysis.common import fetch
+
+    if not ctx.profile.tables.get("samples") or not ctx.profile.tables.get("frames"):
+        return None, 0.0
+    got = fetch(
+        ctx.profile,
+        "SELECT stack_id, count(*) AS n FROM samples WHERE rank = ? AND (tid IN (SELECT DISTINCT tid FROM events "
+        "WHERE kind = 'step' AND rank = ?) OR NOT EXISTS (SELECT 1 FROM events WHERE kind = 'step' AND rank = ?)) "
+        "GROUP BY stack_id",
+        [rank, rank, rank],
+    )
+    frames = stack_frames(ctx, rank)
+    total, waiting = 0, 0
+    funcs: dict[str, int] = {}
+    for st, n in zip(got["stack_id"].tolist(), got["n"].tolist(), strict=True):
+        if innermost_user(frames, int(st)) != where:
+            continue
+        total += int(n)
+        waits, func = _blocking_frame(frames, int(st))
+        if waits:
+            waiting += int(n)
+        if func is not None:
+            funcs[func] = funcs.get(func, 0) + int(n)
+    if not total:
+        return None, 0.0
+    best = max(funcs.items(), key=lambda kv: kv[1])[0] if funcs else None
+    return best, 100.0 * waiting / total
+
+
+def _blocking_frame(frames: dict[int, tuple[int, str, str, int]], leaf: int) -> tuple[bool, str | None]:
+    """Whether the stack ending at ``leaf`` waits in a call below the innermost frame of
+    the user's code: a standard-library frame that waits (:data:`_BLOCKING_FILE`), or an
+    innermost line that blocks (:data:`_BLOCKING_LINE`); and the library function it waits
+    in (``function`` (file), the outermost such frame), None where that is the user's own line."""
+    from ..analysis.phases import is_user_code
+
+    if leaf not in frames:
+        return False, None
+    _, fn, fl, ln = frames[leaf]
+    waits = bool(_BLOCKING_LINE.search(linecache.getline(fl, ln) if ln > 0 else ""))
+    found = f"`{fn}` ({_base(fl)}:{ln})" if waits and not is_user_code(fl) else None
+    node, guard = leaf, 0
+    while node in frames and guard < 512:
+        parent, fn, fl, _ = frames[node]
+        if is_user_code(fl):
+            break
+        if _BLOCKING_FILE.search(fl.replace("\\", "/")):
+            waits, found = True, f"`{fn}` ({_base(fl)})"
+        node, guard = parent, guard + 1
+    return waits, found
+
+
+def _base(file: str) -> str:
+    return file.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _off_cpu(ctx: Context, phase: str) -> tuple[float, float, float, float, float] | None:
+    """Over the steps the recorder measured (the step thread's CPU time and run-queue
+    wait) that have Python samples: (least time of ``phase`` the thread was off the CPU,
+    most such time, the phase's time, the thread's CPU time, the steps' wall time), µs;
+    None where no step was measured."""
+    from ..analysis.steady import per_step
+
+    measured = per_step(ctx.profile)
+    if not measured:
+        return None
+    per: dict[tuple[int, int], dict[str, float]] = {}
+    for r in ctx.rows("phases") or []:
+        if r["step"] is not None:
+            per.setdefault((int(r["rank"]), int(r["step"])), {})[str(r["phase"])] = float(r["time_us"] or 0.0)
+    least = most = mine = cpu = wall = 0.0
+    for r in ctx.rows("steps") or []:
+        if r.get("step") is None or r.get("outlier"):
+            continue
+        key = (int(r["rank"]), int(r["step"]))
+        if key not in measured or key not in per or not sum(per[key].values()):
+            continue
+        dur = float(r["duration_us"])
+        c, q = measured[key]
+        off = max(dur - c - q, 0.0)
+        ph = per[key].get(phase, 0.0)
+        least += max(off - (dur - ph), 0.0)
+        most += min(off, ph)
+        mine, cpu, wall = mine + ph, cpu + c, wall + dur
+    return (least, most, mine, cpu, wall) if wall > 0 else None
+
+
 def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str) -> Outcome:
     got = _phase(ctx, phase)
     if isinstance(got, NotEnoughData):
@@ -341,6 +552,32 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
             fix, snippet = VECTORISE_FIX, VECTORISE_PT
         elif plan.cores is not None:
             snippet = snippet.replace("num_workers=2", f"num_workers={plan.cores}")
+    elif phase == "other_python" and top and (wait := waits_off_cpu(ctx, phase, top)).waits:
+        # A sleep, a lock, a queue, a socket, a file: the step waits there; vectorising cannot help.
+        title = "The step waits off the CPU in the user's code (Python samples)"
+        fix, snippet = _WAIT_FIX, _WAIT_PT
+        # Off the CPU in no blocking call while the job's other thread ran Python: the GIL.
+        holder = runner_in_steps(ctx, int(top["rank"])) if wait.reasons == ["cpu"] else None
+        if holder is None:
+            where += f" The step waits there, off the CPU: {wait.said()}."
+        else:
+            title = "The step's thread waits for the GIL while the job's other thread runs Python (Python samples)"
+            where += (
+                f" The step's thread is off the CPU there, its stack in no blocking call: {wait.said()}. Meanwhile "
+                f"the job's thread {holder.name} ran {holder.where()} (running Python in {holder.samples} samples "
+                f"in the steps, the step's thread has {holder.mine}): a thread running Python holds the GIL, which "
+                "the step's thread waits for."
+            )
+            fix, snippet = off_the_gil(holder), OFF_THE_GIL_PT
+            evidence |= {"thread": holder.name, "thread_function": holder.function, "thread_file": holder.file}
+            evidence |= {"thread_line": holder.line, "thread_samples": holder.samples}
+        evidence |= {"waits": wait.reasons}
+        if wait.call:
+            evidence["call"] = wait.call
+        if wait.below:
+            evidence |= {"waits_in": wait.below, "waiting_pct": wait.below_pct}
+        if wait.off_us is not None:
+            evidence |= {"off_cpu_us": wait.off_us, "measured_phase_us": wait.phase_us}
     elif phase == "other_python" and top:
         where += " It runs in the training loop itself, not in code the DataLoader calls."
     elif phase == "sync" and not ctx.device_types():
