@@ -144,3 +144,50 @@ def test_a_loader_with_workers_and_idle_cores_may_use_them(tmp_path: Path) -> No
     status, est = loader(build(tmp_path / "idle_w", 0.8, proc_cpu=20.0, sys_cpu=60.0, workers=True))
     assert status == "fired"
     assert est == pytest.approx(STEPS * 40_000, rel=1e-6)
+
+
+WAITING_LOADER = """
+import time, torch, torch.nn as nn
+from torch.utils.data import Dataset, DataLoader
+torch.set_num_threads(1)
+
+class Slow(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        time.sleep(0.03)  # a slow read: the worker waits, it does not compute
+        return torch.randn(32), i % 4
+
+if __name__ == "__main__":
+    model = nn.Linear(32, 4)
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    for x, y in DataLoader(Slow(), batch_size=4, num_workers=2, persistent_workers=True):
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_workers_that_wait_are_not_bounded_by_the_idle_cpu(tmp_path: Path) -> None:
+    """A loader whose 2 workers sleep in __getitem__: the advice had bounded more workers
+    by the host's idle CPU (11.8% promised on a busy host, where 8 workers ran 66%
+    faster) and proposed the num_workers the job already had. The recorder now reads its
+    children's CPU (children_cpu): the workers hardly used any while the steps waited,
+    so more of them overlap their waits, and the gain is the wait."""
+    from record_support import record
+
+    out = record(tmp_path, WAITING_LOADER)
+    profile = out / "rank0.aiprof"
+    with open_profile(profile) as p:
+        (row,) = run(p, "loader_cpu").rows
+        items = {v.rule: v for v in evaluate(p)}
+        ((steps_us,),) = p.con.execute("SELECT sum(dur) / 1e3 FROM events WHERE kind = 'step'").fetchall()
+    assert row["worker_samples"] > 0.8 * row["loading_samples"] > 0
+    assert row["children_cpu_pct"] is not None and row["children_cpu_pct"] < 50.0, row
+    a = items["python.data_loading"].advice
+    assert a is not None
+    assert "they wait (files, network, sleep) rather than compute" in a.summary
+    assert a.fix.startswith("The DataLoader's workers wait") and "num_workers=16" in next(iter(a.snippets.values()))
+    # The gain is the loading's wait: most of the steps' time (each step waits ~60 ms for
+    # two items per worker), not a share bounded by the host's idle cores.
+    assert a.estimate_us >= 0.7 * steps_us, (a.estimate_us, steps_us)

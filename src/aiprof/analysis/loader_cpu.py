@@ -6,9 +6,12 @@ job and the rest of the host used during the steps.
     analysis/phases.py); worker_samples (those of them waiting for DataLoader worker
     processes: a ``_MultiProcessingDataLoaderIter`` frame on the stack, so the loading
     already runs outside the main process); proc_cpu_pct (the rank's process CPU
-    during its steps, 100 = one core: the recorder's ``proc_cpu`` counter) and
-    sys_cpu_pct (the host's, 100 = every core busy: ``sys_cpu``), the means of the
-    counter samples inside the rank's step windows, null where not recorded. A reading
+    during its steps, 100 = one core: the recorder's ``proc_cpu`` counter),
+    children_cpu_pct (that of its child processes, the DataLoader workers among them,
+    100 = one core: ``children_cpu``, recorded from 2026-12-07; null where not recorded
+    or the rank had no child process) and sys_cpu_pct (the host's, 100 = every core
+    busy: ``sys_cpu``), the means of the counter samples inside the rank's step windows,
+    null where not recorded. A reading
     less than half the median polling interval after the previous one is left out: over
     next to no time psutil reads 0%.
 """
@@ -30,6 +33,7 @@ _SCHEMA = pa.schema(
         ("loading_samples", pa.int64()),
         ("worker_samples", pa.int64()),
         ("proc_cpu_pct", pa.float64()),
+        ("children_cpu_pct", pa.float64()),
         ("sys_cpu_pct", pa.float64()),
     ]
 )
@@ -75,7 +79,7 @@ def _in_steps(profile: Profile, metric: str) -> dict[int, float]:
     "loader_cpu",
     "Data loading: in the main process or in workers, and the CPU during the steps",
     default_sort=("rank",),
-    units={"proc_cpu_pct": "%", "sys_cpu_pct": "%"},
+    units={"proc_cpu_pct": "%", "children_cpu_pct": "%", "sys_cpu_pct": "%"},
 )
 def loader_cpu(profile: Profile, params: dict[str, Any]) -> pa.Table:
     """One row per rank with sampled steps (see the module doc)."""
@@ -84,6 +88,7 @@ def loader_cpu(profile: Profile, params: dict[str, Any]) -> pa.Table:
     c = classify(profile)
     ok = (c.window >= 0) & (c.phase == PHASES.index("data_loading"))
     proc, host = _in_steps(profile, "proc_cpu"), _in_steps(profile, "sys_cpu")
+    kids = _in_steps(profile, "children_cpu")
     rows = []
     for r in np.unique(c.rank[c.window >= 0]).tolist():
         mine = ok & (c.rank == r)
@@ -93,6 +98,7 @@ def loader_cpu(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 "loading_samples": int(mine.sum()),
                 "worker_samples": int((mine & c.in_workers).sum()),
                 "proc_cpu_pct": proc.get(r),
+                "children_cpu_pct": kids.get(r),
                 "sys_cpu_pct": host.get(r),
             }
         )

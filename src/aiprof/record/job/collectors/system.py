@@ -35,6 +35,7 @@ DEFAULT_RATE_HZ = 10.0
 #: Metric -> unit, for the counters table.
 UNITS: dict[str, str] = {
     "proc_cpu": "%",
+    "children_cpu": "%",
     "sys_cpu": "%",
     "rss": "B",
     "threads": "count",
@@ -94,6 +95,8 @@ class SystemCollector(Collector):
         """When the CPU shares were last read (clock ns)."""
         self._host: Any = None
         """psutil.cpu_times() at that reading."""
+        self._children: dict[int, float] = {}
+        """CPU seconds of each child process of the polled one at that reading."""
         self._gc_on = False
 
     def start(self) -> None:
@@ -177,13 +180,20 @@ class SystemCollector(Collector):
                 rd, wr = io.read_bytes, io.write_bytes
             except (AttributeError, psutil.Error):
                 rd = wr = -1
-        sys_cpu = None
+        sys_cpu = children = None
         if shares:
-            self._cpu_at = now
+            read_at, self._cpu_at = self._cpu_at, now
             host, self._host = self._host, psutil.cpu_times()
             sys_cpu = host_busy_pct(host, self._host)
+            children = self._children_pct(p, (now - read_at) / 1e9 if read_at is not None else 0.0)
         s = self.series
-        for metric, value in (("proc_cpu", cpu), ("sys_cpu", sys_cpu), ("rss", rss), ("threads", threads)):
+        for metric, value in (
+            ("proc_cpu", cpu),
+            ("children_cpu", children),
+            ("sys_cpu", sys_cpu),
+            ("rss", rss),
+            ("threads", threads),
+        ):
             if value is not None:
                 s[metric][0].append(now)
                 s[metric][1].append(float(value))
@@ -197,6 +207,32 @@ class SystemCollector(Collector):
             for metric, delta in rates:
                 s[metric][0].append(now)
                 s[metric][1].append(delta * per_s)
+
+    def _children_pct(self, p: Any, seconds: float) -> float | None:
+        """The CPU the polled process's children (DataLoader workers, a compiler's
+        processes) used since the last reading, % of one core (100 = a core's worth),
+        from each child's CPU seconds; a child born since counts from its start, one
+        that ended since is not read. None: none was ever seen (the metric is then not
+        written), or no time to share it over."""
+        import psutil
+
+        try:
+            kids = p.children(recursive=True)
+        except psutil.Error:
+            return None
+        now: dict[int, float] = {}
+        used = 0.0
+        for k in kids:
+            try:
+                t = k.cpu_times()
+            except psutil.Error:
+                continue
+            now[k.pid] = t.user + t.system
+            used += now[k.pid] - self._children.get(k.pid, 0.0)
+        seen, self._children = bool(self._children) or bool(now), now
+        if not seen or seconds <= 0:
+            return None
+        return round(100.0 * max(used, 0.0) / seconds, 1)
 
     def dump(self, raw_dir: str) -> dict[str, Any]:
         series = {}
