@@ -105,8 +105,12 @@ def test_steps_the_jobs_own_thread_made_long_are_the_codes(tmp_path: Path) -> No
             dumps,
         )
         assert pause.runner.file.endswith("job.py") and pause.runner.samples >= pause.runner.mine / 2
-        assert pause.others_cpu_us is not None and pause.others_cpu_us >= 0.1 * pause.window_us
+        # The process's CPU counter (10 Hz) may have no reading in a short window on a
+        # loaded machine: where it has one, the job's other threads used the CPU.
+        if pause.others_cpu_us is not None:
+            assert pause.others_cpu_us >= 0.1 * pause.window_us
         assert pause.off_cpu_us >= 0.5 * pause.excess_us and (pause.computing_pct or 0.0) >= 50.0
+    assert any(pauses[(0, step)].others_cpu_us is not None for step in contended)
     ev = o["evidence"]
     # The steps are the code's: in the advice's steps and gain, not among the machine's.
     assert set(ev["contended_steps"]) == contended and contended <= set(ev["outlier_steps"])
@@ -180,3 +184,19 @@ def test_user_python_that_waits_is_told_to_overlap_the_wait(tmp_path: Path, mode
     assert a["fix"] == python_time._WAIT_FIX and "Vectorise" not in a["fix"]
     assert "ThreadPoolExecutor" in a["snippets"]["pytorch"] and "vector_norm" not in a["snippets"]["pytorch"]
     assert "It runs in the training loop itself" not in a["summary"]
+
+
+def test_each_outlier_step_is_listed_once_whatever_the_ranks() -> None:
+    """A synchronous job's ranks share their outlier steps: the advice listed
+    [6, 6, 21, 21, 19, 19] for a 2-rank job; each step once, in the order given."""
+    from aiprof.advise.steps import _evidence
+
+    rows = [
+        {"rank": r, "step": s, "excess_us": 10.0 * s}
+        | {"duration_us": 1.0, "median_us": 1.0, "ratio": 1.0, "what": None, "what_pct": None}
+        for s in (6, 21, 19)
+        for r in (0, 1)
+    ]
+    ev = _evidence(rows[0], rows)
+    assert ev["outlier_steps"] == [6, 21, 19]
+    assert ev["excess_us"] == sum(10.0 * s for s in (6, 21, 19)) * 2

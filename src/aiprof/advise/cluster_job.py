@@ -29,22 +29,30 @@ def persistent_straggler(ctx: Context) -> Outcome:
     rows = ctx.rows("stragglers") or [] if len(ctx.rows("ranks") or []) >= MIN_RANKS else []
     if len(rows) < MIN_RANKS:
         return NotEnoughData(f"fewer than {MIN_RANKS} ranks with step markers")
-    slow = sorted((r for r in rows if r["persistent"]), key=lambda r: -float(r["compute_z"] or 0.0))
+    # work_z: compute_z on device ranks, else the z-score of the step less the rank's
+    # waits for the others (cluster/views.py).
+    slow = sorted((r for r in rows if r["persistent"]), key=lambda r: -float(r["work_z"] or 0.0))
     if not slow:
         return None
     worst = slow[0]
     lost = float(worst["lost_pct"] or 0.0)
     others = ", ".join(str(r["rank"]) for r in slow[1:6])
+    z = (
+        f"compute z-score {float(worst['compute_z']):.1f}"
+        if worst["compute_z"] is not None
+        else f"z-score {float(worst['work_z'] or 0.0):.1f} of its own work, its step less its waits for the others"
+    )
     return make(
         f"Rank {worst['rank']} is slow in {worst['slow_steps']} of {worst['steps']} steps "
-        f"(compute z-score {float(worst['compute_z'] or 0.0):.1f}); the job waits {lost:.1f}% of each step for it"
-        + (f"; also slow: ranks {others}." if others else "."),
+        f"({z}); the job waits {lost:.1f}% of each step for it" + (f"; also slow: ranks {others}." if others else "."),
         {
             "rank": worst["rank"],
             "slow_steps": worst["slow_steps"],
             "steps": worst["steps"],
             "compute_us": worst["compute_us"],
             "compute_z": worst["compute_z"],
+            "work_us": worst["work_us"],
+            "work_z": worst["work_z"],
             "step_z": worst["step_z"],
             "lost_pct": lost,
             "slow_ranks": [r["rank"] for r in slow],

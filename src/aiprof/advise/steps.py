@@ -684,7 +684,10 @@ def outlier(ctx: Context) -> Outcome:
         )
     aside = ""
     if paused:
-        aside = f" Not counted: step{'s' if len(paused) > 1 else ''} {', '.join(str(r['step']) for r in paused)}, which the machine paused (warnings)."
+        told = list(dict.fromkeys(str(r["step"]) for r in paused))
+        aside = (
+            f" Not counted: step{'s' if len(told) > 1 else ''} {', '.join(told)}, which the machine paused (warnings)."
+        )
     contended = [r for r in code if (k := (int(r["rank"]), int(r["step"]))) in pauses and pauses[k].contended]
     if sum(float(r["excess_us"]) for r in contended) >= PAUSED_SHARE * sum(float(r["excess_us"]) for r in code) > 0:
         return _contended(code, contended, pauses, aside)
@@ -693,7 +696,9 @@ def outlier(ctx: Context) -> Outcome:
     what = f"; it runs {worst['what']}" if worst["what"] and known else ""
     if worst["what"] and not known:
         what = "; too few Python samples fell in it to say what ran there"
-    more = f" ({len(code) - 1} more outlier steps)" if len(code) > 1 else ""
+    # A synchronous job's ranks share their outlier steps: each step is told once.
+    steps = len({int(r["step"]) for r in code})
+    more = f" ({steps - 1} more outlier steps)" if steps > 1 else ""
     evidence = _evidence(worst, code)
     if not known:
         evidence["what"] = None
@@ -789,7 +794,7 @@ def _evidence(worst: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
         "ratio": worst["ratio"],
         "what": worst["what"],
         "what_pct": worst["what_pct"],
-        "outlier_steps": [int(r["step"]) for r in rows],
+        "outlier_steps": list(dict.fromkeys(int(r["step"]) for r in rows)),  # once each, whatever the ranks
         "excess_us": sum(float(r["excess_us"]) for r in rows),
     }
 

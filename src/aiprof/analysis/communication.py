@@ -6,7 +6,11 @@ hides behind computation.
     kernel name), calls, total_us, mean_us (µs), bytes (sum over the calls whose
     launching host call records its message size; null when none does),
     sized_calls (how many calls have a size), mean_bytes, gbps (bytes / time of the
-    sized calls, GB/s; algorithm bandwidth, waiting included).
+    sized calls, GB/s; algorithm bandwidth, waiting included), note. A DDP rank (its
+    Python samples show DistributedDataParallel) without any recorded collective has
+    one row, op all_reduce, step and figures null and a note: its gradient all-reduces
+    ran in DDP's C++ reducer, which default-mode recording does not see (not measured,
+    rather than no communication).
 
 ``comm_overlap`` (one row per rank and step; Holistic Trace Analysis's definition)
     rank, step, step_us, comm_us (union of collective kernels), compute_us (union of
@@ -144,25 +148,33 @@ def _with_host_collectives(profile: Profile, dev: dict[str, np.ndarray]) -> dict
     """Add, for each rank without device events (a CPU job: gloo), its host-side
     ones: the ``collective`` events aiprof record writes for torch.distributed calls,
     else torch.profiler's ``gloo:*`` / ``nccl:*`` ranges (by their op: ``gloo:all_reduce``
-    is all_reduce)."""
+    is all_reduce; their size from their own args, :func:`message_bytes`)."""
     h = fetch(
         profile,
         f"""
-        WITH c AS (SELECT rank, -1 AS device, name, ts, dur, coalesce(bytes, -1) AS bytes, 0 AS pri FROM events
-                   WHERE kind = 'collective' AND device_type = 'cpu'
+        WITH c AS (SELECT rank, -1 AS device, name, ts, dur, coalesce(bytes, -1) AS bytes, name AS range_name,
+                          NULL AS args, 0 AS pri
+                   FROM events WHERE kind = 'collective' AND device_type = 'cpu'
                    UNION ALL
-                   SELECT rank, -1, regexp_replace(name, '{COMM_RANGE_SQL_RE}', ''), ts, dur, -1, 1 FROM events
+                   SELECT rank, -1, regexp_replace(name, '{COMM_RANGE_SQL_RE}', ''), ts, dur, -1, name, args, 1
+                   FROM events
                    WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
                      AND regexp_matches(name, '{COMM_RANGE_SQL_RE}')),
         best AS (SELECT rank, min(pri) AS pri FROM c GROUP BY rank),
         dev AS (SELECT DISTINCT rank FROM events WHERE device_type <> 'cpu')
-        SELECT c.rank, c.device, c.name, c.ts, c.dur, c.bytes FROM c JOIN best USING (rank)
+        SELECT c.rank, c.device, c.name, c.ts, c.dur, c.bytes, c.range_name, c.args FROM c JOIN best USING (rank)
         WHERE c.pri = best.pri AND c.rank NOT IN (SELECT rank FROM dev) ORDER BY c.rank, c.ts
         """,
     )
     keep = ~np.isin(h["rank"], np.unique(dev["rank"]))
     if not keep.any():
         return dev
+    # A range's size from its own args ("Input Dims" x "Input type"), as the cluster
+    # index reads it (cluster/summary.py: host_collective_rows).
+    for i in np.flatnonzero(keep & (h["bytes"] < 0)):
+        a = h["args"][i]
+        b = message_bytes(str(h["range_name"][i]), a if isinstance(a, str) else None)
+        h["bytes"][i] = b if b is not None else -1
     return {k: np.concatenate([dev[k], h[k][keep]]) for k in dev}
 
 
@@ -178,6 +190,7 @@ _COMM_SCHEMA = pa.schema(
         ("sized_calls", pa.int64()),
         ("mean_bytes", pa.float64()),
         ("gbps", pa.float64()),
+        ("note", pa.string()),
     ]
 )
 
@@ -219,9 +232,22 @@ def communication(profile: Profile, params: dict[str, Any]) -> pa.Table:
                 "sized_calls": int(known.sum()),
                 "mean_bytes": kb / int(known.sum()) if kb is not None else None,
                 "gbps": kb / kd if kb is not None and kd > 0 else None,
+                "note": None,
             }
         )
+    rows += _hidden_ddp_rows(profile, set(np.unique(c["rank"]).tolist()))
     return pa.Table.from_pylist(rows, schema=_COMM_SCHEMA)
+
+
+def _hidden_ddp_rows(profile: Profile, seen: set[int]) -> list[dict[str, Any]]:
+    """A row per DDP rank with no collective recorded (its device work aside): its
+    all-reduces are in DDP's C++ reducer, not measured."""
+    from .overview import measured_ranks
+    from .rank_waits import DDP_COMM_NOTE, ddp_ranks
+
+    hidden = sorted(ddp_ranks(profile) - seen - measured_ranks(profile, "device"))
+    blank = {k: None for k in _COMM_SCHEMA.names}
+    return [blank | {"rank": r, "op": "all_reduce", "note": DDP_COMM_NOTE} for r in hidden]
 
 
 _OVERLAP_SCHEMA = pa.schema(

@@ -30,6 +30,19 @@ _WAITS_SCHEMA = pa.schema(
 )
 
 
+#: What the communication figures of a DDP rank without recorded collectives say (the
+#: ranks, communication and exposed_comm views' ``note``): not measured, not zero.
+DDP_COMM_NOTE = "not measured: DDP all-reduces run in its C++ reducer (--ops records them); waits: --view rank_waits"
+
+
+def ddp_ranks(profile: Profile) -> set[int]:
+    """The ranks whose Python samples show DistributedDataParallel inside their steps
+    (:func:`_ddp_ranks`); none without samples."""
+    if not profile.tables.get("samples"):
+        return set()
+    return set(_ddp_ranks(classify(profile)))
+
+
 def _ddp_ranks(c: Classified) -> list[int]:
     """The ranks with samples inside steps under a DistributedDataParallel frame: the
     ranks that wait for each other at its gradient all-reduces."""

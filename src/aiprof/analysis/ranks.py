@@ -15,7 +15,10 @@ Views:
     order of issue per name), last_arrivals (how many of them this rank started
     last), mean_late_us (mean start delay behind the earliest rank, µs),
     comm_us, comm_bytes (bytes where the launching call says), comm_gbps, world_size
-    (the job's ranks, as the rank's trace says; null where it says none).
+    (the job's ranks, as the rank's trace says; null where it says none), note (why the
+    communication figures are null: a DDP rank whose all-reduces ran in DDP's C++
+    reducer, which default-mode recording does not see; its collectives, last_arrivals
+    and comm_us are then null, not measured, not 0).
 
 ``utilization`` (one row per rank and time chunk, as nsys analyze's
 gpu_time_util splits the trace)
@@ -151,6 +154,7 @@ _RANKS_SCHEMA = pa.schema(
         ("comm_bytes", pa.int64()),
         ("comm_gbps", pa.float64()),
         ("world_size", pa.int64()),
+        ("note", pa.string()),
     ]
 )
 
@@ -168,6 +172,7 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
     from ..cluster.views import ranks_from_index
     from .communication import collectives
     from .overview import measured_ranks
+    from .rank_waits import DDP_COMM_NOTE, ddp_ranks
 
     indexed = ranks_from_index(profile)  # a many-rank job: read its cluster index
     if indexed is not None:
@@ -202,6 +207,8 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
                 late_sum[r] = late_sum.get(r, 0.0) + (t - t0)
             if lt > t0:
                 last[lr] = last.get(lr, 0) + 1
+    # A DDP rank without any recorded collective: its all-reduces ran unseen (not 0).
+    hidden = ddp_ranks(profile) - set(np.unique(coll["rank"]).tolist()) - has_device
     default_ws = profile.metas[0].get("world_size") if profile.metas else None
     world = {int(r): m.get("world_size") for m in profile.metas for r in m.get("ranks") or []}
     rows: list[dict[str, Any]] = []
@@ -236,13 +243,14 @@ def ranks(profile: Profile, params: dict[str, Any]) -> pa.Table | SqlView:
                 "step_jitter_pct": 100.0 * float(dur.max() - dur.min()) / mean if has_steps and mean > 0 else None,
                 "device_busy_us": busy_ns / 1000.0 if busy_ns is not None else None,
                 "busy_pct": 100.0 * busy_ns / total if busy_ns is not None and total > 0 else None,
-                "collectives": matched.get(r, 0),
-                "last_arrivals": last.get(r, 0),
+                "collectives": None if r in hidden else matched.get(r, 0),
+                "last_arrivals": None if r in hidden else last.get(r, 0),
                 "mean_late_us": late_sum[r] / matched[r] / 1000.0 if matched.get(r) else None,
-                "comm_us": cdur / 1000.0,
+                "comm_us": None if r in hidden else cdur / 1000.0,
                 "comm_bytes": cb,
                 "comm_gbps": cb / kdur if cb is not None and kdur > 0 else None,
                 "world_size": world.get(r, default_ws),
+                "note": DDP_COMM_NOTE if r in hidden else None,
             }
         )
     return pa.Table.from_pylist(rows, schema=_RANKS_SCHEMA)

@@ -12,11 +12,23 @@ plus ``ts``), so ranks recorded on different clock origins line up.
     overlap_ns), kernel_ns (union of the compute kernels, memcpy/memset left out),
     device_measured (the rank has device work, overview.measured_ranks: false, the
     device columns before it are 0 as not measured, and the views read them as null;
-    an index written before this column has none, and its views read them as measured).
+    an index written before this column has none, and its views read them as measured),
+    wait_ns (the rank's wait for the other ranks in the step, from its Python samples:
+    DDP's waits in backward, :func:`..analysis.rank_waits.window_waits`; null where not
+    measured: ranks without DDP samples, and every index written before this column).
     The overlap columns follow :func:`..analysis.communication.step_overlap`, so the
     ``comm_overlap`` view reads them from the index as the per-rank computation would.
+    On a rank without device work the communication columns come from its host-side
+    collectives (:func:`host_collective_rows`): comm_ns is the union of their calls;
+    the calls aiprof record writes block the thread that makes them, so overlap_ns is
+    0 and exposed_ns comm_ns; torch.profiler's ``gloo:*`` ranges run on the backend's
+    own threads beside the rank's work, which is not measured: both null. A DDP rank
+    (its samples show DistributedDataParallel) without any recorded collective has its
+    all-reduces in DDP's C++ reducer: comm_ns, overlap_ns and exposed_ns are null (not
+    measured), not 0.
 
-``collectives`` (one row per device collective of a rank)
+``collectives`` (one row per device collective of a rank; on a rank without device
+work, one per host-side collective: :func:`host_collective_rows`)
     rank, step, op (canonical: allreduce, allgather, reducescatter, broadcast, reduce,
     sendrecv, alltoall, or the kernel's own word), pg (process group name, from the
     kernel's or its launching call's args; ``default`` when the trace says none),
@@ -35,6 +47,7 @@ plus ``ts``), so ranks recorded on different clock origins line up.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,11 +57,11 @@ import pyarrow as pa
 
 from ..analysis import intervals as iv
 from ..analysis.common import DEVICE_BUSY_SQL, fetch, launch_calls_sql
-from ..analysis.communication import DTYPE_BYTES, collectives, step_overlap
+from ..analysis.communication import DTYPE_BYTES, collectives, message_bytes, step_overlap
 from ..analysis.overview import measured_ranks
 from ..analysis.ranks import step_of, step_windows
 from ..store import Profile
-from ..store.vocabulary import collective_op
+from ..store.vocabulary import COMM_RANGE_SQL_RE, collective_op
 
 STEPS_SCHEMA = pa.schema(
     [
@@ -63,6 +76,7 @@ STEPS_SCHEMA = pa.schema(
         ("exposed_ns", pa.int64()),
         ("kernel_ns", pa.int64()),
         ("device_measured", pa.bool_()),
+        ("wait_ns", pa.int64()),
     ]
 )
 
@@ -133,17 +147,142 @@ def summarize(profile: Profile) -> dict[str, pa.Table]:
         f"SELECT rank, kind = 'collective' AS comm, kind = 'kernel' AS kern, ts, ts + dur AS te FROM events "
         f"WHERE device_type <> 'cpu' AND kind IN {DEVICE_BUSY_SQL} AND dur > 0",
     )
+    host = host_collective_rows(fetch(profile, HOST_COLLECTIVES_SQL))
+    waits, ddp = _waits(profile, w)
     return {
-        "steps": _steps(d, w, origin, measured_ranks(profile, "device")),
-        "collectives": _collectives(_collective_rows(profile), lambda: _host_bytes(collectives(profile)), w, origin),
+        "steps": _steps(d, w, origin, measured_ranks(profile, "device"), host, waits, ddp),
+        "collectives": _collectives(
+            _collective_rows(profile) + host, lambda: _host_bytes(collectives(profile)), w, origin
+        ),
         "ranks": ranks_table(profile),
     }
 
 
-def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int, device: set[int]) -> pa.Table:
+#: The host-side collectives of the ranks without device work (no event off the CPU):
+#: the ``collective`` events aiprof record writes for torch.distributed's calls where
+#: a rank has them, else torch.profiler's ``gloo:*`` / ``nccl:*`` ... ranges (the rule
+#: of analysis/communication.py's host collectives, which the ranks and communication
+#: views read); ``pri`` 0 for the first, 1 for the ranges.
+HOST_COLLECTIVES_SQL = f"""
+WITH c AS (SELECT rank, name, ts, coalesce(dur, 0) AS dur, bytes, args, 0 AS pri FROM events
+           WHERE kind = 'collective' AND device_type = 'cpu'
+           UNION ALL
+           SELECT rank, name, ts, coalesce(dur, 0), NULL, args, 1 FROM events
+           WHERE device_type = 'cpu' AND kind IN ('cpu_op', 'user_annotation')
+             AND regexp_matches(name, '{COMM_RANGE_SQL_RE}')),
+best AS (SELECT rank, min(pri) AS pri FROM c GROUP BY rank)
+SELECT c.rank, c.name, c.ts, c.dur, c.bytes, c.args, c.pri FROM c JOIN best ON best.rank = c.rank AND best.pri = c.pri
+WHERE c.ts IS NOT NULL AND c.rank NOT IN (SELECT DISTINCT rank FROM events WHERE device_type <> 'cpu' AND rank IS NOT NULL)
+"""
+
+_RANGE_PREFIX = re.compile(COMM_RANGE_SQL_RE)
+
+
+def host_collective_rows(h: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`_collective_rows` for host-side collectives (``h``: rank, name,
+    ts, dur, bytes, args, pri as :data:`HOST_COLLECTIVES_SQL` selects them), ordered by
+    rank and start, each with its ``bytes`` (the recorded size, else the range's own
+    args: :func:`..analysis.communication.message_bytes`) and ``blocking`` (written by
+    aiprof record: the call blocks its thread). Group, group size and sequence number
+    from the args aiprof record writes (``group``, ``group_size``, ``seq``), else
+    torch.profiler's (``Process Group Name``...). Both summary paths call this."""
+    rows: list[dict[str, Any]] = []
+    for r, n, t, du, b, a, pri in zip(
+        h["rank"], h["name"], h["ts"], h["dur"], h["bytes"], h["args"], h["pri"], strict=True
+    ):
+        name = str(n)
+        args = _json_object(a)
+        nbytes = int(b) if b is not None and not (isinstance(b, float) and np.isnan(b)) and int(b) >= 0 else None
+        if nbytes is None:
+            nbytes = message_bytes(name, a if isinstance(a, str) else None)
+        ranks = args.get("Process Group Ranks")
+        rows.append(
+            {
+                "rank": int(r),
+                "name": name,
+                "ts": int(t),
+                "dur": int(du),
+                "cname": _text(args.get("Collective name")) or _RANGE_PREFIX.sub("", name),
+                "pg": _text(args.get("group")) or _text(args.get("Process Group Name")),
+                "pg_ranks": ranks if isinstance(ranks, str) or ranks is None else json.dumps(ranks),
+                "pg_size": _int(args.get("group_size"), args.get("Group size"), bound=2**31 - 1),
+                "seq": _int(args.get("seq"), args.get("Seq"), bound=2**63 - 1),
+                "bytes": nbytes,
+                "blocking": int(pri) == 0,
+            }
+        )
+    rows.sort(key=lambda x: (x["rank"], x["ts"], x["dur"], x["name"], str(x["pg"]), x["seq"] or -1))
+    return rows
+
+
+def _json_object(text: Any) -> dict[str, Any]:
+    if not isinstance(text, str):
+        return {}
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _int(*values: Any, bound: int) -> int | None:
+    """The first of ``values`` that is an integer (or a text of digits) within +-bound."""
+    for v in values:
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            v = int(v)
+        if isinstance(v, int) and not isinstance(v, bool) and -bound - 1 <= v <= bound:
+            return v
+    return None
+
+
+def _waits(profile: Profile, w: dict[str, np.ndarray]) -> tuple[np.ndarray | None, set[int]]:
+    """Per step window of ``w``: the rank's wait for the others (ns; -1 not measured),
+    None where no window has one; and the DDP ranks (analysis/rank_waits.py)."""
+    from ..analysis.rank_waits import ddp_ranks, window_waits
+
+    ddp = ddp_ranks(profile)
+    if len(ddp) < 2:
+        return None, ddp
+    ww = window_waits(profile)
+    out = np.full(len(w["rank"]), -1, dtype=np.int64)
+    n = min(len(ww), len(out))
+    out[:n] = ww[:n]
+    out[~np.isin(w["rank"], sorted(ddp)) | (w["step"] < 0)] = -1
+    return out, ddp
+
+
+def _host_intervals(host: list[dict[str, Any]]) -> dict[int, tuple[np.ndarray, np.ndarray, bool]]:
+    """Rank -> the merged intervals of its host-side collectives, and whether they block."""
+    out: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
+    for r in sorted({x["rank"] for x in host}):
+        xs = [x for x in host if x["rank"] == r]
+        ts = np.array([x["ts"] for x in xs], dtype=np.int64)
+        te = ts + np.array([max(x["dur"], 0) for x in xs], dtype=np.int64)
+        s, e = iv.merge(ts, te)
+        out[r] = (s, e, all(x["blocking"] for x in xs))
+    return out
+
+
+def _steps(
+    d: dict[str, np.ndarray],
+    w: dict[str, np.ndarray],
+    origin: int,
+    device: set[int],
+    host: list[dict[str, Any]] | None = None,
+    waits: np.ndarray | None = None,
+    ddp: set[int] | None = None,
+) -> pa.Table:
     """``d``: the device busy intervals (rank, comm, kern, ts, te) of the profile;
-    ``device``: the ranks with device work (overview.measured_ranks)."""
+    ``device``: the ranks with device work (overview.measured_ranks); ``host``: the
+    host-side collectives (:func:`host_collective_rows`), read on ranks without device
+    work; ``waits``: per window of ``w``, the rank's wait for the others (-1 none);
+    ``ddp``: the DDP ranks (a rank of them without collectives: communication null)."""
     cols: dict[str, list[Any]] = {n: [] for n in STEPS_SCHEMA.names}
+    hosts = _host_intervals(host or [])
     for r in np.unique(w["rank"]):
         wsel = np.flatnonzero(w["rank"] == r)
         w0, w1 = w["start"][wsel], w["end"][wsel]
@@ -153,6 +292,16 @@ def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int, devi
         ks, ke = iv.merge(d["ts"][sel & ~cm], d["te"][sel & ~cm])
         busy, comp = iv.covered(bs, be, w0, w1), iv.covered(ks, ke, w0, w1)
         comm, kern, ov = step_overlap(d["ts"], d["te"], cm, sel & d["kern"], w0, w1)
+        c: list[int | None] = [int(x) for x in comm]
+        o: list[int | None] = [int(x) for x in ov]
+        x: list[int | None] = [int(a - b) for a, b in zip(comm, ov, strict=True)]
+        if int(r) not in device and int(r) in hosts:
+            hs, he, blocking = hosts[int(r)]
+            c = [int(v) for v in iv.covered(hs, he, w0, w1)]
+            o = [0 if blocking else None for _ in c]
+            x = [v if blocking else None for v in c]
+        elif int(r) not in device and int(r) in (ddp or set()):
+            c = o = x = [None] * len(wsel)
         for j, i in enumerate(wsel):
             cols["rank"].append(int(r))
             cols["step"].append(int(w["step"][i]) if w["step"][i] >= 0 else None)
@@ -160,11 +309,12 @@ def _steps(d: dict[str, np.ndarray], w: dict[str, np.ndarray], origin: int, devi
             cols["dur_ns"].append(int(w1[j] - w0[j]))
             cols["busy_ns"].append(int(busy[j]))
             cols["compute_ns"].append(int(comp[j]))
-            cols["comm_ns"].append(int(comm[j]))
-            cols["overlap_ns"].append(int(ov[j]))
-            cols["exposed_ns"].append(int(comm[j] - ov[j]))
+            cols["comm_ns"].append(c[j])
+            cols["overlap_ns"].append(o[j])
+            cols["exposed_ns"].append(x[j])
             cols["kernel_ns"].append(int(kern[j]))
             cols["device_measured"].append(int(r) in device)
+            cols["wait_ns"].append(int(waits[i]) if waits is not None and waits[i] >= 0 else None)
     return pa.table(cols, schema=STEPS_SCHEMA)
 
 
@@ -235,9 +385,11 @@ def _collectives(
         o = ordinal.get((r, pg, op), 0)
         ordinal[(r, pg, op)] = o + 1
         nbytes: int | None = None
-        size = DTYPE_BYTES.get(str(x["dtype"])) if x["dtype"] else None
-        n = max(x["n_in"] or 0, x["n_out"] or 0)
-        if size and n:
+        size = DTYPE_BYTES.get(str(x["dtype"])) if x.get("dtype") else None
+        n = max(x.get("n_in") or 0, x.get("n_out") or 0)
+        if "blocking" in x:  # a host-side collective: its own size (host_collective_rows)
+            nbytes = x["bytes"]
+        elif size and n:
             nbytes = n * size
         else:
             if host_bytes is None:

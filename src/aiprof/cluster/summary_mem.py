@@ -8,7 +8,7 @@ code builds the tables. What this path cannot answer exactly as the SQL would, i
 does not try: it returns None and the caller opens the profile and runs the SQL
 (several ranks in one file, null times or kinds, derived tables, args with values
 other than texts and integers where a collective field is read, duplicate JSON keys,
-two ``record_param_comms`` of one op). tests/test_cluster_summary.py checks both
+two ``record_param_comms`` of one op, Python samples: DDP's waits are read from them). tests/test_cluster_summary.py checks both
 paths give equal tables on generated ranks and on real traces.
 """
 
@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 
 from ..analysis.common import DEVICE_BUSY_KINDS
 from ..analysis.communication import launch_sizes
-from ..store.vocabulary import COMM_RANGE_LIBS
-from .summary import _collectives, _host_bytes, _steps
+from ..store.vocabulary import COMM_RANGE_LIBS, COMM_RANGE_SQL_RE
+from .summary import _collectives, _host_bytes, _steps, host_collective_rows
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -88,12 +88,15 @@ def summarize_rank(e: RankEvents, meta: dict[str, Any]) -> dict[str, pa.Table]:
         "ts": e.ts[busy],
         "te": e.te[busy],
     }
+    if int((meta.get("tables") or {}).get("samples") or 0):
+        raise Unsure  # DDP's waits and ranks come from the samples (analysis/rank_waits.py)
     rows, dev = e.collective_rows()
+    host = e.host_collectives()
     from .derived_mem import _sources  # overview.SOURCES_SQL on these arrays (it imports this module)
 
     return {
-        "steps": _steps(d, w, origin, {e.rank} if _sources(e)["device"] else set()),
-        "collectives": _collectives(rows, lambda: e.host_bytes(dev), w, origin),
+        "steps": _steps(d, w, origin, {e.rank} if _sources(e)["device"] else set(), host),
+        "collectives": _collectives(rows + host, lambda: e.host_bytes(dev), w, origin),
     }
 
 
@@ -304,6 +307,35 @@ class RankEvents:
                 row["dtype"] = row["dtype"].lower()
             rows.append(row)
         return rows, dev
+
+    # -- summary.HOST_COLLECTIVES_SQL -----------------------------------------------------
+
+    def host_collectives(self) -> list[dict[str, Any]]:
+        """summary.host_collective_rows of this rank: its host-side collectives where it
+        has no event off the CPU (aiprof record's ``collective`` events, else the
+        ``gloo:*`` / ``nccl:*`` ranges)."""
+        if not self.cpu.all():
+            return []
+        names = self.t.column("name")
+        recorded = np.flatnonzero(self.kind_in("collective"))
+        pri = 0
+        if not len(recorded):
+            ranged = pc.match_substring_regex(names, COMM_RANGE_SQL_RE).fill_null(False).to_numpy(zero_copy_only=False)
+            recorded = np.flatnonzero(self.kind_in("cpu_op", "user_annotation") & ranged)
+            pri = 1
+        if not len(recorded):
+            return []
+        nbytes, ok = self.ints("bytes")
+        h = {
+            "rank": np.full(len(recorded), self.rank, dtype=np.int64),
+            "name": self.strings("name", recorded),
+            "ts": self.ts[recorded],
+            "dur": self.dur[recorded],
+            "bytes": np.where(ok[recorded], nbytes[recorded], -1) if pri == 0 else np.full(len(recorded), -1),
+            "args": self.strings("args", recorded),
+            "pri": np.full(len(recorded), pri, dtype=np.int64),
+        }
+        return host_collective_rows(h)
 
     # -- analysis.communication.collectives (the device part) -------------------------
 

@@ -6,8 +6,23 @@ computed from its events first (:func:`.index.ensure`).
 
 ``straggler_steps`` (one row per rank and step)
     rank, step, step_us, compute_us (union of the rank's non-collective device work in
-    the step), step_median_us, compute_median_us (over the ranks), step_z, compute_z
-    (robust z-scores against the ranks of that step, see :data:`STRAGGLER_Z`).
+    the step; null on a rank without device work: not measured), work_us (the rank's
+    own work in the step, what the others wait for: its compute_us where the device is
+    measured, else its step less its waits for the other ranks, :data:`WORK_NS`; null
+    where neither is measured), step_median_us, compute_median_us, work_median_us (over
+    the ranks), step_z, compute_z, work_z (robust z-scores against the ranks of that
+    step, see :data:`STRAGGLER_Z`; work_z is compute_z where the device is measured).
+
+    In a synchronous job every rank's step lasts about as long as the slowest one's,
+    so step_z cannot tell the straggler: the others' steps hold their wait for it. On
+    ranks without device work that wait is measured on the host: DDP's waits in backward
+    from the Python samples (the index's wait_ns, as the ``rank_waits`` view finds
+    them), and the time in the collectives aiprof record writes (blocking calls: the
+    index's exposed_ns); a rank's own work is its step less both. A robust z-score of
+    two ranks is always +-0.6745 (the MAD is half their difference), so where a step
+    has two ranks with work measured on the host, each is scored against the other
+    rank, with the MAD floor (:data:`MAD_FLOOR` of the other's work) as the spread: a
+    rank more than about 5% above the other is slow in that step.
 
 ``rank_steps`` (one row per rank and step)
     rank, step, step_us, compute_us (union of the compute kernels), copy_us (what the
@@ -18,11 +33,11 @@ computed from its events first (:func:`.index.ensure`).
     device_measured, overview.measured_ranks), as in the steps view.
 
 ``stragglers`` (one row per rank)
-    rank, steps, step_us, compute_us (medians over the rank's steps), step_z, compute_z
-    (medians over steps), slow_steps (steps with a z-score above :data:`STRAGGLER_Z`),
-    slow_share, persistent (slow in at least :data:`PERSISTENT_SHARE` of its steps),
-    lost_pct (mean share of the median step that the others wait for this rank's extra
-    compute, %).
+    rank, steps, step_us, compute_us, work_us (medians over the rank's steps), step_z,
+    compute_z, work_z (medians over steps), slow_steps (steps with a step_z or work_z
+    above :data:`STRAGGLER_Z`), slow_share, persistent (slow in at least
+    :data:`PERSISTENT_SHARE` of its steps), lost_pct (mean share of the median step that
+    the others wait for this rank's extra work, %; null where its work is not measured).
 
 ``collectives`` (one row per collective instance, matched across the ranks of its group
 by group and sequence number, or by group, op and order of issue without one)
@@ -42,7 +57,12 @@ by group and sequence number, or by group, op and order of issue without one)
 
 ``exposed_comm`` (one row per rank)
     rank, steps, step_us, comm_us, overlap_us, exposed_us (sums over steps), overlap_pct
-    (% of comm_us), exposed_pct (% of step_us).
+    (% of comm_us), exposed_pct (% of step_us), note (why a figure is null, or where it
+    comes from on a rank without device work; null on device ranks). On a rank without
+    device work comm_us is the time of its host-side collectives; the calls aiprof
+    record writes block their thread (overlap 0, all exposed); torch.profiler's
+    ``gloo:*`` ranges run beside the rank's work, whose overlap is not measured (null).
+    A DDP rank without recorded collectives: null (not measured), with a note.
 """
 
 from __future__ import annotations
@@ -50,6 +70,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.base import SqlView, analyser
+from ..analysis.rank_waits import DDP_COMM_NOTE
 from ..store import Profile
 from .index import ensure, from_index
 
@@ -72,17 +93,42 @@ def bus_factor_sql(op: str, n: str) -> str:
     )
 
 
-_STEP_Z = f"""
-WITH s AS (SELECT rank, step, dur_ns, compute_ns FROM cluster_steps WHERE step IS NOT NULL),
-m AS (SELECT step, median(dur_ns) AS md, median(compute_ns) AS mc FROM s GROUP BY step),
-d AS (SELECT s.*, md, mc FROM s JOIN m USING (step)),
-mad AS (SELECT step, median(abs(dur_ns - md)) AS madd, median(abs(compute_ns - mc)) AS madc FROM d GROUP BY step)
+#: SQL: a step row's own work (ns) on a rank without device work: its step less its
+#: waits for the others (DDP's, from the samples) and less its blocking host-side
+#: collectives (exposed_ns); null where neither is measured. ``{wait}``: the wait column.
+WORK_NS = (
+    "CASE WHEN {wait} IS NOT NULL OR exposed_ns IS NOT NULL "
+    "THEN greatest(dur_ns - coalesce({wait}, 0) - coalesce(exposed_ns, 0), 0) END"
+)
+
+
+def _step_z(profile: Profile) -> str:
+    """The per rank and step z-scores (``straggler_steps``), for this profile's index."""
+    m = _device_measured(profile)
+    work = WORK_NS.replace("{wait}", "wait_ns" if "wait_ns" in _steps_columns(profile) else "NULL")
+    floor = MAD_FLOOR
+    return f"""
+WITH s AS (SELECT rank, step, dur_ns, {m} AS measured, CASE WHEN {m} THEN compute_ns END AS compute_ns,
+                  CASE WHEN {m} THEN compute_ns ELSE {work} END AS work_ns
+           FROM cluster_steps WHERE step IS NOT NULL),
+m AS (SELECT step, median(dur_ns) AS md, median(compute_ns) AS mc, median(work_ns) FILTER (WHERE NOT measured) AS mw,
+             count(work_ns) FILTER (WHERE NOT measured) AS nw, sum(work_ns) FILTER (WHERE NOT measured) AS sw
+      FROM s GROUP BY step),
+d AS (SELECT s.*, md, mc, mw, nw, sw, sw - work_ns AS other FROM s JOIN m USING (step)),
+mad AS (SELECT step, median(abs(dur_ns - md)) AS madd, median(abs(compute_ns - mc)) AS madc,
+               median(abs(work_ns - mw)) FILTER (WHERE NOT measured) AS madw FROM d GROUP BY step),
+z AS (SELECT d.*, 0.6745 * (dur_ns - md) / greatest(madd, {floor} * md, 1) AS step_z,
+             0.6745 * (compute_ns - mc) / greatest(madc, {floor} * mc, 1) AS compute_z, madw
+      FROM d JOIN mad USING (step))
 SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, compute_ns / 1e3 AS compute_us,
-       md / 1e3 AS step_median_us, mc / 1e3 AS compute_median_us,
-       0.6745 * (dur_ns - md) / greatest(madd, {MAD_FLOOR} * md, 1) AS step_z,
-       0.6745 * (compute_ns - mc) / greatest(madc, {MAD_FLOOR} * mc, 1) AS compute_z
-FROM d JOIN mad USING (step)
+       work_ns / 1e3 AS work_us, md / 1e3 AS step_median_us, mc / 1e3 AS compute_median_us,
+       (CASE WHEN measured THEN mc ELSE mw END) / 1e3 AS work_median_us, step_z, compute_z,
+       CASE WHEN measured THEN compute_z
+            WHEN nw = 2 THEN 0.6745 * (work_ns - other) / greatest({floor} * other, 1)
+            ELSE 0.6745 * (work_ns - mw) / greatest(madw, {floor} * mw, 1) END AS work_z
+FROM z
 """
+
 
 _INSTANCE = """
 WITH c AS (SELECT *, CASE WHEN seq IS NOT NULL THEN 'seq' ELSE 'order' END AS matched_by,
@@ -118,13 +164,21 @@ def _view(profile: Profile, sql: str) -> SqlView:
 @analyser(
     "straggler_steps",
     "Stragglers per step",
-    default_sort=("-compute_z",),
-    units={"step_us": "µs", "compute_us": "µs", "step_median_us": "µs", "compute_median_us": "µs"},
+    default_sort=("-work_z",),
+    units={
+        "step_us": "µs",
+        "compute_us": "µs",
+        "work_us": "µs",
+        "step_median_us": "µs",
+        "compute_median_us": "µs",
+        "work_median_us": "µs",
+    },
 )
 def straggler_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
-    """One row per rank and step: its step and compute time against the ranks' medians
-    (robust z-scores); see aiprof.cluster.views for the columns."""
-    return _view(profile, _STEP_Z)
+    """One row per rank and step: its step time, compute and own work against the ranks'
+    medians (robust z-scores); see aiprof.cluster.views for the columns."""
+    ensure(profile)
+    return SqlView(_step_z(profile))
 
 
 @analyser(
@@ -157,25 +211,29 @@ def rank_steps(profile: Profile, params: dict[str, Any]) -> SqlView:
 @analyser(
     "stragglers",
     "Stragglers",
-    default_sort=("-compute_z",),
-    units={"step_us": "µs", "compute_us": "µs", "lost_pct": "%"},
+    default_sort=("-work_z",),
+    units={"step_us": "µs", "compute_us": "µs", "work_us": "µs", "lost_pct": "%"},
 )
 def stragglers(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per rank: how often and by how much it is slower than the other ranks
-    (robust z-scores per step), whether persistently, and the step share the job loses."""
-    return _view(
-        profile,
+    (robust z-scores per step of its own work), whether persistently, and the step
+    share the job loses."""
+    ensure(profile)
+    return SqlView(
         f"""
-        WITH z AS ({_STEP_Z}),
+        WITH z AS ({_step_z(profile)}),
         r AS (SELECT rank, count(*)::BIGINT AS steps, median(step_us) AS step_us, median(compute_us) AS compute_us,
-                     median(step_z) AS step_z, median(compute_z) AS compute_z,
-                     count(*) FILTER (WHERE step_z > {STRAGGLER_Z} OR compute_z > {STRAGGLER_Z})::BIGINT AS slow_steps,
-                     100.0 * avg(greatest(compute_us - compute_median_us, 0) / nullif(step_median_us, 0)) AS lost_pct
+                     median(work_us) AS work_us, median(step_z) AS step_z, median(compute_z) AS compute_z,
+                     median(work_z) AS work_z,
+                     count(*) FILTER (WHERE step_z > {STRAGGLER_Z} OR work_z > {STRAGGLER_Z})::BIGINT AS slow_steps,
+                     -- greatest() skips a null: a rank whose work is not measured loses null, not 0
+                     100.0 * avg(CASE WHEN work_us IS NOT NULL
+                                 THEN greatest(work_us - work_median_us, 0) / nullif(step_median_us, 0) END) AS lost_pct
               FROM z GROUP BY rank)
-        SELECT rank, steps, step_us, compute_us, step_z, compute_z, slow_steps,
+        SELECT rank, steps, step_us, compute_us, work_us, step_z, compute_z, work_z, slow_steps,
                slow_steps / steps AS slow_share, slow_steps >= {PERSISTENT_SHARE} * steps AS persistent, lost_pct
         FROM r
-        """,
+        """
     )
 
 
@@ -259,17 +317,33 @@ def links(profile: Profile, params: dict[str, Any]) -> SqlView:
 )
 def exposed_comm(profile: Profile, params: dict[str, Any]) -> SqlView:
     """One row per rank: communication time, how much of it overlaps computation, and
-    what is left exposed, summed over the rank's steps."""
-    return _view(
-        profile,
-        """
+    what is left exposed, summed over the rank's steps (null where not measured, with a
+    note saying why)."""
+    ensure(profile)
+    m = _device_measured(profile)
+    return SqlView(
+        f"""
         SELECT rank::BIGINT AS rank, count(step)::BIGINT AS steps, sum(dur_ns) / 1e3 AS step_us,
                sum(comm_ns) / 1e3 AS comm_us, sum(overlap_ns) / 1e3 AS overlap_us, sum(exposed_ns) / 1e3 AS exposed_us,
                100.0 * sum(overlap_ns) / nullif(sum(comm_ns), 0) AS overlap_pct,
-               100.0 * sum(exposed_ns) / nullif(sum(dur_ns), 0) AS exposed_pct
+               100.0 * sum(exposed_ns) / nullif(sum(dur_ns), 0) AS exposed_pct,
+               CASE WHEN bool_or({m}) THEN NULL
+                    WHEN count(comm_ns) = 0 THEN '{_sql_text(DDP_COMM_NOTE)}'
+                    WHEN coalesce(sum(comm_ns), 0) = 0 THEN NULL
+                    WHEN count(overlap_ns) = 0 THEN '{_sql_text(HOST_RANGES_NOTE)}'
+                    ELSE '{_sql_text(HOST_CALLS_NOTE)}' END AS note
         FROM cluster_steps GROUP BY rank
-        """,
+        """
     )
+
+
+#: The notes of the exposed_comm view on a rank without device work.
+HOST_CALLS_NOTE = "host-side collectives (no device work): each call blocks its thread, all of it exposed"
+HOST_RANGES_NOTE = "host-side gloo/nccl ranges (no device work): their overlap with the rank's work is not measured"
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("'", "''")
 
 
 #: The ``ranks`` view from the index; ``{m}``: whether a step row's device columns are measured.
@@ -290,16 +364,20 @@ st AS (SELECT rank, count(step) AS steps, sum(dur_ns) / 1e3 AS step_total_us, av
               CASE WHEN count(step) > 0 AND avg(dur_ns) > 0 THEN 100.0 * (max(dur_ns) - min(dur_ns)) / avg(dur_ns) END
                   AS step_jitter_pct,
               sum(busy_ns) FILTER (WHERE {m}) / 1e3 AS device_busy_us,
-              100.0 * sum(busy_ns) FILTER (WHERE {m}) / nullif(sum(dur_ns), 0) AS busy_pct
+              100.0 * sum(busy_ns) FILTER (WHERE {m}) / nullif(sum(dur_ns), 0) AS busy_pct,
+              count(comm_ns) > 0 AS comm_measured
        FROM cluster_steps GROUP BY rank)
 SELECT st.rank::BIGINT AS rank, steps::BIGINT AS steps, step_total_us::DOUBLE AS step_total_us,
        step_mean_us::DOUBLE AS step_mean_us, step_median_us::DOUBLE AS step_median_us,
        step_min_us::DOUBLE AS step_min_us, step_max_us::DOUBLE AS step_max_us,
        step_jitter_pct::DOUBLE AS step_jitter_pct, device_busy_us::DOUBLE AS device_busy_us,
-       busy_pct::DOUBLE AS busy_pct, coalesce(cr.collectives, 0)::BIGINT AS collectives,
-       coalesce(cr.last_arrivals, 0)::BIGINT AS last_arrivals, cr.mean_late_us::DOUBLE AS mean_late_us,
-       coalesce(cr.comm_us, 0)::DOUBLE AS comm_us, cr.comm_bytes::BIGINT AS comm_bytes,
-       cr.comm_gbps::DOUBLE AS comm_gbps, ws.world_size::BIGINT AS world_size
+       busy_pct::DOUBLE AS busy_pct,
+       CASE WHEN comm_measured THEN coalesce(cr.collectives, 0) END::BIGINT AS collectives,
+       CASE WHEN comm_measured THEN coalesce(cr.last_arrivals, 0) END::BIGINT AS last_arrivals,
+       cr.mean_late_us::DOUBLE AS mean_late_us,
+       CASE WHEN comm_measured THEN coalesce(cr.comm_us, 0) END::DOUBLE AS comm_us, cr.comm_bytes::BIGINT AS comm_bytes,
+       cr.comm_gbps::DOUBLE AS comm_gbps, ws.world_size::BIGINT AS world_size,
+       CASE WHEN NOT comm_measured THEN '{ddp_note}' END AS note
 FROM st LEFT JOIN cr USING (rank)
 LEFT JOIN (SELECT rank, max(world_size) AS world_size FROM cluster_ranks GROUP BY rank) ws USING (rank)
 """
@@ -307,16 +385,19 @@ LEFT JOIN (SELECT rank, max(world_size) AS world_size FROM cluster_ranks GROUP B
 
 def ranks_from_index(profile: Profile) -> SqlView | None:
     """The ``ranks`` view from the index on disk, when the profile was opened with one."""
-    return SqlView(RANKS_SQL.replace("{m}", _device_measured(profile))) if from_index(profile) else None
+    if not from_index(profile):
+        return None
+    return SqlView(RANKS_SQL.replace("{m}", _device_measured(profile)).replace("{ddp_note}", _sql_text(DDP_COMM_NOTE)))
 
 
 #: The ``comm_overlap`` view (analysis/communication.py's columns) as one pass over the
-#: index's steps, for the ranks that run collectives.
+#: index's steps, for the ranks that run collectives on their device (HTA's overlap of
+#: device collectives and kernels; ``{m}``: whether a step row's device is measured).
 COMM_OVERLAP_SQL = """
 SELECT rank::BIGINT AS rank, step::BIGINT AS step, dur_ns / 1e3 AS step_us, comm_ns / 1e3 AS comm_us,
        kernel_ns / 1e3 AS compute_us, overlap_ns / 1e3 AS overlap_us,
        100.0 * overlap_ns / nullif(comm_ns, 0) AS overlap_pct, exposed_ns / 1e3 AS exposed_us
-FROM cluster_steps WHERE rank IN (SELECT DISTINCT rank FROM cluster_collectives)
+FROM cluster_steps WHERE rank IN (SELECT DISTINCT rank FROM cluster_collectives) AND {m}
 """
 
 
@@ -325,7 +406,7 @@ def comm_overlap_from_index(profile: Profile) -> SqlView | None:
     one that has the computation column (indexes written before it are recomputed)."""
     if not from_index(profile):
         return None
-    return SqlView(COMM_OVERLAP_SQL) if _has_kernel_ns(profile) else None
+    return SqlView(COMM_OVERLAP_SQL.replace("{m}", _device_measured(profile))) if _has_kernel_ns(profile) else None
 
 
 def _has_kernel_ns(profile: Profile) -> bool:
