@@ -21,6 +21,7 @@ previous one (a poll late behind a long GIL hold): over next to no time a share 
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable
 
@@ -44,6 +45,51 @@ UNITS: dict[str, str] = {
     "write_bytes": "B/s",
     "gc_pause": "ms",
 }
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def descendants_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each descendant process of ``pid``, from Linux's
+    ``/proc/PID/task/TID/children`` (a few reads, where psutil's children() reads every
+    process of the machine), else psutil's."""
+    out: dict[int, float] = {}
+    todo, seen = [pid], {pid}
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        import psutil
+
+        try:
+            for k in psutil.Process(pid).children(recursive=True):
+                t = k.cpu_times()
+                out[k.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+        return out
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for k in kids:
+                if k in seen:
+                    continue
+                seen.add(k)
+                todo.append(k)
+                try:
+                    with open(f"/proc/{k}/stat") as f:
+                        fields = f.read().rpartition(")")[2].split()
+                    out[k] = (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+                except (OSError, ValueError, IndexError):
+                    continue
+    return out
 
 
 def host_busy_pct(before: Any, after: Any) -> float | None:
@@ -213,22 +259,16 @@ class SystemCollector(Collector):
         processes) used since the last reading, % of one core (100 = a core's worth),
         from each child's CPU seconds; a child born since counts from its start, one
         that ended since is not read. None: none was ever seen (the metric is then not
-        written), or no time to share it over."""
-        import psutil
-
-        try:
-            kids = p.children(recursive=True)
-        except psutil.Error:
+        written), or no time to share it over. Read only from outside the polled
+        process (``aiprof record``'s poller): in the job, each read would wait for the
+        GIL its busy threads hold, and the other readings with it."""
+        if self.pid is None or self.pid == os.getpid():
             return None
         now: dict[int, float] = {}
         used = 0.0
-        for k in kids:
-            try:
-                t = k.cpu_times()
-            except psutil.Error:
-                continue
-            now[k.pid] = t.user + t.system
-            used += now[k.pid] - self._children.get(k.pid, 0.0)
+        for pid, cpu_s in descendants_cpu(p.pid).items():
+            now[pid] = cpu_s
+            used += cpu_s - self._children.get(pid, 0.0)
         seen, self._children = bool(self._children) or bool(now), now
         if not seen or seconds <= 0:
             return None
