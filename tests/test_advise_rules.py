@@ -932,3 +932,28 @@ def test_the_code_of_a_fix_follows_the_profiles_devices_and_framework() -> None:
     bare = advice()
     bare.snippets = {k: v for k, v in bare.snippets.items() if k != "mindspore"}
     assert fit_snippets(bare, {"npu"}, mindspore=True).snippets == {}
+
+
+def test_the_rules_come_in_one_order_whatever_imported_first() -> None:
+    """A test session that imported advise.communication early listed its rules first:
+    the notebook's not-judged list came out in another order than the CLI's."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, sys\n"
+        "for m in sys.argv[1:]:\n"
+        "    importlib.import_module('aiprof.advise.' + m)\n"
+        "from aiprof.advise import rules\n"
+        "print(','.join(rules()))\n"
+    )
+
+    def order(*first: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-c", code, *first], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip().split(",")
+
+    plain = order()
+    assert len(plain) >= 30 and plain[0].startswith("steps.")
+    assert order("communication", "data_movement") == plain
+    assert order("python_time", "cluster") == plain

@@ -44,10 +44,15 @@ AREAS: list[str] = [
 
 
 def rules() -> dict[str, Rule]:
-    """All rules by id."""
+    """All rules by id, in the order of :data:`AREAS` (then each module's own), whatever
+    order their modules were first imported in: the verdicts, and the not-judged list
+    made from them, read the same in every process (a test session that imported one
+    rule module early had listed its rules first)."""
     for m in AREAS:
         importlib.import_module(f"{__name__}.{m}")
-    return dict(RULES)
+    place = {f"{__name__}.{m}": i for i, m in enumerate(AREAS)}
+    ordered = sorted(RULES.values(), key=lambda r: place.get(r.fn.__module__, len(AREAS)))
+    return {r.id: r for r in ordered}
 
 
 @dataclass
