@@ -217,6 +217,29 @@ def test_gc_advice_without_steps_speaks_of_the_run(infer: tuple[Path, float]) ->
     assert doc["gain_of"] == "profiled time" and doc["advice"]
 
 
+def test_the_notebook_says_what_the_gains_are_shares_of(infer: tuple[Path, float]) -> None:
+    """The notebook's advice and summary said "% of step time" of a run without steps,
+    whose gains are shares of the profiled time (as aiprof advise says)."""
+    from aiprof.notebook.handle import ProfileHandle
+    from aiprof.notebook.inline import summary_html, summary_text
+
+    path, _ = infer
+    h = ProfileHandle([path])
+    try:
+        items = h.advise()
+        assert items.gain_of == "profiled time" and len(items) >= 1
+        html = items._repr_html_()
+        pct = items.to_json()[0]["gain_pct"]
+        gain = f"expected gain {pct:.1f}% of profiled time"
+        assert gain in html and "% of step time" not in html
+        assert gain in summary_html(h) and "% of step time" not in summary_html(h)
+        text = summary_text(h)
+        assert f"(expected gain {pct:.1f}% of profiled time)" in text, text
+        assert "% of step time" not in text
+    finally:
+        h.close()
+
+
 # -- 2. a job cut short: its steps lost --------------------------------------------------
 
 

@@ -254,11 +254,18 @@ def advise_json(profile: Profile, include_info: bool = False, min_severity: str 
         "total_us": round(total, 3),
         "causes": {k: round(v, 3) for k, v in sorted(causes.items(), key=lambda kv: -kv[1])},
         "gain_sum_pct": round(sum(100.0 * a.gain for a in items), 3),
-        # What the gains are shares of: a profile without steps has its whole run (without_steps).
-        "gain_of": "step time" if from_index(profile) or ctx.steps() else "profiled time",
+        "gain_of": gain_of(profile, ctx),
         "warnings": notes,
         "not_judged": not_judged(ctx.cache.get(VERDICTS) or []),
     }
+
+
+def gain_of(profile: Profile, ctx: Context) -> str:
+    """What the gains are shares of, as every face words it: "step time", or "profiled
+    time" for a profile without steps (its whole run: ``without_steps``)."""
+    from ..cluster.index import from_index
+
+    return "step time" if from_index(profile) or ctx.steps() else "profiled time"
 
 
 #: Where :func:`evaluate` leaves its verdicts in the context's cache.

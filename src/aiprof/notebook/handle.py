@@ -43,9 +43,16 @@ class AdviceList(list["Advice"]):
     rules that could not judge for lack of data (``not_judged``, as ``aiprof advise
     --format json`` lists them: ``{"missing": reason, "rules": [ids]}`` per missing datum)."""
 
-    def __init__(self, items: Iterable[Advice] = (), not_judged: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        items: Iterable[Advice] = (),
+        not_judged: list[dict[str, Any]] | None = None,
+        gain_of: str = "step time",
+    ) -> None:
         super().__init__(items)
         self.not_judged: list[dict[str, Any]] = list(not_judged or [])
+        #: What the gains are shares of (``advise.gain_of``).
+        self.gain_of = gain_of
 
     def to_json(self) -> list[dict[str, Any]]:
         return [a.to_json() for a in self]
@@ -53,7 +60,7 @@ class AdviceList(list["Advice"]):
     def _repr_html_(self) -> str:
         from .inline import advice_html
 
-        return advice_html(self.to_json(), len(self), self.not_judged)
+        return advice_html(self.to_json(), len(self), self.not_judged, gain_of=self.gain_of)
 
 
 class ProfileHandle:
@@ -112,12 +119,12 @@ class ProfileHandle:
     def advise(self, min_severity: str = "low") -> AdviceList:
         """Optimization advice with evidence, ranked by expected gain (``aiprof advise``);
         its ``not_judged`` lists the rules that could not judge for lack of data."""
-        from ..advise import VERDICTS, advise, not_judged
+        from ..advise import VERDICTS, advise, gain_of, not_judged
         from ..advise.base import Context
 
         ctx = Context(self.profile)
         items = advise(self.profile, min_severity=min_severity, ctx=ctx)
-        return AdviceList(items, not_judged(ctx.cache.get(VERDICTS) or []))
+        return AdviceList(items, not_judged(ctx.cache.get(VERDICTS) or []), gain_of(self.profile, ctx))
 
     def sql(self, query: str) -> Table:
         """QUERY over the tables events, counters, memory, samples, frames, tracks,

@@ -87,17 +87,18 @@ def overview_data(handle: ProfileHandle) -> dict[str, Any]:
     part("overview", lambda: run(prof, "overview", Query()).rows)
     part("steps", lambda: run(prof, "steps", Query()).rows)
 
-    def advice() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        from ..advise import VERDICTS, advise, not_judged
+    def advice() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+        from ..advise import VERDICTS, advise, gain_of, not_judged
         from ..advise.base import Context
 
         ctx = Context(prof)
         items = [a.to_json() for a in advise(prof, ctx=ctx)]
-        return items, not_judged(ctx.cache.get(VERDICTS) or [])
+        return items, not_judged(ctx.cache.get(VERDICTS) or []), gain_of(prof, ctx)
 
     out["not_judged"] = []
+    out["gain_of"] = "step time"
     try:
-        out["advice"], out["not_judged"] = advice()
+        out["advice"], out["not_judged"], out["gain_of"] = advice()
     except Exception as e:  # the proposer failing must not hide the rest
         out["advice"] = None
         out["errors"]["advice"] = f"the proposer failed: {e}"
@@ -256,11 +257,16 @@ def not_judged_html(groups: list[dict[str, Any]], listed: bool = True) -> str:
 
 
 def advice_html(
-    items: list[dict[str, Any]], total: int, not_judged: list[dict[str, Any]] | None = None, listed: bool = True
+    items: list[dict[str, Any]],
+    total: int,
+    not_judged: list[dict[str, Any]] | None = None,
+    listed: bool = True,
+    gain_of: str = "step time",
 ) -> str:
     """Advice items (``Advice.to_json()``) with their evidence and fix, then the rules
     that could not judge for lack of data (``not_judged``: :func:`not_judged_html`; where
-    there is advice and not ``listed``, their count alone)."""
+    there is advice and not ``listed``, their count alone). Gains are shares of
+    ``gain_of`` (``advise.gain_of``)."""
     from ..advise import shown_snippet
 
     groups = not_judged or []
@@ -289,7 +295,7 @@ def advice_html(
             f'<div class="aiprof-advice-item" style="border-left:3px solid {color};padding:3px 10px;margin:6px 0">'
             f"<div><b>{esc(str(a.get('title', a.get('rule', ''))))}</b> "
             f'<span style="color:{color};font-weight:600">{esc(sev)}</span>'
-            f'<span style="{_MUTED}"> · expected gain {float(a.get("gain_pct") or 0):.1f}% of step time'
+            f'<span style="{_MUTED}"> · expected gain {float(a.get("gain_pct") or 0):.1f}% of {esc(gain_of)}'
             f" · rule {esc(str(a.get('rule', '')))}</span></div>"
             f"<div>{esc(str(a.get('summary', '')))}</div>"
             f'<div style="{_MUTED}">Evidence: {esc(ev)}</div>'
@@ -360,7 +366,15 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
     if advice is None:
         parts.append(f'<p style="{_MUTED}">{esc(errors.get("advice", "no advice"))}</p>')
     else:
-        parts.append(advice_html(advice[:TOP_ADVICE], len(advice), data.get("not_judged"), listed=False))
+        parts.append(
+            advice_html(
+                advice[:TOP_ADVICE],
+                len(advice),
+                data.get("not_judged"),
+                listed=False,
+                gain_of=data.get("gain_of") or "step time",
+            )
+        )
 
     tops = [
         (
@@ -409,8 +423,9 @@ def summary_text(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
     for r in data.get("overview") or []:
         if r["section"] == "breakdown" and r.get("step") is None and (r.get("percent") or 0) > 0:
             lines.append(f"  rank {r['rank']} {r['category']}: {_ms(r.get('time_us'))} ({r['percent']:.1f}%)")
+    of = data.get("gain_of") or "step time"
     for a in (data.get("advice") or [])[:TOP_ADVICE]:
-        lines.append(f"  advice [{a['severity']}] {a['title']} (expected gain {a['gain_pct']:.1f}% of step time)")
+        lines.append(f"  advice [{a['severity']}] {a['title']} (expected gain {a['gain_pct']:.1f}% of {of})")
     unjudged = sum(len(g["rules"]) for g in data.get("not_judged") or [])
     if unjudged:
         none = "no advice: no rule fired on the data this profile holds; " if data.get("advice") == [] else ""

@@ -55,7 +55,7 @@ export async function adviceList(n?: number, every = false): Promise<HTMLElement
     return box;
   }
   const items = a.advice.slice(0, n ?? a.advice.length);
-  items.forEach((item, i) => box.append(card(item, i + 1, n === undefined)));
+  items.forEach((item, i) => box.append(card(item, i + 1, n === undefined, a.gain_of ?? "step time")));
   if (n === undefined) {
     box.append(h("p", { class: "muted", id: "advice-sum" },
       `Sum of the gains: ${a.gain_sum_pct?.toFixed(1) ?? "?"}% of ${a.gain_of ?? "step time"} (each µs counted for one cause)` +
@@ -104,14 +104,14 @@ export async function advicePage(main: HTMLElement): Promise<void> {
 const ITEM_COLUMNS = ["rule", "title", "severity", "gain_pct", "gain_us", "estimate_us", "cause", "cause_us", "summary", "evidence", "fix"].map((name) => ({ name }));
 const flat = (a: Item): Record<string, unknown> => Object.fromEntries(ITEM_COLUMNS.map((c) => [c.name, (a as Record<string, unknown>)[c.name]]));
 
-function card(a: Item, rank: number, full: boolean): HTMLElement {
+function card(a: Item, rank: number, full: boolean, of: string): HTMLElement {
   const gain = Math.max(0, Math.min(100, a.gain_pct));
   const div = h("div", { class: "advice sev-" + a.severity, "data-rule": a.rule },
     h("div", { class: "advice-head" },
       h("span", { class: "rank" }, String(rank) + "."),
       h("span", { class: "sev sev-" + a.severity, title: "severity: high ≥ 5% of step time, medium ≥ 3%, low ≥ 1%" }, a.severity),
       h("span", { class: "t" }, a.title),
-      h("span", { class: "gain", title: `expected gain: ${a.gain_pct}% of step time` },
+      h("span", { class: "gain", title: `expected gain: ${a.gain_pct}% of ${of}` },
         h("span", { class: "gainbar" }, h("i", { style: `width:${gain.toFixed(2)}%` })),
         h("span", { class: "gain-pct" }, `${a.gain_pct.toFixed(1)}%`))),
     h("div", { class: "summary" }, a.summary));

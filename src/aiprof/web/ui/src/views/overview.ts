@@ -191,7 +191,7 @@ async function topAdvice(box: HTMLElement, answer: Promise<AdviceResponse>): Pro
       const gain = Number(item.gain_pct);
       box.append(h("div", { class: "advice" },
         h("div", { class: "t" }, h("span", { class: "sev sev-" + String(item.severity || "info") }, String(item.severity || "")), " ", link(String(item.title || item.rule || "advice")),
-          Number.isFinite(gain) && gain > 0 ? h("span", { class: "muted gain" }, `\u00a0· up to ${fmtValue(gain, "%")} of step time`) : null),
+          Number.isFinite(gain) && gain > 0 ? h("span", { class: "muted gain" }, `\u00a0· up to ${fmtValue(gain, "%")} of ${a.gain_of ?? "step time"}`) : null),
         item.summary ? h("div", {}, String(item.summary)) : null));
     }
     if (a.available && a.advice.length) box.append(link(a.advice.length > TOP_ADVICE ? `All ${a.advice.length} items on the Advice page →` : "Details on the Advice page →"));
