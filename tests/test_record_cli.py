@@ -333,6 +333,47 @@ def test_a_failing_scripts_traceback_starts_at_its_own_frame(tmp_path: Path) -> 
     assert "ValueError: boom" in rec.stderr
 
 
+#: A job that spends its time in one function (``work``) for a second.
+WORK = (
+    "import time\n"
+    "def work():\n    return sum(i * i for i in range(20000))\n"
+    "t0 = time.monotonic()\n"
+    "while time.monotonic() - t0 < 1.0:\n    work()\n"
+)
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_the_stacks_start_at_the_jobs_own_code(tmp_path: Path, how: str) -> None:
+    """Every sampled stack started with aiprof's runner and bootstrap (five frames, and
+    runpy's three more under -m): the flame graph, speedscope and the report's "called
+    from" showed them above the job's ``<module>``."""
+    job = tmp_path / "pkgjob"
+    job.mkdir()
+    (job / "__init__.py").write_text("")
+    (job / "__main__.py").write_text(WORK)
+    target = ["-m", "pkgjob"] if how == "module" else [str(job / "__main__.py")]
+    rec = aiprof("record", "-o", str(tmp_path / "out"), "--", PY, *target, cwd=tmp_path)
+    assert rec.returncode == 0, rec.stderr
+    from aiprof.store import open_profile
+
+    with open_profile(tmp_path / "out" / "rank0.aiprof") as p:
+        frames = {r["frame_id"]: r for r in p.sql("SELECT frame_id, parent, function, file FROM frames").to_pylist()}
+        leaves = [r["stack_id"] for r in p.sql("SELECT stack_id FROM samples").to_pylist()]
+    roots: dict[tuple[str, str], int] = {}
+    for leaf in leaves:
+        f = frames[leaf]
+        while f["parent"] is not None:
+            f = frames[f["parent"]]
+        key = (f["function"], f["file"])
+        roots[key] = roots.get(key, 0) + 1
+    own = ("<module>", str(job / "__main__.py"))
+    # Nearly every sample is the job's; the few others are the recorder's own start
+    # and stop, under its runner (a root of their own, not above the job).
+    assert roots[own] >= 0.9 * len(leaves) and len(leaves) > 20, roots
+    assert all(k == own or "aiprof" in k[1] for k in roots), roots
+    assert not any("runpy" in k[1] for k in roots), roots
+
+
 #: What a recorded job must not import for aiprof (each costs it 1-5 ms at start):
 #: typing, re, enum's users, pathlib, json, runpy and pkgutil, shutil, socket.py.
 NOT_IN_A_JOB = {"typing", "re", "pathlib", "json", "runpy", "pkgutil", "importlib.util", "shutil", "socket", "urllib"}

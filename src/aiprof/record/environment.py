@@ -40,6 +40,20 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "job", "_sit
 #: does what ``python -m aiprof.record.bootstrap script args`` does, without the
 #: runpy import that ``-m`` costs the job.
 RUNNER = os.path.join(SITE_DIR, "aiprof_run.py")
+#: The other files that run before a recorded job's own code: the bootstrap that
+#: ``RUNNER`` calls and ``python -m aiprof.record.bootstrap``'s entry.
+_LAUNCH = (
+    RUNNER,
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "job", "bootstrap.py"),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py"),
+)
+
+
+def launch_file(file: str) -> bool:
+    """Is ``file`` (a code object's ``co_filename``) one of those that start a job
+    before its own code: aiprof's runner and bootstrap, and runpy (``-m``)? A traceback
+    (job/bootstrap.py) and the recorded stacks (finalizer.py) start below them."""
+    return os.path.basename(file) in ("runpy.py", "<frozen runpy>") or os.path.abspath(file) in _LAUNCH
 
 
 def read_line(sock: Any) -> bytes:

@@ -19,6 +19,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from .environment import launch_file
 from .job.collectors.torch_ops import SYNC_PREFIX
 from .rawfile import MANIFEST, MARKS, RAW_SUFFIX, load_raw_cut
 
@@ -432,8 +433,37 @@ def dropped_samples_warning(torn: int, kept: int, in_steps: tuple[int, int] | No
     )
 
 
+def job_rooted(frames: list[Any]) -> list[Any]:
+    """``frames`` (``(id, parent, function, file, line)``, parent -1 at a root) with each
+    stack starting at the job's own code: a frame of the job whose ancestors are all
+    launch frames (:func:`.environment.launch_file`: aiprof's runner and bootstrap,
+    runpy) becomes a root. Every sample keeps its frames; the launch frames stay in
+    the table, as roots of what ran in them alone (the recorder's start and stop)."""
+    by_id = {int(f[0]): f for f in frames}
+    launch: dict[int, bool] = {}  # frame id -> it and all its ancestors are launch frames
+
+    def chain(fid: int) -> bool:
+        path = []
+        while fid >= 0 and fid not in launch and fid in by_id:
+            path.append(fid)
+            fid = int(by_id[fid][1])
+        ok = launch.get(fid, True)  # a root's parent, or one not in the table
+        for i in reversed(path):
+            ok = ok and launch_file(str(by_id[i][3]))
+            launch[i] = ok
+        return ok
+
+    out = []
+    for f in frames:
+        parent = int(f[1])
+        if parent >= 0 and parent in by_id and chain(parent) and not launch_file(str(f[3])):
+            f = (f[0], -1, *f[2:])
+        out.append(f)
+    return out
+
+
 def _write_python(w: Any, py: dict[str, Any], rank: int, pid: int, mono0: int, summary: RecordSummary) -> None:
-    frames = py["frames"]
+    frames = job_rooted(py["frames"])
     if frames:
         w.append(
             "frames",

@@ -43,7 +43,7 @@ import sys
 
 from .. import _log
 from .._log import log
-from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, RUNNER, SITE_DIR
+from ..environment import ENV_CLAIMED, ENV_DEFER, ENV_OPTIONS, ENV_OUT, ENV_POLLER, RUNNER, SITE_DIR, launch_file
 from . import wire
 from .api import Profiler
 
@@ -239,11 +239,7 @@ def _prog() -> str:
 
 def script_traceback(tb: Any) -> Any:
     """``tb`` without its leading frames of aiprof's bootstrap, its runner and runpy."""
-    ours = (os.path.abspath(__file__), RUNNER)
-    while tb is not None and tb.tb_next is not None:
-        file = tb.tb_frame.f_code.co_filename
-        if os.path.abspath(file) not in ours and os.path.basename(file) not in ("runpy.py", "<frozen runpy>"):
-            break
+    while tb is not None and tb.tb_next is not None and launch_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return tb
 
