@@ -136,6 +136,33 @@ def test_ddp_stragglers_name_the_rank_the_others_wait_for(ddp: Path) -> None:
     assert all(s["work_us"] is not None for s in steps)
 
 
+def test_the_reports_python_table_names_each_rows_rank(ddp: Path) -> None:
+    """The report's top Python functions of a 2-rank job listed ``spin`` twice, without
+    saying whose each row was."""
+    from aiprof.cli.overview import compute_items
+
+    with open_profile(ddp) as p:
+        items = compute_items(p)
+        py = run(p, "python", Query.parse([], "-self_samples", 5)).rows
+    table = next(it for it in items if it.get("title") == "top Python functions by sampled self time")
+    assert [c[0] for c in table["cols"]] == ["rank", "function", "self_pct", "self_us", "total_pct"]
+    assert [(r[0], r[1]) for r in table["rows"]] == [(str(r["rank"]), r["function"]) for r in py]
+    # The notebook's summary too.
+    import re
+
+    from aiprof.notebook.handle import ProfileHandle
+    from aiprof.notebook.inline import summary_html
+
+    h = ProfileHandle([ddp])
+    try:
+        html = summary_html(h)
+    finally:
+        h.close()
+    top = html[html.index('<div class="aiprof-top-python">') :]
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", top[: top.index("</thead>")])
+    assert head == ["rank", "function", "file", "self_pct", "self_us", "total_pct"]
+
+
 def test_ddp_communication_is_not_measured_rather_than_zero(ddp: Path) -> None:
     """DDP's all-reduces ran unseen: the communication, ranks and exposed_comm views
     give null and say why, instead of 0 and "a single-process job"."""

@@ -143,9 +143,12 @@ def _split(title: str, rows: list[dict[str, Any]]) -> Item:
     return _table(title, cols, cells, plain=False)
 
 
-def _top(table: pa.Table, title: str, cols: list[str]) -> Item:
+def _top(table: pa.Table, title: str, cols: list[str], ranks: int = 1) -> Item:
+    """A top-N table of ``cols``, led by its rows' rank in a profile of several ``ranks``."""
     from ..render.terminal import format_cell
 
+    if ranks > 1 and "rank" in table.column_names:
+        cols = ["rank", *cols]
     spec: list[Col] = []
     for c in cols:
         text = c in ("name", "function")
@@ -248,7 +251,12 @@ def compute_items(prof: Profile) -> list[Item]:
         py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
         if py.num_rows:
             items.append(
-                _top(py, "top Python functions by sampled self time", ["function", "self_pct", "self_us", "total_pct"])
+                _top(
+                    py,
+                    "top Python functions by sampled self time",
+                    ["function", "self_pct", "self_us", "total_pct"],
+                    ranks=len(ranks),
+                )
             )
     # The views worth a look in this profile: those its data fills.
     more = ["steps"]

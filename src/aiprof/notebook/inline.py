@@ -385,16 +385,20 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         ("operators", "Top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"]),
         ("kernels", "Top kernels by total time", ["name", "count", "total_us", "pct"]),
     ]
+    # The Python view's rows are per rank: in a profile of several, each says whose.
+    ranked = len({r for m in prof.metas for r in m.get("ranks", [])}) > 1
     for key, title, cols in tops:
         rows = data.get(key) or []
         if not rows:
             continue
+        numeric = cols[1:]
         if key == "python":
             rows = [dict(r, file=_short_file(str(r.get("file") or ""))) for r in rows]
+            numeric = cols[2:]
+            if ranked:
+                cols, numeric = ["rank", *cols], ["rank", *numeric]
         parts.append(f'<div style="{_H}">{esc(title)}</div>')
-        parts.append(
-            f'<div class="aiprof-top-{key}">' + _table(rows, cols, cols[1:] if key != "python" else cols[2:]) + "</div>"
-        )
+        parts.append(f'<div class="aiprof-top-{key}">' + _table(rows, cols, numeric) + "</div>")
     flame = flame_html(prof)
     if flame:
         parts.append(
