@@ -112,6 +112,30 @@ def test_slower_gate_tests_the_steady_step_not_the_load(tmp_path: Path) -> None:
     assert "tested on steady_step_us is the step's wall time less its wait for a CPU" in r.stdout
 
 
+def test_a_loaded_run_with_many_steps_is_not_said_to_have_too_few(tmp_path: Path) -> None:
+    """Every step of A waited for a CPU: its steady step has no value, so that figure
+    alone is "too few steps". The diff said "too few steps for a statistical test
+    (fewer than 4 on a side...): the mean step compared only" above a table that tested
+    40 steps a side with p-values; it now says why the steady step was not tested."""
+    n = 40
+    a = build_run(tmp_path / "a", _steps(1, n, 1000.0), runq_us=[400.0] * n)
+    b = build_run(tmp_path / "b", _steps(2, n, 1000.0), runq_us=[0.0] * n)
+    r = cli("diff", a, b, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = {v["figure"]: v for v in doc["verdicts"]}
+    assert rows["steady_step_us"]["verdict"] == "too few steps"
+    assert rows["step_time_us"]["verdict"] != "too few steps" and rows["step_time_us"]["p_value"] is not None
+    assert doc["too_few_steps"] is False
+    assert doc["note"] == (
+        f"steady_step_us not tested: too few steps that did not wait for a CPU (0 in A, {n - 1} in B; "
+        "the machine was loaded): --fail-if-slower tests the wall step time"
+    )
+    text = cli("diff", a, b)
+    assert text.returncode == 0 and "fewer than 4 on a side" not in text.stdout
+    assert doc["note"] in text.stdout
+
+
 def test_recordings_made_together_are_compared_block_by_block(tmp_path: Path) -> None:
     """The machine slows by 40% over both runs, made at the same time; A's undisturbed steps
     are mostly early (fast), B's mostly late (slow). Pooled, B's steady step reads ~+20%

@@ -422,7 +422,8 @@ def test_compare_two_profiles(client: httpx.Client, served: Path) -> None:
 
     with open_profile(served / "r0.aiprof") as pa_, open_profile(served / "mem.aiprof") as pb:
         assert doc["differences"] == job_differences(pa_, pb)
-    assert doc["too_few_steps"] is (doc["note"] is not None)
+    few = {r["figure"] for r in doc["verdicts"] if r["verdict"] == "too few steps"}
+    assert doc["too_few_steps"] is bool(few - {"steady_step_us"}) and doc["too_few_steps"] == cli_doc["too_few_steps"]
     assert client.get("/compare/verdicts", params={"a": a, "b": b}).status_code == 404
     _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "nonsense"}), 400)
     _err(client.get("/compare", params={"a": a, "b": b, "fail_if": "no_such_us>+5%"}), 400)

@@ -209,10 +209,15 @@ def test_compare_defaults_to_the_same_job_and_shows_the_chart(page: Any, base: s
 
 
 def test_compare_verdicts_equal_the_diff_and_warn_of_another_job(page: Any, base: str, served: Path) -> None:
+    from aiprof.analysis.gate import judge
+
     with open_profile(served / "r0.aiprof") as a, open_profile(served / "mem.aiprof") as b:
         expected = verdicts(step_series([a]), step_series([b])).to_pylist()
+        note = judge(step_series([a]), step_series([b]), [])["note"]
     page.goto(f"{base}#/r0.aiprof/compare?a=r0.aiprof&b=mem.aiprof")
     page.wait_for_selector("#cmp-verdicts")
+    # Every figure was tested: no note of why one was not (tests/test_ui_compare_note.py).
+    assert note is None and page.locator("#cmp-note").count() == 0
     warning = page.locator("#cmp-warning").inner_text()
     assert "different jobs" in warning and "world size differs: A 1, B 2" in warning
     rows = page.locator("#cmp-verdicts tbody tr")

@@ -134,7 +134,9 @@ def check_rules(rules: list[Rule], a: StepSeries, b: StepSeries) -> None:
 
 
 def judge(a: StepSeries, b: StepSeries, rules: list[Rule]) -> dict[str, Any]:
-    """note (too few steps, or None), verdicts (one row per figure), gate (one result per
+    """note (why a figure was not tested: too few steps, or too few undisturbed ones for
+    the steady step; else None), too_few_steps (a side had too few steps for the test),
+    verdicts (one row per figure), gate (one result per
     rule), failed (a rule failed) of B against A, not_measured (the figures left out
     because a run did not measure them: ``a``, ``b``, ``both``) and phase_rule (how the
     phases were compared, where a verdict is of a phase; else None); bad rules raise
@@ -147,10 +149,19 @@ def judge(a: StepSeries, b: StepSeries, rules: list[Rule]) -> dict[str, Any]:
     for g in results:
         if g["figure"] in where:  # a rule on a figure a run did not measure: nothing to test
             g["detail"] = f"{g['figure']}: not measured in {where[g['figure']]}, so not compared"
-    note = TOO_FEW_NOTE if any(r["verdict"] == TOO_FEW for r in rows) else None
+    few = {r["figure"] for r in rows if r["verdict"] == TOO_FEW}
+    notes = [TOO_FEW_NOTE] if few - {STEADY} else []
+    if STEADY in few:
+        # Steps enough, but too few of them did not wait for a CPU (a loaded machine):
+        # the steady step alone is not tested, not "too few steps" of the run.
+        notes.append(
+            f"{STEADY} not tested: too few steps that did not wait for a CPU ({usable(a.values)} in A, "
+            f"{usable(b.values)} in B; the machine was loaded): --fail-if-slower tests the wall step time"
+        )
     phased = any(r["figure"] in PHASE_FIGURES for r in rows)
     return {
-        "note": note,
+        "note": "; ".join(notes) or None,
+        "too_few_steps": bool(few - {STEADY}),
         "verdicts": rows,
         "gate": results,
         "failed": any(g["failed"] for g in results),

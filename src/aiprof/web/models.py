@@ -313,7 +313,10 @@ class CompareResponse(Model):
     total: int
     query: dict[str, Any]
     verdicts: list[Verdict] = Field(description="per-step figures with their statistical verdict (aiprof diff)")
-    note: str | None = Field(description="why only the mean step was compared (too few steps), if so")
+    note: str | None = Field(
+        description="why a figure was not tested, if so: too few steps (the mean step compared only), "
+        "or too few steps that did not wait for a CPU (the steady step)"
+    )
     too_few_steps: bool = Field(description="a side has too few steps for the statistical test (note says so)")
     differences: list[str] = Field(description="how B's job differs from A's (world size, devices, model)")
     gate: list[GateResult] = Field(description="one result per fail_if rule, in the given order")

@@ -545,7 +545,6 @@ def build_router(lib: Library) -> APIRouter:
                 "total": total,
                 "query": q.to_json(),
                 **judged,
-                "too_few_steps": judged["note"] is not None,
                 "differences": differences,
                 "sides": {"a": side(ea.id, series[0]), "b": side(eb.id, series[1])},
             }

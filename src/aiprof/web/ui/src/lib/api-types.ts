@@ -568,7 +568,7 @@ export interface components {
             };
             /**
              * Note
-             * @description why only the mean step was compared (too few steps), if so
+             * @description why a figure was not tested, if so: too few steps (the mean step compared only), or too few steps that did not wait for a CPU (the steady step)
              */
             note: string | null;
             /**

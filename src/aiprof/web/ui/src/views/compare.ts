@@ -98,7 +98,8 @@ export async function comparePage(main: HTMLElement): Promise<void> {
     const significant = v.verdicts.filter((r) => VERDICT_CLASS[String(r.verdict)]);
     const verdictsHead = h("h3", {}, "Verdicts per step figure (as aiprof diff) ");
     out.append(verdictsHead);
-    if (v.too_few_steps) out.append(h("p", { class: "muted" }, "Too few steps for a statistical test on some figures (fewer than 4 on a side): their totals are compared only."));
+    // Why a figure was not tested, in aiprof diff's words (too few steps; or too few that did not wait for a CPU).
+    if (v.note) out.append(h("p", { class: "muted", id: "cmp-note" }, v.note[0].toUpperCase() + v.note.slice(1) + "."));
     const vt = h("table", { class: "data", id: "cmp-verdicts" }, h("thead", {}, h("tr", {}, ["figure", "A median", "B median", "change", "95% interval", "p", "verdict"].map((x) => h("th", {}, x)))));
     const vb = h("tbody");
     for (const r of v.verdicts) {
