@@ -196,7 +196,15 @@ def test_gc_advice_without_steps_speaks_of_the_run(infer: tuple[Path, float]) ->
         items = compute_items(p)
     # The collection of the big heap (and import torch's) paused the run: no steps.
     assert gc.advice is not None and gc.advice.summary.startswith("Garbage collection pauses the run for up to ")
-    assert gc.advice.evidence["max_pause_us"] > 1000.0
+    ev = gc.advice.evidence
+    assert ev["max_pause_us"] > 1000.0
+    # import torch's collections ran under an import, before any setup a freeze could
+    # follow: said, and not in the gain (every pause is one or the other).
+    with open_profile(path) as p:
+        every = p.sql("SELECT sum(dur) / 1e3 AS us, count(*) AS n FROM events WHERE kind = 'gc'").to_pylist()[0]
+    assert ev["gc_under_imports_us"] > 1000.0 and ev["gc_outside_steps_us"] == 0.0
+    assert abs(ev["gc_us"] + ev["gc_under_imports_us"] - every["us"]) < 1.0 and ev["pauses"] < every["n"]
+    assert f"{ev['gc_under_imports_us'] / 1000:.1f} ms more ran under imports" in gc.advice.summary
     advice = [t for t in _lines(items) if "] Garbage-collector pauses: Garbage collection pauses the run" in t]
     assert len(advice) == 1 and advice[0].endswith("% of the profiled time)"), advice
     # aiprof advise's sum of the gains says what they are shares of, as the items do.

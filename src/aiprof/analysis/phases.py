@@ -159,6 +159,8 @@ class Classified:
 
     def __init__(self) -> None:
         self.rank = np.zeros(0, dtype=np.int64)
+        self.ts = np.zeros(0, dtype=np.int64)
+        """Each sample's time (ns), sorted within a rank."""
         self.window = np.zeros(0, dtype=np.int64)
         self.phase = np.zeros(0, dtype=np.int64)
         self.where: list[tuple[str, str, int]] = []
@@ -231,7 +233,7 @@ def _classify(profile: Profile) -> Classified:
     startup = len(_RANK)  # a phase rank above all: the stack runs an import
     whole = w.get("whole_span")
     whole = np.zeros(len(w["rank"]), dtype=bool) if whole is None else whole.astype(bool)
-    ranks_, windows, phases, where, workers, ddp = [], [], [], [], [], []
+    ranks_, times, windows, phases, where, workers, ddp = [], [], [], [], [], [], []
     for r in np.unique(s["rank"]).tolist():
         tid = step_tid.get(r)
         sel = np.flatnonzero((s["rank"] == r) & (s["tid"] == tid))
@@ -257,12 +259,14 @@ def _classify(profile: Profile) -> Classified:
             if importing and win[j] >= 0 and whole[win[j]]:
                 strongest = startup
             ranks_.append(r)
+            times.append(int(ts[j]))
             windows.append(int(win[j]))
             phases.append(strongest)
             workers.append(waits)
             ddp.append(in_ddp)
             where.append(user or ((leaf[1], leaf[2], leaf[3]) if leaf else ("?", "?", 0)))
     out.rank = np.array(ranks_, dtype=np.int64)
+    out.ts = np.array(times, dtype=np.int64)
     out.window = np.array(windows, dtype=np.int64)
     # Phase index into PHASES.
     idx = [PHASES.index(p) for p in by_rank] + [len(PHASES)]
@@ -271,6 +275,25 @@ def _classify(profile: Profile) -> Classified:
     out.in_workers = np.array(workers, dtype=bool)
     out.ddp = np.array(ddp, dtype=bool)
     return out
+
+
+def under_imports(profile: Profile, rank: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which of ``rank``'s spans (ns, on its step thread) ran under an import: the step
+    thread's sample inside the span, else its first one after it within one sampling
+    interval, is of the startup phase (an import's frames on its stack). False where no
+    sample tells."""
+    c = classify(profile)
+    sel = np.flatnonzero(c.rank == rank)
+    out = np.zeros(len(starts), dtype=bool)
+    if len(sel) < 2 or not len(starts):
+        return out
+    ts, phase = c.ts[sel], c.phase[sel]
+    gap = int(np.median(np.diff(ts)))
+    i = np.searchsorted(ts, starts, side="left")
+    ok = i < len(ts)
+    ic = np.clip(i, 0, len(ts) - 1)
+    ok &= ts[ic] <= np.maximum(ends, starts) + gap
+    return ok & (phase[ic] == len(PHASES))
 
 
 def _whole_run(w: dict[str, np.ndarray], out: Classified, rank: int, ts: np.ndarray) -> None:
