@@ -240,7 +240,6 @@ def _classify(profile: Profile) -> Classified:
         if not len(sel):
             continue
         ts = s["ts"][sel]
-        _whole_run(w, out, r, ts)
         wsel = np.flatnonzero(w["rank"] == r)
         order = wsel[np.argsort(w["start"][wsel])]
         st, en = w["start"][order], w["end"][order]
@@ -294,25 +293,6 @@ def under_imports(profile: Profile, rank: int, starts: np.ndarray, ends: np.ndar
     ic = np.clip(i, 0, len(ts) - 1)
     ok &= ts[ic] <= np.maximum(ends, starts) + gap
     return ok & (phase[ic] == len(PHASES))
-
-
-def _whole_run(w: dict[str, np.ndarray], out: Classified, rank: int, ts: np.ndarray) -> None:
-    """Stretch the whole-run window of ``rank`` (a rank without steps; ``w`` and ``out``
-    in place) over its step thread's samples ``ts`` (sorted), the last one standing for
-    one sampling interval: the events' span alone leaves out what ran after the last
-    event (an inference loop after its setup's GC pauses)."""
-    whole = w.get("whole_span")
-    if whole is None or not len(ts):
-        return
-    sel = np.flatnonzero((w["rank"] == rank) & whole.astype(bool))
-    if not len(sel):
-        return
-    gap = int(np.median(np.diff(ts))) if len(ts) > 1 else 0
-    start, end = w["start"].copy(), w["end"].copy()
-    start[sel] = np.minimum(start[sel], int(ts[0]))
-    end[sel] = np.maximum(end[sel], int(ts[-1]) + gap)
-    w["start"], w["end"] = start, end
-    out.w_dur = end - start
 
 
 def _op_phases(profile: Profile, rank: int, tid: int, ts: np.ndarray) -> np.ndarray:

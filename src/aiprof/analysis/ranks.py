@@ -65,6 +65,24 @@ def step_windows(profile: Profile) -> dict[str, np.ndarray]:
     return profile.memo("step_windows", lambda: windows(profile) or _step_windows(profile))
 
 
+#: A rank's whole span, where it has no steps: its events', and its Python samples' (the
+#: last one standing for one sampling interval, the median gap of its threads' samples):
+#: the events alone leave out what ran after the last one (an inference loop after its
+#: setup's GC pauses, which ran 2.2 s where its events spanned 1.65 s).
+_SPANS_SQL = """
+    SELECT rank, min(start) AS start, max(end_) AS end_ FROM (
+        SELECT rank, min(ts) AS start, max(ts + dur) AS end_ FROM events
+        WHERE kind NOT IN ('other', 'instant') GROUP BY rank {sampled}
+    ) GROUP BY rank ORDER BY rank
+"""
+_SAMPLED_SQL = """
+        UNION ALL
+        SELECT rank, min(ts) AS start, max(ts) + coalesce(median(gap), 0)::BIGINT AS end_ FROM (
+            SELECT rank, ts, ts - lag(ts) OVER (PARTITION BY rank, pid, tid ORDER BY ts) AS gap FROM samples
+        ) GROUP BY rank
+"""
+
+
 def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
     steps = fetch(
         profile,
@@ -87,11 +105,7 @@ def _step_windows(profile: Profile) -> dict[str, np.ndarray]:
         if len(sel):
             last = sel[np.argmax(steps["start"][sel])]
             end[last] = max(int(end[last]), int(t))
-    spans = fetch(
-        profile,
-        "SELECT rank, min(ts) AS start, max(ts + dur) AS end_ FROM events "
-        "WHERE kind NOT IN ('other', 'instant') GROUP BY rank ORDER BY rank",
-    )
+    spans = fetch(profile, _SPANS_SQL.format(sampled=_SAMPLED_SQL if profile.tables.get("samples") else ""))
     have = set(steps["rank"].tolist())
     extra = [i for i, r in enumerate(spans["rank"].tolist()) if r not in have]
     return {
