@@ -262,7 +262,11 @@ def test_loader_gain_is_bounded_by_the_cores(loading: Path) -> None:
     # sys busy, at most T (1 - sys) C / (p + (1 - sys) C) of the steps' time T.
     p_ = min(a.evidence["proc_cpu_pct"] / 100.0, 1.0)
     idle = (1.0 - max(a.evidence["sys_cpu_pct"] / 100.0, p_ / cores)) * cores
-    assert a.evidence["cores"] == cores and a.evidence["overlap_us"] <= step * idle / (p_ + idle) + 1.0
+    # Where the cores bound it, the gain is that bound exactly: the slack is the rounding of
+    # the evidence's percentages (3 decimals) and of the phases' times, not 1 µs (CI read
+    # 460,324.38 µs against a bound rebuilt from the rounded percentages as 460,323.38).
+    bound = step * idle / (p_ + idle)
+    assert a.evidence["cores"] == cores and a.evidence["overlap_us"] <= bound * (1 + 1e-4) + 1.0
     if "per_item_us" in a.evidence:
         # The host (shared with other work) had too little idle CPU for workers to gain the
         # threshold: the fix is the Dataset's per-item work made cheaper, its sampled time.
