@@ -191,3 +191,23 @@ def test_workers_that_wait_are_not_bounded_by_the_idle_cpu(tmp_path: Path) -> No
     # The gain is the loading's wait: most of the steps' time (each step waits ~60 ms for
     # two items per worker), not a share bounded by the host's idle cores.
     assert a.estimate_us >= 0.7 * steps_us, (a.estimate_us, steps_us)
+
+
+def test_the_input_rules_give_waiting_workers_the_same_fix(tmp_path: Path) -> None:
+    """Recorded with --ops, the same job's DataLoader spans fire the input.* rules: they
+    proposed DataLoader workers "as many as the host has cores to spare" (the 2 it had),
+    as python.data_loading did before the workers' CPU was read. Waiting workers get
+    more workers than cores from them too, in python.data_loading's words."""
+    from aiprof.advise.python_time import WAITING_WORKERS_FIX, WAITING_WORKERS_PT
+    from record_support import record
+
+    out = record(tmp_path, WAITING_LOADER, "--ops")
+    with open_profile(out / "rank0.aiprof") as p:
+        (row,) = run(p, "loader_cpu").rows
+        items = {v.rule: v for v in evaluate(p)}
+    assert row["children_cpu_pct"] is not None and row["children_cpu_pct"] < 50.0, row
+    fired = [items[r].advice for r in ("input.dataloader_share", "input.dataloader_per_step")]
+    assert all(a is not None for a in fired), {r: items[r].status for r in items if r.startswith("input.")}
+    for a in fired:
+        assert a is not None and a.fix == WAITING_WORKERS_FIX and a.snippets == {"pytorch": WAITING_WORKERS_PT}
+        assert "they wait (files, network, sleep) rather than compute" in a.summary

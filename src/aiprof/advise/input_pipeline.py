@@ -51,8 +51,16 @@ def _fix(
     :func:`.python_time.loader_plan` finds (workers bounded by the idle CPU, else the
     per-item Python made cheaper) and the estimate is at most what it saves; the
     snippet's workers are the host's cores (at most 8), pinned memory only where the
-    profile has an accelerator to copy to."""
-    from .python_time import VECTORISE_FIX, VECTORISE_PT, loader_plan
+    profile has an accelerator to copy to; workers that wait rather than compute get
+    more workers than cores (:data:`.python_time.WAITING_WORKERS_FIX`)."""
+    from .python_time import (
+        VECTORISE_FIX,
+        VECTORISE_PT,
+        WAITING_WORKERS_FIX,
+        WAITING_WORKERS_PT,
+        loader_plan,
+        waiting_workers,
+    )
 
     accel = bool(ctx.device_types())
     per: dict[int, tuple[float, float]] = {}
@@ -67,6 +75,11 @@ def _fix(
         return None
     if plan.vectorise:
         return min(claimed_us, plan.estimate_us), VECTORISE_FIX, {"pytorch": VECTORISE_PT}, plan.note(), plan.evidence()
+    if waiting_workers(plan.cpu):
+        # Workers that wait (files, network, a sleep) rather than compute: more of them
+        # than cores overlap their waits (python.data_loading's fix, the same words).
+        fix = WAITING_WORKERS_FIX
+        return min(claimed_us, plan.estimate_us), fix, {"pytorch": WAITING_WORKERS_PT}, plan.note(), plan.evidence()
     workers = min(plan.cores, DEFAULT_WORKERS) if plan.cores is not None else DEFAULT_WORKERS
     code = (
         f"loader = torch.utils.data.DataLoader(ds, batch_size=B, num_workers={workers}"
