@@ -260,6 +260,12 @@ def test_ctrl_c_writes_a_partial_profile(tmp_path: Path) -> None:
     assert proc.returncode == 128 + signal.SIGINT, err
     m = meta(out / "rank0.aiprof")
     assert m["partial"] is True and "SIGINT" in m["partial_reason"]
+    # Python's KeyboardInterrupt traceback, from the script's own frame as `python job.py`
+    # prints it (it started with aiprof's runner and bootstrap: four frames).
+    files = [ln.strip() for ln in err.splitlines() if ln.strip().startswith('File "')]
+    assert files and files[0].startswith(f'File "{tmp_path / "job.py"}"'), err
+    assert not any("bootstrap" in f or "aiprof_run" in f for f in files), err
+    assert "KeyboardInterrupt" in err
 
 
 LAUNCHER = """

@@ -159,12 +159,14 @@ def main(argv: list[str] | None = None) -> None:
         raise
     except KeyboardInterrupt:
         reason = "interrupted (SIGINT)"
+        _print_from_the_script()
         raise
     except Exception as e:
         reason = f"{type(e).__name__}: {e}"
         failed: Exception | None = e
     except BaseException as e:
         reason = f"{type(e).__name__}: {e}"
+        _print_from_the_script()
         raise
     else:
         failed = None
@@ -235,6 +237,19 @@ def runpy_error(e: BaseException) -> bool:
 def _prog() -> str:
     """The interpreter as the job's command named it, as Python's own messages begin."""
     return str((getattr(sys, "orig_argv", None) or [sys.executable])[0])
+
+
+def _print_from_the_script() -> None:
+    """An exception this bootstrap lets through (Ctrl-C's KeyboardInterrupt: Python then
+    prints it and ends by SIGINT, as ``python script.py`` does) is printed from the
+    script's own frame, not from the runner's and this bootstrap's."""
+    hook = sys.excepthook
+
+    def trimmed(tp: Any, value: Any, tb: Any) -> None:
+        tb = script_traceback(tb)
+        hook(tp, value.with_traceback(tb) if value is not None else value, tb)
+
+    sys.excepthook = trimmed
 
 
 def script_traceback(tb: Any) -> Any:
