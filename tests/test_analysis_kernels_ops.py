@@ -125,3 +125,28 @@ def test_job_differences(shared_data: Path, tmp_path: Path) -> None:
         assert job_differences(r0, r0) == []
     with open_profile(out["s0"]) as s0, open_profile(out["s1"]) as s1:
         assert job_differences(s0, s1) == []
+
+
+CPU_ONLY = "kineto/cpu-only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+def test_operators_of_a_cpu_only_trace_leave_the_device_unmeasured(shared_data: Path, tmp_path: Path) -> None:
+    """A CPU-only trace's operators read device_self_us 0, device_total_us 0, kernels 0:
+    measured zeros, in the view and the report's top operators. Nothing ran on a device,
+    so they are null (not measured), and the report leaves the column out."""
+    from aiprof.cli.overview import compute_items
+
+    out, _ = import_paths([shared_data / CPU_ONLY], tmp_path / "cpu")
+    with open_profile(out) as p:
+        rows = run(p, "operators").rows
+        items = compute_items(p)
+    assert rows and all(r["host_total_us"] > 0 for r in rows)
+    assert all(r["device_self_us"] is None and r["device_total_us"] is None and r["kernels"] is None for r in rows)
+    top = next(it for it in items if it.get("title") == "top operators by host self time")
+    assert [c[0] for c in top["cols"]] == ["name", "calls", "host_self_us"]
+    # A trace with device work keeps its figures, zeros included (an operator that launched nothing).
+    out, _ = import_paths([shared_data / V100], tmp_path / "v100")
+    with open_profile(out) as p:
+        rows = run(p, "operators").rows
+    assert all(r["device_total_us"] is not None and r["kernels"] is not None for r in rows)
+    assert any(r["kernels"] == 0 for r in rows) and any(r["device_total_us"] > 0 for r in rows)

@@ -134,6 +134,12 @@ def test_a_loaded_run_with_many_steps_is_not_said_to_have_too_few(tmp_path: Path
     text = cli("diff", a, b)
     assert text.returncode == 0 and "fewer than 4 on a side" not in text.stdout
     assert doc["note"] in text.stdout
+    # Either way round, a side without a steady value has no change (it read -100% with
+    # the loaded run as B: "faster" to a script reading change_pct).
+    back = json.loads(cli("diff", b, a, "--format", "json").stdout)
+    for d in (doc, back):
+        (steady,) = [v for v in d["verdicts"] if v["figure"] == "steady_step_us"]
+        assert steady["change_pct"] is None and steady["verdict"] == "too few steps", steady
 
 
 def test_recordings_made_together_are_compared_block_by_block(tmp_path: Path) -> None:

@@ -208,10 +208,34 @@ def operators(profile: Profile, params: dict[str, Any]) -> pa.Table:
     "Call stack" arg of ``with_stack=True``; empty when not recorded): calls, host_total_us, host_self_us
     (total minus direct children), host_mean_us, device_self_us (device time of the
     kernels, copies and sets it launched itself, through correlation), device_total_us
-    (including what its child operators launched), kernels (launches it made itself)."""
+    (including what its child operators launched), kernels (launches it made itself);
+    the three device columns are null, not 0, in a profile without device work (a
+    CPU-only job: not measured)."""
     grouping = str(params.get("group_by", "name"))
     # The overview's top operators and the advice both ask: the nesting is computed once.
-    return profile.memo(f"operators:{grouping}", lambda: _operators(profile, GROUPS.get(grouping)))
+    return profile.memo(
+        f"operators:{grouping}", lambda: _unmeasured(profile, _operators(profile, GROUPS.get(grouping)))
+    )
+
+
+#: The device columns of the operators view, null where the profile has no device work.
+DEVICE_COLUMNS = ("device_self_us", "device_total_us", "kernels")
+
+
+def _unmeasured(profile: Profile, table: pa.Table) -> pa.Table:
+    """``table`` with its device columns null where the profile has no device work."""
+    if not table.num_rows:
+        return table
+    found = profile.sql(
+        "SELECT 1 AS x FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective', 'memcpy', 'memset') "
+        "LIMIT 1"
+    )
+    if found.num_rows:
+        return table
+    for c in DEVICE_COLUMNS:
+        i = table.schema.get_field_index(c)
+        table = table.set_column(i, c, pa.nulls(table.num_rows, table.schema.field(c).type))
+    return table
 
 
 #: Host spans read at a time: the nesting's memory is a batch's, whatever the profile's

@@ -283,7 +283,10 @@ def compare_samples(a: Any, b: Any, *, alpha: float = ALPHA, a_run: Any = None, 
     if len(x) < MIN_STEPS or len(y) < MIN_STEPS:
         ma = float(np.median(x)) if len(x) else None
         mb = float(np.median(y)) if len(y) else None
-        return Comparison(len(x), len(y), ma, mb, _pct(ta, tb), None, None, None, TOO_FEW, ta, tb)
+        # A side without a value (the steady step of a run whose every step waited for a
+        # CPU) has no total to compare: no change, not -100%.
+        change = _pct(ta, tb) if len(x) and len(y) else None
+        return Comparison(len(x), len(y), ma, mb, change, None, None, None, TOO_FEW, ta, tb)
     ma, mb = float(np.median(x)), float(np.median(y))
     change = _pct(ma, mb)
     runs_a = [np.median(x[ra == r]) for r in np.unique(ra) if (ra == r).sum() >= MIN_STEPS]

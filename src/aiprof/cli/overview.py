@@ -244,9 +244,10 @@ def compute_items(prof: Profile) -> list[Item]:
         ops = run(prof, "operators", Query.parse([], "-host_self_us", 5)).table
         operators_there = bool(ops.num_rows)
         if ops.num_rows and "host_self_us" in ops.column_names:
-            items.append(
-                _top(ops, "top operators by host self time", ["name", "calls", "host_self_us", "device_total_us"])
-            )
+            cols = ["name", "calls", "host_self_us", "device_total_us"]
+            if ops.column("device_total_us").null_count == ops.num_rows:
+                cols.pop()  # no device work in the profile: not measured, left out
+            items.append(_top(ops, "top operators by host self time", cols))
     if prof.tables.get("samples"):
         py = run(prof, "python", Query.parse([], "-self_samples", 5)).table
         if py.num_rows:

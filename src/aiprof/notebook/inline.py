@@ -392,6 +392,8 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         if not rows:
             continue
         numeric = cols[1:]
+        if key == "operators" and all(r.get("device_total_us") is None for r in rows):
+            cols = cols[:-1]  # no device work in the profile: not measured, left out
         if key == "python":
             rows = [dict(r, file=_short_file(str(r.get("file") or ""))) for r in rows]
             numeric = cols[2:]
