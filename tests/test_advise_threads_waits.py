@@ -186,6 +186,36 @@ def test_user_python_that_waits_is_told_to_overlap_the_wait(tmp_path: Path, mode
     assert "It runs in the training loop itself" not in a["summary"]
 
 
+#: A loop that saves its model and optimizer state (16 MiB) to a file every step.
+SAVE_JOB = """
+import sys, torch
+torch.set_num_threads(1)
+m = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024))
+opt = torch.optim.SGD(m.parameters(), 1e-3)
+x = torch.randn(16, 1024)
+for step in range(40):
+    m(x).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+    torch.save({"model": m.state_dict(), "opt": opt.state_dict()}, sys.argv[1])
+"""
+
+
+def test_a_checkpoint_in_the_loop_is_told_to_save_less_often_or_in_the_background(tmp_path: Path) -> None:
+    """The loop's costliest own line was a torch.save every step: "User Python" proposed
+    vectorising a loop over a tensor's elements. It now says the step saves a checkpoint
+    and proposes saving less often, or writing it beside the steps."""
+    out = record(tmp_path, SAVE_JOB, args=(str(tmp_path / "ckpt.pt"),)) / "rank0.aiprof"
+    _, items = _doc(out)
+    a = items["python.preprocessing"]
+    ev = a["evidence"]
+    assert ev["line"] == _line(SAVE_JOB, "torch.save(") and ev["file"].endswith("job.py")
+    assert a["title"] == "The step saves a checkpoint (Python samples)"
+    assert "That line saves state (torch.save(" in a["summary"]
+    assert a["fix"] == python_time._SAVE_FIX and "Vectorise" not in a["fix"]
+    assert "threading.Thread(target=torch.save" in a["snippets"]["pytorch"]
+
+
 def test_each_outlier_step_is_listed_once_whatever_the_ranks() -> None:
     """A synchronous job's ranks share their outlier steps: the advice listed
     [6, 6, 21, 21, 19, 19] for a 2-rank job; each step once, in the order given."""

@@ -108,6 +108,18 @@ def test_rules_of_single_frames(tmp_path: Path) -> None:
     src.write_text("total += loss.item()\nprint(f'step {i}')\nx = y.cpu()\nz = w + 1\n")
     assert [line_phase(str(src), n) for n in (1, 2, 3, 4)] == ["sync", "logging", "sync", "other_python"]
     assert line_phase(str(tmp_path / "missing.py"), 1) == "other_python"
+    # A logging call's line: its arguments are formatted there (a norm per parameter for
+    # a log line was "User Python" to vectorise). Not a method that merely ends in "info".
+    logs = tmp_path / "logs.py"
+    logs.write_text(
+        "log.info('row %d norm %.4f', r, float(p[r].norm()))\n"
+        "logger.warning(f'loss {loss:.3f}')\n"
+        "logging.debug('x')\n"
+        "writer.add_scalar('loss', l, i)\n"
+        "model.info(x)\n"
+        "catalog.info(x)\n"
+    )
+    assert [line_phase(str(logs), n) for n in range(1, 7)] == ["logging"] * 4 + ["other_python"] * 2
     assert is_user_code(str(src)) and not is_user_code(f"{torch_dir}/_tensor.py")
 
 
@@ -144,6 +156,44 @@ def test_phase_advice_needs_samples(tmp_path: Path) -> None:
 
     with open_profile(one_step_profile(tmp_path)) as p:
         assert {v.status for v in evaluate(p, only=["python.data_loading", "python.sync"])} == {"no_data"}
+
+
+#: Four optimizer steps of a few ms, in a job that spends its second before them: the
+#: steps hold a handful of samples at 100 Hz.
+FEW_STEPS = """
+import time
+import torch
+torch.set_num_threads(1)
+t0 = time.monotonic()
+while time.monotonic() - t0 < 1.0:
+    sum(i * i for i in range(1000))
+m = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(4):
+    m(torch.ones(8, 64)).sum().backward()
+    opt.step()
+"""
+
+
+def test_phase_advice_needs_samples_enough_in_the_steps(tmp_path: Path) -> None:
+    """A few samples in the steps gave a phase's share as a fact: a crashed run's one
+    sample read "The optimizer step takes 100.0% of the step time" (high, 83.9% gain).
+    Under MIN_STEP_SAMPLES in the steps, the Python-sample rules do not judge, and say why."""
+    from aiprof.advise import evaluate, not_judged
+    from aiprof.advise.python_time import MIN_STEP_SAMPLES
+
+    out = record(tmp_path, FEW_STEPS) / "rank0.aiprof"
+    with open_profile(out) as p:
+        inside = sum(r["samples"] for r in run(p, "phases").rows if r["step"] is None)
+        steps = [r for r in run(p, "steps").rows if r["step"] is not None]
+        verdicts = evaluate(p, only=["python.optimizer", "python.preprocessing", "python.data_loading"])
+    assert len(steps) == 4 and inside < MIN_STEP_SAMPLES
+    assert {v.status for v in verdicts} == {"no_data"}
+    (group,) = not_judged(verdicts)
+    assert group["missing"] == (
+        f"fewer than {MIN_STEP_SAMPLES} Python samples of the steps' threads in the steps, too few for a phase's "
+        "share (record longer, or with a higher --rate)"
+    )
 
 
 SYNC_AND_PRINT = """

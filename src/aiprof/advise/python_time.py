@@ -30,6 +30,10 @@ PREPROCESS_SHARE = 0.10
 #: measured; a blocking call on its hot line or under it says so too, unless the steps'
 #: CPU time shows that the phase ran on a CPU for more than this share of its time.
 WAIT_SHARE = 0.5
+#: Fewest samples of the step threads inside the steps for a phase's share to be judged:
+#: a crashed run's one sample read "the optimizer step takes 100% of the step" (high).
+#: At 20 a share's 95% interval is still some ±15 points (the evidence gives the samples).
+MIN_STEP_SAMPLES = 20
 #: A line that calls something that blocks (a C call has no frame of its own): a sleep,
 #: a wait for an event or a condition, a queue's or a future's get, a socket's receive,
 #: a file's read, a select.
@@ -84,6 +88,27 @@ _FIXES = {
         "opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)  # fused=True on CUDA",
     ),
 }
+
+#: A line that saves a checkpoint or the model's state: serialising and writing it is
+#: neither vectorisable Python nor a wait to overlap inside the step.
+_SAVE_LINE = re.compile(
+    r"(\btorch\.save|\.save_pretrained|\bsave_checkpoint|\bsave_model|\bpickle\.dumps?|\b(np|numpy)\.savez?\w*|"
+    r"\bdcp\.save|\bcheckpoint\.save|\bsafetensors\.\w*save\w*|\bsave_file)\s*\("
+)
+#: The fix where the step's costliest user line saves a checkpoint.
+_SAVE_FIX = (
+    "Save less often, or in the background: the steps wait while the checkpoint is serialised and written. Copy "
+    "the state to host memory at the step boundary and write it from a thread or another process "
+    "(torch.distributed.checkpoint.async_save does both), and keep every Nth checkpoint only if that is all "
+    "the run needs."
+)
+_SAVE_PT = (
+    "import copy, threading\n"
+    "if step % SAVE_EVERY == 0:  # less often\n"
+    "    state = copy.deepcopy({'model': model.state_dict(), 'opt': opt.state_dict()})  # on the CPU here\n"
+    "    threading.Thread(target=torch.save, args=(state, path), daemon=True).start()  # written beside the steps\n"
+    "# on a GPU, or distributed: torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)"
+)
 
 #: The fix of user Python that waits off the CPU: overlap the wait or remove it.
 _WAIT_FIX = (
@@ -162,14 +187,26 @@ def no_samples(ctx: Context) -> NotEnoughData:
             "no Python stack samples in the profile (an imported trace has none; aiprof record takes them unless "
             "--no-python)"
         )
-    starts = [float(r["start_us"]) for r in ctx.rows("steps") or [] if r.get("step") is not None]
-    if starts and last is not None and float(last) / 1000.0 < min(starts):
+    steps = [r for r in ctx.rows("steps") or [] if r.get("step") is not None]
+    starts = [float(r["start_us"]) for r in steps]
+    end = max((float(r["start_us"]) + float(r["duration_us"] or 0.0) for r in steps), default=0.0)
+    # Stopped early: the steps went on for many sampling intervals after the last sample
+    # (short steps after the last sample are only too short to be sampled).
+    if starts and last is not None and float(last) / 1000.0 < min(starts) and end - float(last) / 1000.0 > 100_000.0:
         return NotEnoughData(
             f"the profile's {n} Python stack samples all come before the first step (the last at "
             f"{float(last) / 1e9:.2f} s, the first step at {min(starts) / 1e6:.2f} s): the sampler stopped early, "
             "as when aiprof record is killed and aiprof recover makes the profile"
         )
-    return NotEnoughData(f"none of the profile's {n} Python stack samples fall inside the steps")
+    return too_few_samples()
+
+
+def too_few_samples() -> NotEnoughData:
+    """Why a phase's share is not judged on the samples the steps hold."""
+    return NotEnoughData(
+        f"fewer than {MIN_STEP_SAMPLES} Python samples of the steps' threads in the steps, too few for a phase's "
+        "share (record longer, or with a higher --rate)"
+    )
 
 
 def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any] | None] | NotEnoughData:
@@ -183,6 +220,9 @@ def _phase(ctx: Context, phase: str) -> tuple[float, float, float, dict[str, Any
     if total <= 0:
         return no_samples(ctx)
     mine = sum(m for _, m in ranks.values())
+    inside = sum(int(r["samples"] or 0) for r in rows if r["step"] is None)
+    if inside < MIN_STEP_SAMPLES:
+        return too_few_samples()
     samples = sum(int(r["samples"] or 0) for r in rows if r["step"] is None and r["phase"] == phase)
     hot = [r for r in ctx.rows("phase_hotspots") or [] if r["phase"] == phase]
     top = max(hot, key=lambda r: r["samples"]) if hot else None
@@ -428,6 +468,11 @@ class Wait:
         return "; ".join(parts)
 
 
+def _line_text(top: dict[str, Any]) -> str:
+    """The source text of a phase_hotspots row's line (empty where the file is gone)."""
+    return linecache.getline(str(top["file"]), int(top["line"])).strip() if int(top["line"] or 0) > 0 else ""
+
+
 def waits_off_cpu(ctx: Context, phase: str, top: dict[str, Any]) -> Wait:
     """Whether ``phase``'s hot line ``top`` (a phase_hotspots row) waits off the CPU
     rather than computes. Three witnesses:
@@ -445,7 +490,7 @@ def waits_off_cpu(ctx: Context, phase: str, top: dict[str, Any]) -> Wait:
     :data:`WAIT_SHARE` of the phase's time, the phase computes whatever its line says
     (``d.get(k)`` calls no queue)."""
     out = Wait(False)
-    text = linecache.getline(str(top["file"]), int(top["line"])).strip() if int(top["line"] or 0) > 0 else ""
+    text = _line_text(top)
     if _BLOCKING_LINE.search(text):
         out.call, out.reasons = text, ["line"]
     below, out.below_pct = _waits_below(
@@ -587,6 +632,11 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
             fix, snippet = WAITING_WORKERS_FIX, WAITING_WORKERS_PT
         elif plan.cores is not None:
             snippet = snippet.replace("num_workers=2", f"num_workers={plan.cores}")
+    elif phase == "other_python" and top and _SAVE_LINE.search(_line_text(top)):
+        # A checkpoint in the loop: the serialising and the write are its cost.
+        title = "The step saves a checkpoint (Python samples)"
+        fix, snippet = _SAVE_FIX, _SAVE_PT
+        where += f" That line saves state ({_line_text(top)}): the steps wait while it is serialised and written."
     elif phase == "other_python" and top and (wait := waits_off_cpu(ctx, phase, top)).waits:
         # A sleep, a lock, a queue, a socket, a file: the step waits there; vectorising cannot help.
         title = "The step waits off the CPU in the user's code (Python samples)"

@@ -88,6 +88,13 @@ _IMPORT_FILE = re.compile(r"^<frozen importlib\._bootstrap(_external)?>$|/import
 
 _SYNC_LINE = re.compile(r"\.(item|cpu|tolist|numpy)\(\s*\)")
 _PRINT_LINE = re.compile(r"(^|[^\w.])print\(")
+#: A logging call on the line (its arguments are formatted there: a norm per parameter
+#: for a log line is the logging's cost): logging's functions, a logger's, tqdm's write,
+#: a summary writer's add_*.
+_LOG_LINE = re.compile(
+    r"\b(logging|log|logger|_logger|LOGGER|LOG)\.(debug|info|warning|warn|error|exception|critical|log)\(|"
+    r"\btqdm\.write\(|\bwriter\.add_\w+\(|\bwandb\.log\("
+)
 _LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<|/aiprof/record/")
 #: The DataLoader's iterator over worker processes: the main process waits for batches.
 _WORKER_ITER = "_MultiProcessingDataLoaderIter"
@@ -130,7 +137,7 @@ def line_phase(file: str, line: int) -> str:
     text = linecache.getline(file, line) if line and line > 0 else ""
     if _SYNC_LINE.search(text):
         return "sync"
-    if _PRINT_LINE.search(text):
+    if _PRINT_LINE.search(text) or _LOG_LINE.search(text):
         return "logging"
     return "other_python"
 
