@@ -220,3 +220,20 @@ def _import_any(trace: Path, out: Path) -> Path:
     r = run("-q", "import", trace, "-o", out)
     assert r.returncode == 0, r.stderr
     return out.with_suffix(".aiprof")
+
+
+def test_a_profile_without_steps_titles_its_breakdown_as_the_whole_profile(shared_data: Path, tmp_path: Path) -> None:
+    """The Nsight Systems vecadd report has no steps: the report said "steps: none in the
+    trace" above "step time breakdown (all steps)" and "busy (of step time)"."""
+    from aiprof.cli.overview import WHOLE_RUN_BREAKDOWN, compute_items
+    from aiprof.importers import import_paths
+    from aiprof.store import open_profile
+
+    out, _ = import_paths([shared_data / "nsys/nsys_2022.4_vecadd_streams_T4_report1.sqlite"], tmp_path / "v")
+    with open_profile(out) as p:
+        items = compute_items(p)
+    titles = [it["title"] for it in items if it["t"] == "table"]
+    assert f"rank 0: {WHOLE_RUN_BREAKDOWN}" in titles and not any("step time" in t for t in titles), titles
+    device = next(it for it in items if it.get("title") == "rank 0: device time")
+    assert device["rows"][0][0] == "busy (of profiled time)"
+    assert not any("of step time" in str(row[0]) for row in device["rows"])

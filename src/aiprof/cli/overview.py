@@ -271,6 +271,9 @@ def compute_items(prof: Profile) -> list[Item]:
     return items
 
 
+#: The breakdown's title: of the steps, or of the whole profile where a rank has none.
+STEP_BREAKDOWN = "step time breakdown (all steps)"
+WHOLE_RUN_BREAKDOWN = "time breakdown over the whole profile (no steps found)"
 #: Where a rank has no steps, its phases cover its whole run (analysis/phases.py).
 WHOLE_RUN_PHASES = "phases over the whole run (no steps found; from Python samples)"
 #: Under a phase table that has a startup row.
@@ -297,7 +300,7 @@ def _rank_tables(
     # Without operator events the breakdown is all "other" (or not measured at all):
     # the phases say more.
     if bd and (not ph or any(r["time_us"] for r in bd if r["category"] != "other")):
-        items.append(_split(f"rank {rank}: step time breakdown (all steps)", bd))
+        items.append(_split(f"rank {rank}: " + (WHOLE_RUN_BREAKDOWN if no_steps else STEP_BREAKDOWN), bd))
         if unmeasured:
             items.append(_line(f"[dim]not measured in this profile, so left out: {', '.join(unmeasured)}[/dim]"))
     if ph:
@@ -315,7 +318,11 @@ def _rank_tables(
         cols: list[Col] = [("figure", "left", None, None), *_right("time (µs)", "%")]
         cells = [
             [
-                _DEVICE_FIGURE.get(r["category"], f"{r['category']} (of active span)"),
+                (
+                    "busy (of profiled time)"
+                    if no_steps and r["category"] == "device_busy"
+                    else _DEVICE_FIGURE.get(r["category"], f"{r['category']} (of active span)")
+                ),
                 format_cell(r["time_us"]),
                 format_cell(r["percent"]),
             ]
@@ -377,7 +384,7 @@ def _across_ranks(
     out: list[Item] = []
     whole = {rank: [r for r in rows if r["step"] is None] for rank, rows in by_rank.items()}
     for section, title in (
-        ("breakdown", "step time breakdown (all steps)"),
+        ("breakdown", WHOLE_RUN_BREAKDOWN if no_steps else STEP_BREAKDOWN),
         ("phases", WHOLE_RUN_PHASES if no_steps else "step time by phase (all steps, from Python samples)"),
     ):
         per: dict[str, dict[int, float]] = {}
