@@ -213,6 +213,49 @@ for i in range(30):
 """
 
 
+#: 400 steps of about 2 ms (shorter than the 10 ms sampling interval), most of each a
+#: logging call per row of a weight: each step holds a sample or none.
+SHORT_LOGGING_STEPS = """
+import io, logging
+import torch
+torch.set_num_threads(1)
+log = logging.getLogger("job")
+log.addHandler(logging.StreamHandler(io.StringIO()))
+log.setLevel(logging.INFO)
+m = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+for step in range(400):
+    m(torch.ones(4, 16)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    for r in range(16):
+        log.info("step %d row %d norm %.4f", step, r, float(m.weight[r].norm()))
+"""
+
+
+def test_steps_shorter_than_the_sampling_interval_keep_their_phase_in_the_gain(tmp_path: Path) -> None:
+    """Steps of 2 ms at 100 Hz: the phases view said logging took most of them, but the
+    attribution gave a phase only the steps that drew a sample (1.9% gain for a 33%
+    phase in a new user's trial). A step without a sample is now split by its rank's
+    shares, as the all-steps row is: the logging cause is the logging phase's time."""
+    from aiprof.advise import evaluate
+
+    out = record(tmp_path, SHORT_LOGGING_STEPS) / "rank0.aiprof"
+    with open_profile(out) as p:
+        steps = [r for r in run(p, "steps").rows if r["step"] is not None]
+        phase = {r["phase"]: r for r in run(p, "phases", Query.parse(["step=null"])).rows}
+        causes: dict[str, float] = {}
+        for r in run(p, "attribution").rows:
+            causes[r["cause"]] = causes.get(r["cause"], 0.0) + r["time_us"]
+        (v,) = evaluate(p, only=["python.logging"])
+    median = sorted(r["duration_us"] for r in steps)[len(steps) // 2]
+    assert len(steps) == 400 and median < 10_000.0, median
+    logging_us = phase["logging"]["time_us"]
+    assert phase["logging"]["percent"] > 30.0, phase["logging"]
+    assert causes["python_logging"] >= 0.8 * logging_us, (causes, logging_us)
+    assert v.advice is not None and v.advice.gain >= 0.8 * phase["logging"]["percent"] / 100, v.advice
+
+
 def test_sync_and_logging_advice_fire_on_their_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     from aiprof.advise import evaluate, python_time

@@ -475,6 +475,38 @@ ADVISED = {
 }
 
 
+def _filled_times(profile: Profile) -> dict[str, np.ndarray]:
+    """:func:`window_times`' ns per phase, a step without a sample of its own (shorter
+    than the sampling interval) split by its rank's shares over all its steps, as the
+    phases view's all-steps row splits them: else the attribution gave the phases only
+    the steps that drew a sample (a logging loop of 2 ms steps at 100 Hz: 1.9% where the
+    phases said 33%)."""
+
+    def f() -> dict[str, np.ndarray]:
+        from .ranks import step_windows
+
+        w = step_windows(profile)
+        _, ns = window_times(profile)
+        n = len(ns[PHASES[0]])
+        if not n:
+            return ns
+        dur = (w["end"] - w["start"])[:n].astype(np.int64)
+        rank, step = w["rank"][:n], w["step"][:n]
+        total = sum((ns[p] for p in PHASES), np.zeros(n, dtype=np.int64))
+        out = {p: ns[p].copy() for p in PHASES}
+        for r in np.unique(rank).tolist():
+            mine = (rank == r) & (step >= 0)
+            empty = mine & (total == 0)
+            sampled = int(total[mine].sum())
+            if not empty.any() or not sampled:
+                continue
+            for p in PHASES:
+                out[p][empty] = np.round(dur[empty] * (int(ns[p][mine].sum()) / sampled)).astype(np.int64)
+        return out
+
+    return profile.memo("phases:filled", f, per_event=True)
+
+
 def _phase_intervals(phase: str) -> Any:
     """Intervals holding each window's sampled time of ``phase``: samples give a share
     of the window, not instants, so the phases are laid end to end from the window's
@@ -486,7 +518,7 @@ def _phase_intervals(phase: str) -> Any:
         from .ranks import step_windows
 
         w = step_windows(profile)
-        _, ns = window_times(profile)
+        ns = _filled_times(profile)
         if not len(ns[phase]):
             return {}
         k = PHASES.index(phase)
