@@ -299,7 +299,7 @@ def under_imports(profile: Profile, rank: int, starts: np.ndarray, ends: np.ndar
     ok = i < len(ts)
     ic = np.clip(i, 0, len(ts) - 1)
     ok &= ts[ic] <= np.maximum(ends, starts) + gap
-    return ok & (phase[ic] == len(PHASES))
+    return np.asarray(ok & (phase[ic] == len(PHASES)), dtype=bool)
 
 
 def _op_phases(profile: Profile, rank: int, tid: int, ts: np.ndarray) -> np.ndarray:

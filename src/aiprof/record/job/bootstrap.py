@@ -245,9 +245,9 @@ def _print_from_the_script() -> None:
     script's own frame, not from the runner's and this bootstrap's."""
     hook = sys.excepthook
 
-    def trimmed(tp: Any, value: Any, tb: Any) -> None:
+    def trimmed(tp: Any, value: BaseException, tb: Any) -> None:
         tb = script_traceback(tb)
-        hook(tp, value.with_traceback(tb) if value is not None else value, tb)
+        hook(tp, value.with_traceback(tb), tb)
 
     sys.excepthook = trimmed
 
