@@ -157,8 +157,10 @@ def test_workers_are_not_promised_cpu_a_busy_host_did_not_have(busy: Path) -> No
     cores = psutil.cpu_count()
     p_ = min(cpu["proc_cpu_pct"] / 100.0, 1.0)
     idle = (1.0 - max(cpu["sys_cpu_pct"] / 100.0, p_ / cores)) * cores
-    # What workers could save: never beyond the idle CPU the recording measured...
-    assert a.evidence["overlap_us"] <= step * idle / (p_ + idle) + 1.0
+    # What workers could save: never beyond the idle CPU the recording measured (where
+    # the cores bound it, it is that bound exactly: within the rounding of the evidence's
+    # percentages, as tests/test_phases.py's bound)...
+    assert a.evidence["overlap_us"] <= step * idle / (p_ + idle) * (1 + 1e-4) + 1.0
     # ...under the rule's threshold here, so the advice is not workers.
     assert a.evidence["overlap_us"] <= 0.05 * step
     assert a.fix == python_time.VECTORISE_FIX and "num_workers" not in a.snippets["pytorch"]
@@ -166,7 +168,8 @@ def test_workers_are_not_promised_cpu_a_busy_host_did_not_have(busy: Path) -> No
     # The estimate: the loading's samples in the Dataset's own code (Rows.*), at most the loading.
     dataset = sum(r["time_us"] for r in hot if str(r["function"]).startswith("Rows."))
     assert a.estimate_us == pytest.approx(a.evidence["per_item_us"], abs=0.01)
-    assert a.estimate_us == pytest.approx(dataset, rel=1e-6) and 0 < a.estimate_us <= load + 1e-6
+    # (The phases' times are rounded to the ns: the estimate may be the loading itself.)
+    assert a.estimate_us == pytest.approx(dataset, rel=1e-6) and 0 < a.estimate_us <= load + 1e-2
     assert a.evidence["function"].startswith("Rows.")
 
 

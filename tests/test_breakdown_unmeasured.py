@@ -268,7 +268,10 @@ def test_device_figures_beside_the_breakdown_are_null_on_a_cpu_recording(ops: Pa
     assert len(loader) == 20
     for r in loader:
         assert r["idle_in_loader_us"] is None, r
-        assert r["loader_calls"] == 1 and r["dataloader_us"] > 4_000, r  # measured: --ops sees the DataLoader
+        assert r["dataloader_us"] > 4_000, r  # measured: --ops sees the DataLoader
+    # One DataLoader call a step; a call that starts at a step's boundary may count in the
+    # step before (CI once read 2 in step 17): every call is counted once.
+    assert sum(r["loader_calls"] for r in loader) == 20 and all(r["loader_calls"] <= 2 for r in loader), loader
     assert len(steps) == 20
     for r in steps:
         assert all(r[c] is None for c in RANK_STEP_DEVICE_COLS), r
