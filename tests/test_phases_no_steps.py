@@ -241,6 +241,9 @@ def test_the_notebook_says_what_the_gains_are_shares_of(infer: tuple[Path, float
         gain = f"expected gain {pct:.1f}% of profiled time"
         assert gain in html and "% of step time" not in html
         assert gain in summary_html(h) and "% of step time" not in summary_html(h)
+        # The breakdown and the busy share are of the whole profile, as the CLI says them.
+        summary = summary_html(h)
+        assert "Time breakdown over the whole profile (no steps found)" in summary and "of step time" not in summary
         text = summary_text(h)
         assert f"(expected gain {pct:.1f}% of profiled time)" in text, text
         assert "% of step time" not in text

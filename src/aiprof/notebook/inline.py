@@ -202,13 +202,14 @@ def _table(rows: list[dict[str, Any]], cols: list[str], numeric: Iterable[str] =
     return f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _device_table(ov: list[dict[str, Any]], accelerators: bool) -> str:
+def _device_table(ov: list[dict[str, Any]], accelerators: bool, no_steps: bool = False) -> str:
     rows = [r for r in ov if r["section"] in ("utilization", "device") and r.get("step") is None]
     if not rows:
         return f'<p style="{_MUTED};margin:2px 0">No device activity in this profile (host only).</p>'
     out = []
+    busy = "busy (of profiled time)" if no_steps else "busy (of step time)"
     for r in rows:
-        label = {"device_busy": "busy (of step time)"}.get(r["category"], f"{r['category']} (of active span)")
+        label = {"device_busy": busy}.get(r["category"], f"{r['category']} (of active span)")
         pct = float(r.get("percent") or 0.0)
         bar = (
             f'<span style="display:inline-block;vertical-align:middle;margin-left:6px;height:8px;'
@@ -342,9 +343,12 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         parts.append(f'<div style="color:#d97706">{esc(w)}</div>')
 
     ov = data.get("overview") or []
-    parts.append(f'<div style="{_H}">Step time breakdown</div>')
-    ranks = sorted({r["rank"] for r in ov if r["section"] == "breakdown"})
     steps_all = data.get("steps") or []
+    # Without steps the breakdown and the busy share are of the whole profile (the CLI's words).
+    no_steps = not any(s.get("step") is not None for s in steps_all)
+    title = "Time breakdown over the whole profile (no steps found)" if no_steps else "Step time breakdown"
+    parts.append(f'<div style="{_H}">{title}</div>')
+    ranks = sorted({r["rank"] for r in ov if r["section"] == "breakdown"})
     for rank in ranks[:MAX_RANKS]:
         if len(ranks) > 1:
             parts.append(f"<div>rank {esc(str(rank))}</div>")
@@ -359,7 +363,7 @@ def summary_html(handle: ProfileHandle, data: dict[str, Any] | None = None) -> s
         parts.append(f'<p style="{_MUTED}">{esc(errors.get("overview") or "No step time to break down.")}</p>')
 
     parts.append(f'<div style="{_H}">Device utilization</div>')
-    parts.append(_device_table(ov, any(d.get("type") != "cpu" for d in prof.devices)))
+    parts.append(_device_table(ov, any(d.get("type") != "cpu" for d in prof.devices), no_steps))
 
     parts.append(f'<div style="{_H}">Top advice</div>')
     advice = data.get("advice")
