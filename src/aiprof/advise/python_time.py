@@ -632,11 +632,11 @@ def _advise(ctx: Context, rule_id: str, phase: str, threshold: float, what: str)
             fix, snippet = WAITING_WORKERS_FIX, WAITING_WORKERS_PT
         elif plan.cores is not None:
             snippet = snippet.replace("num_workers=2", f"num_workers={plan.cores}")
-    elif phase == "other_python" and top and _SAVE_LINE.search(_line_text(top)):
+    elif phase == "other_python" and top and _SAVE_LINE.search(text := _line_text(top)):
         # A checkpoint in the loop: the serialising and the write are its cost.
         title = "The step saves a checkpoint (Python samples)"
         fix, snippet = _SAVE_FIX, _SAVE_PT
-        where += f" That line saves state ({_line_text(top)}): the steps wait while it is serialised and written."
+        where += f" That line saves state ({text}): the steps wait while it is serialised and written."
     elif phase == "other_python" and top and (wait := waits_off_cpu(ctx, phase, top)).waits:
         # A sleep, a lock, a queue, a socket, a file: the step waits there; vectorising cannot help.
         title = "The step waits off the CPU in the user's code (Python samples)"

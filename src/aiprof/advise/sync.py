@@ -181,6 +181,12 @@ _blocking_rule(
 FULL_GC = "gc gen2"
 
 
+def _young(name: object) -> bool:
+    """A young generation's collection (named ``gc gen<N>``, N below the oldest): the
+    fix leaves it; pauses of unknown generation count as removable."""
+    return str(name).startswith("gc gen") and name != FULL_GC
+
+
 def _gc_under_imports(ctx: Context) -> dict[str, float]:
     """The GC pauses of a run without steps that ran under an import (the step thread's
     samples say so: :func:`..analysis.phases.under_imports`): gc_us, young_us, pauses,
@@ -197,7 +203,7 @@ def _gc_under_imports(ctx: Context) -> dict[str, float]:
         for r in np.unique(rank).tolist():
             sel = np.flatnonzero(rank == r)
             mask[sel] = under_imports(ctx.profile, int(r), ts[sel], ts[sel] + dur[sel])
-    young = np.array([str(n).startswith("gc gen") and n != FULL_GC for n in name], dtype=bool)
+    young = np.array([_young(n) for n in name], dtype=bool)
     return {
         "gc_us": float(dur[mask].sum()) / 1000.0,
         "young_us": float(dur[mask & young].sum()) / 1000.0,
@@ -228,7 +234,7 @@ def gc_pauses(ctx: Context) -> Outcome:
     # collections' walk of that heap; the young objects the steps make still have to be
     # collected, so the young generations' pauses stay. Pauses of unknown generation
     # (other importers name them otherwise) count as removable.
-    young = sum(float(r["blocked_us"]) for r in gc if str(r["name"]).startswith("gc gen") and r["name"] != FULL_GC)
+    young = sum(float(r["blocked_us"]) for r in gc if _young(r["name"]))
     pauses = sum(int(r["calls"]) for r in gc)
     imports = {"gc_us": 0.0, "young_us": 0.0, "pauses": 0, "max_us": worst}
     if not ctx.steps():

@@ -224,13 +224,9 @@ DEVICE_COLUMNS = ("device_self_us", "device_total_us", "kernels")
 
 def _unmeasured(profile: Profile, table: pa.Table) -> pa.Table:
     """``table`` with its device columns null where the profile has no device work."""
-    if not table.num_rows:
-        return table
-    found = profile.sql(
-        "SELECT 1 AS x FROM events WHERE device_type <> 'cpu' AND kind IN ('kernel', 'collective', 'memcpy', 'memset') "
-        "LIMIT 1"
-    )
-    if found.num_rows:
+    from .overview import measured_ranks  # the rule the other views' device figures follow
+
+    if not table.num_rows or measured_ranks(profile, "device"):
         return table
     for c in DEVICE_COLUMNS:
         i = table.schema.get_field_index(c)
